@@ -1,0 +1,20 @@
+"""Benchmark drivers, one module per benchmark, run as ``h5flow bench <name>``.
+
+Each module exposes ``add_arguments(parser)`` (its command-line options) and ``launch(args)`` (runs it,
+starting ``mpiexec`` itself when the benchmark is parallel). :data:`BENCHMARKS` maps the command name
+to the module, imported only when needed (modules also run as ``python -m`` under ``mpiexec``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw"}
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(BENCHMARKS[name])
+
+
+__all__ = ["BENCHMARKS", "load"]

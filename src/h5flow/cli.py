@@ -1,0 +1,61 @@
+"""The ``h5flow`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from h5flow import __version__
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from h5flow import info
+
+    info.render(info.collect(), as_json=args.json)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    return int(args.bench_module.launch(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from h5flow import benchmarks
+
+    parser = argparse.ArgumentParser(
+        prog="h5flow",
+        description="HDF5 as the vehicle that moves scientific data: in-transit streams, VOL connectors, "
+        "benchmarks.",
+    )
+    parser.add_argument("--version", action="version", version=f"h5flow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p_info = sub.add_parser(
+        "info", help="show the HDF5/MPI/h5py stack and the h5flow connectors found",
+        description="Report what the loaded HDF5, MPI, h5py and mpi4py can do, the plugin path, and the "
+        "h5flow VOL connectors found on it.",
+    )
+    p_info.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p_info.set_defaults(func=_cmd_info)
+
+    p_bench = sub.add_parser("bench", help="run a benchmark", description="Run one of h5flow's benchmarks.")
+    bench_sub = p_bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name in benchmarks.BENCHMARKS:
+        module = benchmarks.load(name)
+        doc = (module.__doc__ or "").strip()
+        bp = bench_sub.add_parser(name, help=doc.splitlines()[0] if doc else name, description=doc)
+        module.add_arguments(bp)
+        bp.set_defaults(func=_cmd_bench, bench_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Test support shipped with h5flow: the pytest MPI plugin and, per interface, conformance suites."""
