@@ -2,10 +2,41 @@
 
 One module per analysis, registered in :data:`registry` under the name SENSEI XML uses in
 ``<analysis type="...">``; third parties use the ``h5flow.analyses`` entry-point group.
+
+A registry entry loads an :class:`~h5flow.analyses.base.Analysis` subclass; :func:`make_analysis` builds it
+with its ``from_config(cfg)`` classmethod when it has one, else by calling the class with ``cfg``.
 """
 
+from __future__ import annotations
+
 from h5flow._registry import Registry
+from h5flow.analyses.base import Analysis
+from h5flow.config import AnalysisConfig
 
-registry: Registry = Registry("analysis", "h5flow.analyses")
+registry: Registry[type[Analysis]] = Registry("analysis", "h5flow.analyses")
 
-__all__ = ["registry"]
+
+def _load_histogram() -> type[Analysis]:
+    from h5flow.analyses._histogram import Histogram
+
+    return Histogram
+
+
+registry.register("histogram", _load_histogram)
+
+
+def make_analysis(cfg: AnalysisConfig) -> Analysis:
+    """The analysis ``cfg.type`` names, built from ``cfg`` (call ``initialize(comm)`` on it next).
+
+    Raises :class:`~h5flow._registry.UnknownPluginError` (listing the known types) for an unknown type
+    and ``ValueError`` for parameters the analysis refuses (for example ``bins < 1``).
+    """
+    cls = registry.get(cfg.type)
+    from_config = getattr(cls, "from_config", None)
+    analysis = from_config(cfg) if callable(from_config) else cls(cfg)
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"analysis {cfg.type!r} built {type(analysis).__name__}, not an Analysis")
+    return analysis
+
+
+__all__ = ["Analysis", "make_analysis", "registry"]

@@ -3,10 +3,55 @@
 One module per partitioner (``block``, ``planar``, ``mapped``), each registered in :data:`registry`;
 third parties use the ``h5flow.partitioners`` entry-point group. Partitioners are pure functions of the
 step's global block metadata and the consumer count, so they are tested without MPI.
+
+A registry entry loads a :class:`~h5flow.partitioners.base.Partitioner` subclass; :func:`make_partitioner`
+builds it with its ``from_config(cfg)`` classmethod when it has one, else with no arguments.
 """
 
+from __future__ import annotations
+
 from h5flow._registry import Registry
+from h5flow.config import PartitionerConfig
+from h5flow.partitioners.base import PartitionError, Partitioner
 
-registry: Registry = Registry("partitioner", "h5flow.partitioners")
+registry: Registry[type[Partitioner]] = Registry("partitioner", "h5flow.partitioners")
 
-__all__ = ["registry"]
+
+def _load_block() -> type[Partitioner]:
+    from h5flow.partitioners._block import BlockPartitioner
+
+    return BlockPartitioner
+
+
+def _load_planar() -> type[Partitioner]:
+    from h5flow.partitioners._planar import PlanarPartitioner
+
+    return PlanarPartitioner
+
+
+def _load_mapped() -> type[Partitioner]:
+    from h5flow.partitioners._mapped import MappedPartitioner
+
+    return MappedPartitioner
+
+
+registry.register("block", _load_block)
+registry.register("planar", _load_planar)
+registry.register("mapped", _load_mapped)
+
+
+def make_partitioner(cfg: PartitionerConfig) -> Partitioner:
+    """The partitioner ``cfg.type`` names, built from ``cfg``.
+
+    Raises :class:`~h5flow._registry.UnknownPluginError` (listing the known types) for an unknown type
+    and :class:`PartitionError` for parameters that do not fit it (``plane_size < 1``, unpaired mapped lists).
+    """
+    cls = registry.get(cfg.type)
+    from_config = getattr(cls, "from_config", None)
+    part = from_config(cfg) if callable(from_config) else cls()
+    if not isinstance(part, Partitioner):
+        raise TypeError(f"partitioner {cfg.type!r} built {type(part).__name__}, not a Partitioner")
+    return part
+
+
+__all__ = ["PartitionError", "Partitioner", "make_partitioner", "registry"]

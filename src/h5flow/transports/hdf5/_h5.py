@@ -1,0 +1,47 @@
+"""HDF5 file opening for the hdf5 transport: the mpio and subfiling drivers on a given communicator."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+from h5flow import _hdf5lib
+
+DRIVERS = ("mpio", "subfiling")
+
+
+def _subfiling_fapl(comm: Any) -> h5py.h5p.PropFAID:
+    from mpi4py import MPI
+
+    if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        raise RuntimeError("driver='subfiling' needs MPI initialised with MPI_THREAD_MULTIPLE "
+                           "(mpi4py does this by default; do not lower mpi4py.rc.thread_level)")
+    lib = _hdf5lib.lib()
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    lib.H5Pset_mpi_params.argtypes = [_hdf5lib.hid_t, ctypes.c_int, ctypes.c_int]
+    lib.H5Pset_mpi_params.restype = _hdf5lib.herr_t
+    if lib.H5Pset_mpi_params(fapl.id, MPI._handleof(comm), MPI._handleof(MPI.INFO_NULL)) < 0:
+        raise RuntimeError("H5Pset_mpi_params failed")
+    lib.H5Pset_fapl_subfiling.argtypes = [_hdf5lib.hid_t, ctypes.c_void_p]
+    lib.H5Pset_fapl_subfiling.restype = _hdf5lib.herr_t
+    if lib.H5Pset_fapl_subfiling(fapl.id, None) < 0:
+        raise RuntimeError("H5Pset_fapl_subfiling failed")
+    return fapl
+
+
+def open_shared(path: Path, mode: str, comm: Any, driver: str) -> h5py.File:
+    """Open ``path`` collectively on ``comm`` with the mpio or the subfiling driver."""
+    if driver == "mpio":
+        return h5py.File(path, mode, driver="mpio", comm=comm, libver=("v110", "latest"))
+    if driver == "subfiling":
+        fapl = _subfiling_fapl(comm)
+        name = str(path).encode()
+        if mode == "w":
+            fid = h5py.h5f.create(name, h5py.h5f.ACC_TRUNC, fapl=fapl)
+        else:
+            fid = h5py.h5f.open(name, h5py.h5f.ACC_RDONLY, fapl=fapl)
+        return h5py.File(fid)
+    raise ValueError(f"unknown driver {driver!r}; accepted: {', '.join(DRIVERS)}")

@@ -1,0 +1,272 @@
+"""Consumer side of the hdf5 transport: discover published steps, read this rank's blocks, release."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5flow.config import TransportConfig
+from h5flow.model import Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
+from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
+from h5flow.transports.hdf5 import _h5
+from h5flow.transports.hdf5.staging import Entry, GroupState, IndexTail, Staging, StreamInfo
+
+
+@dataclass
+class _Found:
+    status: StepStatus
+    entry: Entry | None = None
+    reason: str = ""
+    seen: float = 0.0
+    layout: str = "n-1"
+    driver: str = "mpio"
+    meta_json: str = ""
+
+
+def _runs(ids: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs [first, last] of sorted block ids (one read per run)."""
+    runs: list[tuple[int, int]] = []
+    for i in ids:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+class Hdf5ReadStep(ReadStep):
+    def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
+                 seq: int, files: dict[int, h5py.File], layout: str, opener: Any) -> None:
+        super().__init__(step, time_, meta, assignment)
+        self.seq = seq
+        self._files = files
+        self._layout = layout
+        self._open = opener
+
+    def _file(self, owner: int) -> h5py.File:
+        key = 0 if self._layout == "n-1" else owner
+        if key not in self._files:
+            self._files[key] = self._open(owner)
+        return self._files[key]
+
+    def _rows(self, mesh: MeshMeta, assoc: Association, ids: list[int]) -> dict[int, tuple[int, int, int]]:
+        """block id → (file key owner, first row, row count) in the dataset that holds it."""
+        counts = [b.count(assoc) for b in mesh.blocks]
+        out = {}
+        if self._layout == "n-1":
+            offsets = mesh.offsets(assoc)
+            for i in ids:
+                out[i] = (0, offsets[i], counts[i])
+        else:
+            per_owner: dict[int, int] = {}
+            for b in mesh.blocks:
+                start = per_owner.get(b.owner, 0)
+                if b.block_id in ids:
+                    out[b.block_id] = (b.owner, start, counts[b.block_id])
+                per_owner[b.owner] = start + counts[b.block_id]
+        return out
+
+    def _read(self, mesh: MeshMeta, path: str, assoc: Association, ids: list[int], ncomp: int,
+              dtype: np.dtype) -> dict[int, np.ndarray]:
+        rows = self._rows(mesh, assoc, ids)
+        out: dict[int, np.ndarray] = {}
+        if self._layout == "n-1":
+            dset = self._file(0)[mesh.name][path]
+            for first, last in _runs(ids):
+                a, b = rows[first][1], rows[last][1] + rows[last][2]
+                buf = np.empty((b - a, ncomp), dtype=dtype)
+                if b > a:
+                    dset.read_direct(buf, np.s_[a:b])
+                for i in range(first, last + 1):
+                    out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
+        else:
+            for i in ids:
+                owner, a, n = rows[i]
+                buf = np.empty((n, ncomp), dtype=dtype)
+                if n:
+                    self._file(owner)[mesh.name][path].read_direct(buf, np.s_[a : a + n])
+                out[i] = buf
+        return out
+
+    def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
+        self._check_mesh(mesh)
+        m = self.meta.meshes[mesh]
+        ids = sorted(self.my_block_ids(mesh))
+        wanted = [m.array(name) for name in arrays]
+        for a in wanted:
+            if m.kind == "image" and a.association != association:
+                raise KeyError(f"array {a.name!r} of mesh {mesh!r} is a {a.association} array, not {association}")
+        values = {a.name: self._read(m, f"{a.association}/{a.name}", a.association, ids, a.components,
+                                     np.dtype(a.dtype)) for a in wanted}
+        positions = (self._read(m, "geometry/positions", "point", ids, 3, np.dtype("<f8"))
+                     if m.kind == "particles" else {})
+        out: list[Block] = []
+        for i in ids:
+            bm: BlockMeta = m.blocks[i]
+            if m.kind == "image":
+                blk = ImageBlock(i, tuple(bm.origin), tuple(bm.spacing), tuple(bm.extent), bm.ghost)  # type: ignore[arg-type]
+                for a in wanted:
+                    arr = values[a.name][i]
+                    shape = bm.shape(a.association) + ((a.components,) if a.components > 1 else ())
+                    blk.arrays(a.association)[a.name] = arr.reshape(shape)
+                out.append(blk)
+            else:
+                arrs = {a.name: (values[a.name][i] if a.components > 1 else values[a.name][i][:, 0])
+                        for a in wanted}
+                out.append(ParticleBlock(i, positions[i], arrs))
+        return out
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+class Hdf5Reader(Reader):
+    """Reads the steps of an hdf5 stream as one consumer group (all ranks of ``comm``)."""
+
+    def __init__(self, comm: Any, config: TransportConfig) -> None:
+        super().__init__(comm, config)
+        from h5flow.partitioners import make_partitioner
+
+        self.partitioner = make_partitioner(config.partitioner)
+        self.staging = Staging(config.filename)
+        self.staging.group_path(config.group)  # validates the group name on every rank
+        self.info: StreamInfo | None = None
+        self.events: list[dict[str, float | int]] = []
+        self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
+        self.missed: list[int] = []  # steps deleted before this group attached
+        self._tail: IndexTail | None = None
+        self._pending: list[Entry] = []
+        self._next_seq = 0
+        self._end_count: int | None = None
+        self._state: GroupState | None = None
+        self._step_t0 = 0.0
+        self._seen = 0.0
+
+    # -- discovery (rank 0) ------------------------------------------------------------------------
+    def _attach(self) -> bool:
+        try:
+            info = StreamInfo.load(self.staging.stream_json)
+        except FileNotFoundError:
+            return False
+        except (ValueError, TypeError) as e:
+            raise TransportError(str(e)) from None
+        self.info = info
+        self._tail = IndexTail(self.staging.index)
+        state = self.staging.load_group(self.config.group)
+        if state is None or state.run_id != info.run_id:
+            state = GroupState(info.run_id, -1, self.comm.size)
+        else:
+            state.consumers = self.comm.size
+        self._state = state
+        self._next_seq = state.released_seq + 1  # a restarted group resumes at its first unreleased step
+        self.staging.save_group(self.config.group, state)
+        return True
+
+    def _scan(self) -> _Found | None:
+        assert self._tail is not None and self.info is not None
+        for e in self._tail.read_new():
+            if e.kind == "P":
+                self._pending.append(e)
+            elif e.kind == "D":
+                self.discarded.append((e.step, e.reason))
+            elif e.kind == "E":
+                self._end_count = e.count
+        while self._pending:
+            e = self._pending[0]
+            if e.seq < self._next_seq:
+                self._pending.pop(0)
+                continue
+            if self.staging.step_path(e.step).is_dir():
+                return _Found(StepStatus.OK, e, seen=time.time(), layout=self.info.layout, driver=self.info.driver)
+            self._pending.pop(0)  # deleted before this group attached
+            self.missed.append(e.step)
+            self._next_seq = e.seq + 1
+        if self._end_count is not None and self._next_seq >= self._end_count:
+            return _Found(StepStatus.END_OF_STREAM)
+        return None
+
+    def _poll(self, timeout: float | None) -> _Found:
+        cfg = self.config
+        deadline = None if timeout is None else time.time() + timeout
+        delay = cfg.poll_min
+        while True:
+            try:
+                if self.info is not None or self._attach():
+                    found = self._scan()
+                    if found is not None:
+                        return found
+                    assert self.info is not None
+                    lost = self.staging.lost_producer(self.info)
+                    if lost is not None:
+                        found = self._scan()  # the producer may have ended just before its beat stopped
+                        if found is not None:
+                            return found
+                        return _Found(StepStatus.ERROR, reason=f"{lost}; last step seen "
+                                      f"{self._pending[-1].step if self._pending else 'none'}")
+            except (TransportError, ValueError, OSError) as e:
+                return _Found(StepStatus.ERROR, reason=str(e))
+            if deadline is not None and time.time() >= deadline:
+                what = "no stream yet" if self.info is None else f"waiting for sequence {self._next_seq}"
+                return _Found(StepStatus.NOT_READY, reason=f"{what} in {self.staging.root} after {timeout:g} s")
+            time.sleep(delay)
+            delay = min(delay * 2, cfg.poll_max)
+
+    # -- the Reader contract ---------------------------------------------------------------------
+    def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
+        comm = self.comm
+        t0 = time.time()
+        found = None
+        if comm.rank == 0:
+            found = self._poll(timeout)
+            if found.status is StepStatus.OK:
+                assert found.entry is not None
+                try:
+                    found.meta_json = (self.staging.step_path(found.entry.step) / "meta.json").read_text()
+                except OSError as e:
+                    found = _Found(StepStatus.ERROR, reason=f"step {found.entry.step} unreadable: {e}")
+        found = bcast_from_root(comm, found)
+        if found.status is not StepStatus.OK:
+            return BeginStepResult(found.status, None, found.reason)
+        e = found.entry
+        meta = StepMeta.from_json(found.meta_json)
+        assignment = {name: self.partitioner.assign(m, comm.size, comm.rank) for name, m in meta.meshes.items()}
+        step_dir = self.staging.step_path(e.step)
+        files: dict[int, h5py.File] = {}
+        if found.layout == "n-1":
+            files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
+
+        def open_rank_file(owner: int) -> h5py.File:
+            return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
+
+        self._step_t0, self._seen = t0, found.seen
+        step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file)
+        self._entry = e
+        return BeginStepResult(StepStatus.OK, step)
+
+    def _do_release(self, step: ReadStep) -> None:
+        assert isinstance(step, Hdf5ReadStep)
+        step.close()  # collective for the shared file
+        self.comm.Barrier()
+        now = time.time()
+        e = self._entry
+        if self.comm.rank == 0:
+            assert self._state is not None and self.info is not None
+            self._state.released_seq = step.seq
+            self.staging.save_group(self.config.group, self._state)
+            if self.config.keep != "all":
+                self.staging.collect_garbage(self.info.run_id, [x for x in [e] if x is not None])
+        self._next_seq = step.seq + 1
+        self.events.append({"step": step.step, "seq": step.seq, "published": e.published_at, "visible": self._seen,
+                            "begin": self._step_t0, "released": now, "nbytes": e.nbytes})
+
+    def _do_close(self) -> None:
+        if self._current is not None and isinstance(self._current, Hdf5ReadStep):
+            self._current.close()
