@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 .PHONY: help setup demo test clean distclean
 
 help:
-	@echo "make demo   build/reuse the stack, then run the main job (h5flow info + a $(RANKS)-rank parallel h5py write/read)"
+	@echo "make demo   build/reuse the stack, then run the main job (h5flow info + the in-transit demo: oscillator -> hdf5 stream -> histogram)"
 	@echo "make test   build/reuse the stack, then run the test suite (MPI tests under mpiexec)"
 	@echo "make setup  only build/reuse the stack (HDF5 1.14.5 parallel, mpi4py, h5py, .venv, native/)"
 	@echo "make clean  remove this clone's build products (.venv, build/); the shared cache stays"
@@ -18,14 +18,14 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	@source $(STACK) && h5flow info && h5flow bench rw --ranks $(RANKS) --mib-per-rank 64 --reps 3
+	@source $(STACK) && h5flow info && h5flow demo
 
 test: setup
 	@source $(STACK) && { python -m pytest $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no test (exit 5): failing" >&2; fi; exit $$rc; }; }
 
 clean:
-	rm -rf .venv build .pytest_cache
+	rm -rf .venv build .pytest_cache h5flow-demo
 	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_info.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p_info.set_defaults(func=_cmd_info)
 
+    from h5flow import _intransit_cli
+
+    _intransit_cli.add_commands(sub)
+
     p_bench = sub.add_parser("bench", help="run a benchmark", description="Run one of h5flow's benchmarks.")
     bench_sub = p_bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name in benchmarks.BENCHMARKS:

@@ -236,6 +236,12 @@ class Hdf5Reader(Reader):
         if found.status is not StepStatus.OK:
             return BeginStepResult(found.status, None, found.reason)
         e = found.entry
+        if found.driver == "subfiling" and comm.size == 1:
+            # HDF5 1.14.5's subfiling VFD hangs opening a file on a single rank (measured: mpiexec -n 1
+            # never returns from H5Fopen, -n 2 reads it back); refuse instead of hanging.
+            return BeginStepResult(StepStatus.ERROR, None, "the stream was written with driver='subfiling', which "
+                                   "HDF5 1.14.5 cannot open on a single consumer rank: use 2 or more consumer "
+                                   "ranks, or driver='mpio'")
         meta = StepMeta.from_json(found.meta_json)
         assignment = {name: self.partitioner.assign(m, comm.size, comm.rank) for name, m in meta.meshes.items()}
         step_dir = self.staging.step_path(e.step)

@@ -1,0 +1,271 @@
+"""Running the in-transit job: the producer loop, the consumer loop, and both as two MPI jobs.
+
+``produce`` runs on the M producer ranks (oscillator → transport writer), ``consume`` on the N
+consumer ranks (transport reader → partitioner → analyses). Each writes a *part record* (JSON, rank 0)
+with per-rank step events and RSS samples; :func:`run` launches both with ``mpiexec`` concurrently, as
+the paper does, and merges the parts into one *run record*.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from h5flow.config import AnalysisConfig, SenseiConfig
+from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
+from h5flow.transports.hdf5.staging import atomic_write
+
+
+class RssSampler:
+    """Samples this process's resident set size every ``period`` seconds on a daemon thread."""
+
+    def __init__(self, period: float = 0.05) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self.period = period
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self._proc.memory_info().rss))
+            self._stop.wait(self.period)
+
+    def stop(self) -> list[tuple[float, int]]:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.time(), self._proc.memory_info().rss))
+        return self.samples
+
+
+def _progress(path: str | None, done: int, total: int | None) -> None:
+    if path:
+        atomic_write(Path(path), json.dumps({"done": done, "total": total}))
+
+
+def _gather_and_write(comm: Any, part: dict[str, Any], rank_data: dict[str, Any], record: str | None) -> None:
+    ranks = comm.gather(rank_data, root=0)
+    if comm.rank == 0 and record:
+        part["ranks"] = ranks
+        atomic_write(Path(record), json.dumps(part, default=_json_default))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot serialise {type(o).__name__}")
+
+
+def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str | None = None,
+            progress: str | None = None) -> dict[str, Any]:
+    """The producer loop on ``comm``: oscillator steps published through the configured transport."""
+    start = time.time()
+    rss = RssSampler()
+    tcfg = config.transport()
+    sim = Simulation(osc, comm.rank, comm.size)
+    steps = sim.num_steps()
+    compute: list[tuple[int, float, float]] = []
+    published = discarded = 0
+    nbytes = 0
+    with open_writer(comm, tcfg) as writer:
+        for s in range(steps):
+            t0 = time.time()
+            t = sim.advance(s)
+            blocks = sim.blocks()
+            compute.append((s, t0, time.time()))
+            writer.begin_step(s, t)
+            for b in blocks:
+                writer.put("mesh", b)
+            info = writer.end_step()
+            published += info.published
+            discarded += not info.published
+            nbytes += info.nbytes if info.published else 0
+            if comm.rank == 0:
+                _progress(progress, s + 1, steps)
+    end = time.time()
+    part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
+            "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
+            "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks}
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute,
+                 "events": getattr(writer, "events", []), "rss": rss.stop()}
+    _gather_and_write(comm, part, rank_data, record)
+    return part
+
+
+def default_analysis() -> AnalysisConfig:
+    return AnalysisConfig(type="histogram", mesh="mesh", array="data", association="cell", bins=10)
+
+
+def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str | None = None,
+            progress: str | None = None, total: int | None = None, quiet: bool = False) -> dict[str, Any]:
+    """The consumer loop on ``comm``: every step through the configured analyses, until end of stream."""
+    from h5flow.analyses import make_analysis
+
+    start = time.time()
+    rss = RssSampler()
+    tcfg = config.transport()
+    acfgs = [a for a in config.analyses if a.enabled] or [default_analysis()]
+    analyses = [make_analysis(a) for a in acfgs]
+    for a in analyses:
+        a.initialize(comm)
+    status, reason = "end_of_stream", ""
+    n = 0
+    last: list[Any] = []
+    analysis_times: list[tuple[int, float, float]] = []
+    reader = open_reader(comm, tcfg)
+    try:
+        while True:
+            res = reader.begin_step(timeout)
+            if res.status is not StepStatus.OK:
+                status, reason = res.status.value, res.reason
+                break
+            t0 = time.time()
+            last = [a.execute(res.step) for a in analyses]
+            analysis_times.append((res.step.step, t0, time.time()))
+            reader.release()
+            n += 1
+            if comm.rank == 0:
+                _progress(progress, n, total)
+    finally:
+        reader.close()
+    for a in analyses:
+        a.finalize()
+    end = time.time()
+    results = [asdict(r) if r is not None and hasattr(r, "__dataclass_fields__") else r for r in last]
+    part = {"role": "consumer", "transport": tcfg.type, "consumers": comm.size, "steps": n, "status": status,
+            "reason": reason, "partitioner": tcfg.partitioner.type,
+            "discarded": [list(d) for d in getattr(reader, "discarded", [])],
+            "missed": list(getattr(reader, "missed", [])), "last_results": results}
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times,
+                 "events": getattr(reader, "events", []), "rss": rss.stop()}
+    _gather_and_write(comm, part, rank_data, record)
+    if status == "error":
+        raise TransportError(f"consumer stopped on error: {reason}")
+    if status == "not_ready":
+        raise TransportError(f"consumer gave up: {reason}")
+    return part
+
+
+# -- the whole job: two concurrent MPI jobs ---------------------------------------------------------
+
+@dataclass
+class RunOptions:
+    config: Path
+    producers: int = 2
+    consumers: int = 1
+    osc_args: tuple[str, ...] = ()
+    steps: int | None = None
+    timeout: float = 120.0
+    workdir: Path | None = None
+    show_progress: bool = True
+
+
+def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
+    lat = [e["visible"] - e["published"] for e in events if "visible" in e and e.get("visible", 0) >= e["published"]]
+    if not lat:
+        return {}
+    a = np.array(lat)
+    return {"median_s": float(np.median(a)), "p95_s": float(np.percentile(a, 95)), "max_s": float(a.max()),
+            "min_s": float(a.min()), "count": len(lat)}
+
+
+def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished: float) -> dict[str, Any]:
+    """The run record: both parts, time to solution, bytes, throughput, publish→visible latency."""
+    first_start = min(r["start"] for r in prod["ranks"])
+    last_end = max(r["end"] for r in cons["ranks"])
+    tts = last_end - launched
+    rank0 = next(r for r in cons["ranks"] if r["rank"] == 0)
+    return {
+        "transport": prod["transport"], "layout": prod.get("layout"), "driver": prod.get("driver"),
+        "producers": prod["producers"], "consumers": cons["consumers"], "steps": prod["steps"],
+        "steps_consumed": cons["steps"], "bytes": prod["bytes"],
+        "time_to_solution": tts, "time_in_processes": last_end - first_start,
+        "throughput_mib_s": prod["bytes"] / (1 << 20) / tts if tts > 0 else 0.0,
+        "latency": _latency_stats(rank0["events"]), "discarded": cons["discarded"], "status": cons["status"],
+        "launched": launched, "finished": finished, "producer": prod, "consumer": cons,
+    }
+
+
+def run(opts: RunOptions) -> dict[str, Any]:
+    """Launch producers and consumers as two concurrent ``mpiexec`` jobs and merge their records."""
+    from h5flow.xmlconfig import load
+
+    cfg = load(opts.config)
+    tcfg = cfg.transport()
+    work = opts.workdir or Path(tcfg.filename).parent
+    work.mkdir(parents=True, exist_ok=True)
+    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one
+        from h5flow.transports.hdf5.staging import staging_dir
+
+        shutil.rmtree(staging_dir(tcfg.filename), ignore_errors=True)
+    rec_p, rec_c = work / "producer.record.json", work / "consumer.record.json"
+    prog_p, prog_c = work / "producer.progress", work / "consumer.progress"
+    for p in (rec_p, rec_c, prog_p, prog_c):
+        p.unlink(missing_ok=True)
+    py = [sys.executable, "-m", "h5flow.cli"]
+    steps = ["--steps", str(opts.steps)] if opts.steps is not None else []
+    pcmd = ["mpiexec", "-n", str(opts.producers), *py, "produce", str(opts.config), *opts.osc_args, *steps,
+            "--record", str(rec_p), "--progress-file", str(prog_p)]
+    ccmd = ["mpiexec", "-n", str(opts.consumers), *py, "consume", str(opts.config), "--timeout", str(opts.timeout),
+            "--record", str(rec_c), "--progress-file", str(prog_c), "--quiet"]
+    launched = time.time()
+    procs = [subprocess.Popen(cmd, start_new_session=True) for cmd in (pcmd, ccmd)]
+    try:
+        _watch(procs, prog_p, prog_c, opts)
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        raise
+    finished = time.time()
+    codes = [p.returncode for p in procs]
+    if codes != [0, 0]:
+        raise RuntimeError(f"in-transit run failed: producer job exit {codes[0]}, consumer job exit {codes[1]} "
+                           f"(their messages are above)")
+    return merge(json.loads(rec_p.read_text()), json.loads(rec_c.read_text()), launched, finished)
+
+
+def _read_progress(path: Path) -> tuple[int, int | None]:
+    try:
+        d = json.loads(path.read_text())
+        return int(d["done"]), d.get("total")
+    except (OSError, ValueError, KeyError):
+        return 0, None
+
+
+def _watch(procs: list[subprocess.Popen], prog_p: Path, prog_c: Path, opts: RunOptions) -> None:
+    if not opts.show_progress:
+        for p in procs:
+            p.wait()
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True) as bar:
+        tp = bar.add_task(f"produced ({opts.producers} ranks)", total=None)
+        tc = bar.add_task(f"consumed ({opts.consumers} ranks)", total=None)
+        while any(p.poll() is None for p in procs):
+            dp, total = _read_progress(prog_p)
+            dc, _ = _read_progress(prog_c)
+            bar.update(tp, completed=dp, total=total)
+            bar.update(tc, completed=dc, total=total)
+            time.sleep(0.1)
