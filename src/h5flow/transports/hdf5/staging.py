@@ -157,8 +157,12 @@ class Staging:
         self.consumers = self.root / "consumers"
 
     # -- producer side ---------------------------------------------------------------------------
-    def reset(self, info: StreamInfo) -> None:
-        """Start a new run: clear what an earlier run left (steps, index, groups), then announce it."""
+    def reset(self) -> None:
+        """Prepare a new run: clear what an earlier run left (steps, index, groups, heartbeats).
+
+        The run is announced by :meth:`announce` once every producer rank beats, so a consumer never
+        sees a stream whose heartbeats do not exist yet.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         if self.stream_json.exists():
             self._refuse_if_live()
@@ -172,6 +176,8 @@ class Staging:
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
         self.index.touch()
+
+    def announce(self, info: StreamInfo) -> None:
         atomic_write(self.stream_json, json.dumps(info.__dict__))
 
     def _refuse_if_live(self) -> None:

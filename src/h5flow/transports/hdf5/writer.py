@@ -171,7 +171,7 @@ class Hdf5Writer(Writer):
         if comm.rank == 0:
             info = StreamInfo(new_run_id(), comm.size, config.layout, config.driver, config.heartbeat, time.time())
             try:
-                self.staging.reset(info)
+                self.staging.reset()
             except (OSError, RuntimeError) as e:
                 error = f"cannot start stream in {self.staging.root}: {e}"
         info, error = comm.bcast((info, error), root=0)
@@ -180,6 +180,9 @@ class Hdf5Writer(Writer):
         self.info: StreamInfo = info
         self._tail = IndexTail(self.staging.index)
         self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), config.heartbeat)
+        comm.Barrier()
+        if comm.rank == 0:
+            self.staging.announce(info)
         comm.Barrier()
 
     # -- steps -----------------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""Producer and consumer programs for the stream tests, run as separate processes (and MPI jobs).
+
+    python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
+    python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
+                                          [--sleep S] [--check] [--shape X Y Z] [--blocks B]
+
+CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
+``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
+rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def _config(text: str):  # noqa: ANN202
+    from h5flow.config import PartitionerConfig, TransportConfig
+
+    d = json.loads(text)
+    part = PartitionerConfig(**d.pop("partitioner", {}))
+    return TransportConfig(partitioner=part, **d)
+
+
+def _osc(args: argparse.Namespace):  # noqa: ANN202
+    from h5flow.miniapps.oscillator import OscillatorConfig
+
+    return OscillatorConfig(shape=tuple(args.shape), nblocks=args.blocks, steps=args.steps)
+
+
+def produce(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from h5flow.miniapps.oscillator import Simulation
+    from h5flow.transports import open_writer
+
+    comm = MPI.COMM_WORLD
+    sim = Simulation(_osc(args), comm.rank, comm.size)
+    with open_writer(comm, _config(args.config)) as w:
+        for s in range(args.steps):
+            t = sim.advance(s)
+            w.begin_step(s, t)
+            for b in sim.blocks():
+                w.put("mesh", b)
+            info = w.end_step()
+            if comm.rank == 0:
+                print(f"PUBLISHED {s} {int(info.published)} {w.events[-1].get('waited', 0.0):.4f}", flush=True)
+            if args.sleep:
+                time.sleep(args.sleep)
+
+
+def consume(args: argparse.Namespace) -> None:
+    from mpi4py import MPI
+
+    from h5flow.analyses._histogram import Histogram, histogram_of
+    from h5flow.miniapps.oscillator import Simulation
+    from h5flow.transports import StepStatus, open_reader
+
+    comm = MPI.COMM_WORLD
+    reader = open_reader(comm, _config(args.config))
+    hist = Histogram(bins=10)
+    hist.initialize(comm)
+    ref = Simulation(_osc(args), 0, 1) if args.check else None
+    done = 0
+    while True:
+        res = reader.begin_step(args.timeout)
+        if res.status is not StepStatus.OK:
+            if comm.rank == 0:
+                print(f"STATUS {res.status.value} {time.time():.4f} {res.reason}", flush=True)
+            break
+        st = res.step
+        ids = st.my_block_ids("mesh")
+        print(f"STEP {st.step} {st.seq} {comm.rank} {','.join(map(str, ids))}", flush=True)
+        if args.hold_at is not None and st.step == args.hold_at:
+            print(f"HOLDING {st.step} {os.getpid()}", flush=True)
+            time.sleep(120)  # the test kills -9 this process while it holds an unreleased step
+        if ref is not None:
+            result = hist.execute(st)
+            if comm.rank == 0:
+                _, _, counts = histogram_of(ref.global_field(st.step), 10)
+                assert np.array_equal(result.counts, counts), f"step {st.step}: {result.counts} != {counts}"
+                print(f"CHECKED {st.step}", flush=True)
+        if args.sleep:
+            time.sleep(args.sleep)
+        reader.release()
+        done += 1
+        if args.max_steps is not None and done >= args.max_steps:
+            if comm.rank == 0:
+                print(f"STATUS stopped {time.time():.4f} after {done} steps", flush=True)
+            break
+    if comm.rank == 0:
+        print("DISCARDED " + ",".join(str(s) for s, _ in reader.discarded), flush=True)
+        print("MISSED " + ",".join(map(str, reader.missed)), flush=True)
+    reader.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("role", choices=["produce", "consume"])
+    p.add_argument("config")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--shape", type=int, nargs=3, default=[16, 16, 16])
+    p.add_argument("--blocks", type=int, default=None)
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--hold-at", type=int, default=None)
+    p.add_argument("--check", action="store_true")
+    args = p.parse_args()
+    produce(args) if args.role == "produce" else consume(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
