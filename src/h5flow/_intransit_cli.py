@@ -93,10 +93,19 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return _mpi_main(lambda comm: produce(comm, cfg, osc, args.record, args.progress_file))
 
 
+def _with_analyses(cfg: Any, paths: list[Path] | None) -> Any:
+    """Add the analyses of separate XML files (SENSEI's endpoint takes -t transport.xml -a analysis.xml)."""
+    from h5flow.xmlconfig import load
+
+    for p in paths or []:
+        cfg.analyses.extend(load(p).analyses)
+    return cfg
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     from h5flow.runner import consume
 
-    cfg = _load(args.config)
+    cfg = _with_analyses(_load(args.config), args.analysis)
 
     def body(comm: Any) -> None:
         part = consume(comm, cfg, args.timeout, args.record, args.progress_file)
@@ -139,8 +148,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from h5flow.runner import RunOptions, run
 
     _load(args.config)  # fail fast, with the file and line, before launching anything
+    consumer_cfg = args.consumer_config or args.config
+    _with_analyses(_load(consumer_cfg), args.analysis)
     record = run(RunOptions(args.config, args.producers, args.consumers, oscillator_argv(args), args.steps,
-                            args.timeout, show_progress=sys.stderr.isatty() or args.progress))
+                            args.timeout, show_progress=sys.stderr.isatty() or args.progress,
+                            consumer_config=args.consumer_config, analysis=tuple(args.analysis or ())))
     _summary(record)
     if args.json:
         args.json.write_text(json.dumps(record))
@@ -205,6 +217,8 @@ def add_commands(sub: Any) -> None:
                        description="Read every step of the configured stream on the ranks of COMM_WORLD, "
                        "partition the blocks M:N and run the configured analyses (default: histogram).")
     c.add_argument("config", type=Path, help="SENSEI-style XML with <transport> and <analysis> elements")
+    c.add_argument("--analysis", "-a", type=Path, action="append", default=None, metavar="XML",
+                   help="XML file with <analysis> elements to run (repeatable; as SENSEIEndPoint -a)")
     c.add_argument("--timeout", type=float, default=60.0,
                    help="give up when no step arrives for this many seconds (default 60)")
     c.add_argument("--record", default=None, help="write the consumer's part record (JSON) here")
@@ -218,6 +232,10 @@ def add_commands(sub: Any) -> None:
     r.add_argument("config", type=Path, help="SENSEI-style XML (transport + analyses)")
     r.add_argument("--producers", "-M", type=int, default=2, help="producer ranks (default 2)")
     r.add_argument("--consumers", "-N", type=int, default=1, help="consumer ranks (default 1)")
+    r.add_argument("--consumer-config", type=Path, default=None, metavar="XML",
+                   help="the consumers' XML (<transport> with its <partitioner>); default: CONFIG")
+    r.add_argument("--analysis", "-a", type=Path, action="append", default=None, metavar="XML",
+                   help="XML file with the consumers' <analysis> elements (repeatable)")
     r.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     r.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the run record here")
     r.add_argument("--progress", action="store_true", help="show progress bars even when not on a terminal")

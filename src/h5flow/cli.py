@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from h5flow import __version__
@@ -59,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except (ValueError, RuntimeError, OSError, KeyError) as e:
+        # Configuration, transport and file errors carry a message meant for the user; a traceback
+        # would bury it (set H5FLOW_DEBUG=1 to see one).
+        if os.environ.get("H5FLOW_DEBUG"):
+            raise
+        print(f"h5flow {args.command}: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -177,6 +177,8 @@ class RunOptions:
     timeout: float = 120.0
     workdir: Path | None = None
     show_progress: bool = True
+    consumer_config: Path | None = None
+    analysis: tuple[Path, ...] = ()
 
 
 def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -225,7 +227,9 @@ def run(opts: RunOptions) -> dict[str, Any]:
     steps = ["--steps", str(opts.steps)] if opts.steps is not None else []
     pcmd = ["mpiexec", "-n", str(opts.producers), *py, "produce", str(opts.config), *opts.osc_args, *steps,
             "--record", str(rec_p), "--progress-file", str(prog_p)]
-    ccmd = ["mpiexec", "-n", str(opts.consumers), *py, "consume", str(opts.config), "--timeout", str(opts.timeout),
+    extra = [a for p in opts.analysis for a in ("--analysis", str(p))]
+    ccmd = ["mpiexec", "-n", str(opts.consumers), *py, "consume", str(opts.consumer_config or opts.config), *extra,
+            "--timeout", str(opts.timeout),
             "--record", str(rec_c), "--progress-file", str(prog_c), "--quiet"]
     launched = time.time()
     procs = [subprocess.Popen(cmd, start_new_session=True) for cmd in (pcmd, ccmd)]
