@@ -182,12 +182,18 @@ class RunOptions:
 
 
 def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
-    lat = [e["visible"] - e["published"] for e in events if "visible" in e and e.get("visible", 0) >= e["published"]]
+    """Publish → visible: from the later of the step's publication and the consumer asking for it.
+
+    A step published while the consumer is still busy with an earlier one waits in the queue; that
+    wait is backpressure, reported separately as ``queue_wait``, not discovery latency.
+    """
+    lat = [e["visible"] - max(e["published"], e["begin"]) for e in events if "visible" in e]
+    wait = [max(0.0, e["begin"] - e["published"]) for e in events if "visible" in e]
     if not lat:
         return {}
-    a = np.array(lat)
+    a = np.maximum(np.array(lat), 0.0)
     return {"median_s": float(np.median(a)), "p95_s": float(np.percentile(a, 95)), "max_s": float(a.max()),
-            "min_s": float(a.min()), "count": len(lat)}
+            "min_s": float(a.min()), "count": len(lat), "queue_wait_median_s": float(np.median(wait))}
 
 
 def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished: float) -> dict[str, Any]:
