@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 STACK := build/stack.env
-RANKS ?= 4
 PYTEST_ARGS ?=
 
 .PHONY: help setup demo test clean distclean
