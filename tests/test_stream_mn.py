@@ -15,17 +15,18 @@ STEPS = 3
 SHAPE = (16, 12, 10)
 
 
-def _run_mn(comm, tmp: Path, m: int, partitioner: str, **transport) -> None:  # noqa: ANN001
+def _run_mn(comm, tmp: Path, m: int, partitioner: str, particles: int = 0, **transport) -> None:  # noqa: ANN001
     from h5flow.analyses._histogram import Histogram, histogram_of
     from h5flow.config import PartitionerConfig, TransportConfig
     from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+    from h5flow.runner import publish_step
     from h5flow.transports import StepStatus, open_reader, open_writer
 
     producer = comm.rank < m
     sub = comm.Split(0 if producer else 1, comm.rank)
     n = comm.size - m
     nblocks = 2 * max(m, n) + 1  # never a multiple of either side
-    osc = OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=STEPS)
+    osc = OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=STEPS, particles=particles)
     part = PartitionerConfig(type=partitioner, plane_size=2)
     cfg = TransportConfig(filename=str(tmp / "stream"), heartbeat=2.0, queue_limit=2, partitioner=part,
                           **transport)
@@ -36,8 +37,7 @@ def _run_mn(comm, tmp: Path, m: int, partitioner: str, **transport) -> None:  # 
             for s in range(STEPS):
                 t = sim.advance(s)
                 w.begin_step(s, t)
-                for b in sim.blocks():
-                    w.put("mesh", b)
+                publish_step(w, sim, sub.rank)  # mesh; oscillators (rank 0 only); particles
                 assert w.end_step().published
     else:
         ref = Simulation(osc, 0, 1)
@@ -64,6 +64,18 @@ def _run_mn(comm, tmp: Path, m: int, partitioner: str, **transport) -> None:  # 
                 i0, i1, j0, j1, k0, k1 = b.extent
                 if not np.array_equal(b.interior("data"), field[k0 : k1 + 1, j0 : j1 + 1, i0 : i1 + 1]):
                     ok, message = False, f"step {step.step}: block {b.block_id} differs from the oscillator"
+            # 'oscillators' has one block, put by producer rank 0 only (the other ranks own none)
+            osc_blocks = step.blocks("oscillators", ["radius", "type"], "point")
+            n_osc = sub.allreduce(sum(b.num_points for b in osc_blocks))
+            if n_osc != len(ref.oscillators):
+                ok, message = False, f"step {step.step}: {n_osc} oscillators delivered"
+            if particles:
+                pblocks = step.blocks("particles", ["pid", "velocity"], "point")
+                pids = sorted(int(p) for blk in pblocks for p in blk.arrays["pid"])
+                every_pid = sorted(p for part_pids in sub.allgather(pids) for p in part_pids)
+                if every_pid != list(range(particles)) or any(b.arrays["velocity"].shape != (b.num_points, 3)
+                                                             for b in pblocks):
+                    ok, message = False, f"step {step.step}: particles delivered wrongly"
             result = hist.execute(step)
             if sub.rank == 0:
                 _, _, counts = histogram_of(field, 10)
@@ -88,7 +100,7 @@ def test_2_to_1(comm, mpi_tmp_path: Path, layout: str) -> None:
 
 @pytest.mark.mpi(n=6)
 def test_4_to_2_collective_planar(comm, mpi_tmp_path: Path) -> None:
-    _run_mn(comm, mpi_tmp_path, 4, "planar", collective=True)
+    _run_mn(comm, mpi_tmp_path, 4, "planar", particles=50, collective=True)
 
 
 @pytest.mark.mpi(n=6)

@@ -32,6 +32,9 @@ def add_oscillator_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--t-end", type=float, default=None, help="end time (default 10)")
     g.add_argument("--ghost-cells", type=int, default=None, help="ghost layers (default 1)")
     g.add_argument("--seed", type=int, default=None, help="random seed")
+    g.add_argument("--particles", type=int, default=None,
+                   help="particles advected by the field, published as mesh 'particles' (default 0; "
+                   "negative: 64 per block)")
 
 
 def oscillator_config(args: argparse.Namespace) -> Any:
@@ -39,7 +42,7 @@ def oscillator_config(args: argparse.Namespace) -> Any:
 
     kw: dict[str, Any] = {}
     for name, key in (("deck", "deck"), ("blocks", "nblocks"), ("steps", "steps"), ("dt", "dt"),
-                      ("t_end", "t_end"), ("ghost_cells", "ghost"), ("seed", "seed")):
+                      ("t_end", "t_end"), ("ghost_cells", "ghost"), ("seed", "seed"), ("particles", "particles")):
         if getattr(args, name) is not None:
             kw[key] = getattr(args, name)
     if args.shape is not None:
@@ -49,7 +52,7 @@ def oscillator_config(args: argparse.Namespace) -> Any:
 
 def oscillator_argv(args: argparse.Namespace) -> tuple[str, ...]:
     out: list[str] = []
-    for name in ("deck", "blocks", "dt", "t_end", "ghost_cells", "seed"):
+    for name in ("deck", "blocks", "dt", "t_end", "ghost_cells", "seed", "particles"):
         v = getattr(args, name)
         if v is not None:
             out += [f"--{name.replace('_', '-')}", str(v)]

@@ -24,6 +24,7 @@ import numpy as np
 
 from h5flow.config import AnalysisConfig, SenseiConfig
 from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+from h5flow.model import ParticleBlock
 from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
 from h5flow.transports.hdf5.staging import atomic_write
 
@@ -75,6 +76,29 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"cannot serialise {type(o).__name__}")
 
 
+def oscillators_block(sim: Simulation) -> ParticleBlock:
+    """SENSEI's ``oscillators`` mesh: one block, held by producer rank 0 only (the others own none)."""
+    osc = sim.oscillators
+    kinds = {"damped": 0, "decaying": 1, "periodic": 2}
+    return ParticleBlock(0, np.array([o.center for o in osc], dtype=np.float64).reshape(-1, 3), {
+        "radius": np.array([o.radius for o in osc], dtype=np.float32),
+        "omega0": np.array([o.omega0 for o in osc], dtype=np.float32),
+        "zeta": np.array([o.zeta for o in osc], dtype=np.float32),
+        "type": np.array([kinds[o.type] for o in osc], dtype=np.int32),
+    })
+
+
+def publish_step(writer: Any, sim: Simulation, rank: int) -> None:
+    """Put every mesh of the oscillator's current step: ``mesh``, ``oscillators`` and ``particles``."""
+    for b in sim.blocks():
+        writer.put("mesh", b)
+    if rank == 0:
+        writer.put("oscillators", oscillators_block(sim))
+    if sim.num_particles:
+        for b in sim.particle_blocks():
+            writer.put("particles", b)
+
+
 def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str | None = None,
             progress: str | None = None) -> dict[str, Any]:
     """The producer loop on ``comm``: oscillator steps published through the configured transport."""
@@ -90,11 +114,9 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
         for s in range(steps):
             t0 = time.time()
             t = sim.advance(s)
-            blocks = sim.blocks()
             compute.append((s, t0, time.time()))
             writer.begin_step(s, t)
-            for b in blocks:
-                writer.put("mesh", b)
+            publish_step(writer, sim, comm.rank)
             info = writer.end_step()
             published += info.published
             discarded += not info.published
