@@ -28,7 +28,7 @@ class TransportConfig:
     queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
     quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
     keep: str = "released"  # released: delete a step once every consumer group released it | all
-    heartbeat: float = 1.0  # seconds between producer heartbeats; lost after 2x this
+    heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
     poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
     poll_max: float = 0.02
     group: str = "default"  # consumer group name (each group sees every step)

@@ -277,12 +277,14 @@ class Hdf5Writer(Writer):
             groups = self.staging.groups(self.info.run_id)
             released = min((g.released_seq for g in groups.values()), default=-1)
             unreleased = sum(1 for e in self._published if e.seq > released)
-            staged = sum(e.nbytes for e in self._published if self.staging.step_path(e.step).exists())
+            # the quota bounds unreleased data; with keep="all" released steps stay on disk but do not count
+            staged = sum(e.nbytes for e in self._published
+                         if e.seq > released and self.staging.step_path(e.step).exists())
             why = ""
             if cfg.queue_limit and unreleased >= cfg.queue_limit:
                 why = f"queue full: {unreleased} unreleased steps, queue_limit {cfg.queue_limit}"
             elif cfg.quota_bytes and staged + nbytes > cfg.quota_bytes:
-                why = f"staging quota: {staged} bytes staged + {nbytes} > quota {cfg.quota_bytes}"
+                why = f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {cfg.quota_bytes}"
             if not why:
                 seq = self._seq
                 self._seq += 1
