@@ -70,3 +70,17 @@ def test_plot_refuses_a_file_that_is_not_a_run_record(tmp_path: Path) -> None:
     p.write_text("{}")
     proc = _h5flow("plot", str(p))
     assert proc.returncode != 0 and "not an h5flow run record" in proc.stderr
+
+
+def test_seed_config_verbatim_names_the_missing_burst_buffer() -> None:
+    """The seed's file, byte for byte: it parses, and on a machine without /burst/buffer the producer says
+    what is missing instead of creating directories outside any container."""
+    seed = EXAMPLES / "config" / "producer.xml"
+    assert 'filename="/burst/buffer/file"' in seed.read_text()
+    if Path("/burst/buffer").exists():
+        return  # a machine with that burst buffer runs it for real
+    proc = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "h5flow.cli", "produce", str(seed),
+                           "--steps", "1", "--shape", "8", "8", "8"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "/burst/buffer" in proc.stderr and "does not exist" in proc.stderr, proc.stderr
+    assert not Path("/burst").exists()

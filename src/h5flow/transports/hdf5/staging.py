@@ -163,7 +163,11 @@ class Staging:
         The run is announced by :meth:`announce` once every producer rank beats, so a consumer never
         sees a stream whose heartbeats do not exist yet.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        parent = self.root.parent
+        if not parent.is_dir():
+            raise RuntimeError(f"the directory {parent} of the stream's filename does not exist: create it (on fast "
+                               "storage: a burst buffer, NVMe, /dev/shm) or point filename elsewhere")
+        self.root.mkdir(exist_ok=True)
         if self.stream_json.exists():
             self._refuse_if_live()
         self.stream_json.unlink(missing_ok=True)  # first: readers stop trusting the old run
