@@ -107,3 +107,9 @@ def test_4_to_2_collective_planar(comm, mpi_tmp_path: Path) -> None:
 def test_2_to_4_block(comm, mpi_tmp_path: Path) -> None:
     _run_mn(comm, mpi_tmp_path, 2, "block")
 
+
+
+@pytest.mark.mpi(n=4)
+def test_2_to_2_subfiling(comm, mpi_tmp_path: Path) -> None:
+    """HDF5's subfiling VFD on the producer communicator, read back with it on the consumer one."""
+    _run_mn(comm, mpi_tmp_path, 2, "block", driver="subfiling")
