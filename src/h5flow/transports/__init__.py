@@ -27,6 +27,15 @@ def _hdf5() -> tuple[type[Writer], type[Reader]]:
 registry.register("hdf5", _hdf5)
 
 
+def _socket() -> tuple[type[Writer], type[Reader]]:
+    from h5flow.transports.socket import SocketReader, SocketWriter
+
+    return SocketWriter, SocketReader
+
+
+registry.register("socket", _socket)
+
+
 def open_writer(comm: Any, config: TransportConfig) -> Writer:
     """The producer side of ``config.type`` on ``comm`` (collective)."""
     writer_cls, _ = registry.get(config.type)
