@@ -106,6 +106,9 @@ class Store:
         last = self.stored - 1
         return all(g.released_seq >= last for g in self.groups.values() if not g.lost)
 
+    def live_groups(self) -> list[str]:
+        return sorted(name for name, g in self.groups.items() if not g.lost)
+
     def told_end(self) -> bool:
         return all(g.got_end for g in self.groups.values() if not g.lost)
 
