@@ -19,7 +19,10 @@ A request whose token is missing or wrong is answered ``ERR`` (``refused``) and 
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import sys
 from typing import Any
 
 import zmq
@@ -58,3 +61,29 @@ def dealer(ctx: zmq.Context, endpoint: str, *, linger_ms: int = 0) -> zmq.Socket
     s.setsockopt(zmq.SNDHWM, 0)
     s.connect(endpoint)
     return s
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_tuned = False
+
+
+def tune_allocator() -> None:
+    """Let glibc reuse big freed blocks instead of mapping fresh pages for every step.
+
+    Step buffers (the producer's copies, the messages zmq receives into) are tens of MiB; glibc maps each
+    allocation above 32 MiB anew and unmaps it on free, so every step pays a page fault per 4 KiB page,
+    which measured slower than the transfer itself. Raising the mmap and trim thresholds to 1 GiB keeps
+    such blocks in the heap for reuse. Once per process, Linux/glibc only; skipped when the user set
+    ``MALLOC_MMAP_THRESHOLD_`` or ``H5FLOW_SOCKET_MALLOPT=0``.
+    """
+    global _tuned
+    if _tuned or not sys.platform.startswith("linux") or os.environ.get("H5FLOW_SOCKET_MALLOPT") == "0" \
+            or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    _tuned = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    for option in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD):
+        libc.mallopt(option, 1 << 30)

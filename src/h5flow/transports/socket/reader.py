@@ -39,7 +39,7 @@ class _Pinger(threading.Thread):
 
     def run(self) -> None:
         token = self._contact.token.encode()
-        socks = [P.dealer(self._ctx, r.endpoint) for r in self._contact.ranks]
+        socks = [P.dealer(self._ctx, r.reachable()) for r in self._contact.ranks]
         poller = zmq.Poller()
         for s in socks:
             poller.register(s, zmq.POLLIN)
@@ -78,7 +78,7 @@ class _Fetcher:
 
     def sock(self, rank: int) -> zmq.Socket:
         if rank not in self._socks:
-            self._socks[rank] = P.dealer(self._ctx, self.contact.ranks[rank].endpoint)
+            self._socks[rank] = P.dealer(self._ctx, self.contact.ranks[rank].reachable())
         return self._socks[rank]
 
     def get(self, seq: int, mesh: str, wanted: dict[int, list[int]], paths: list[str]) -> dict[int, list[Any]]:
@@ -180,6 +180,7 @@ class SocketReader(Reader):
         self.events: list[dict[str, float | int]] = []
         self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
         self.missed: list[int] = []  # steps published before this group attached, gone since
+        P.tune_allocator()
         self._ctx = zmq.Context()
         self._ctrl: list[zmq.Socket] = []  # rank 0: one per producer rank
         self._pinger: _Pinger | None = None
@@ -201,7 +202,7 @@ class SocketReader(Reader):
         except FileNotFoundError:
             return False
         token = contact.token.encode()
-        ctrl = [P.dealer(self._ctx, r.endpoint, linger_ms=250) for r in contact.ranks]
+        ctrl = [P.dealer(self._ctx, r.reachable(), linger_ms=250) for r in contact.ranks]
         try:
             for s in ctrl:
                 s.send_multipart(P.request(token, P.HELLO, group=self.config.group, consumers=self.comm.size))
@@ -211,7 +212,7 @@ class SocketReader(Reader):
             for r, s in enumerate(ctrl):
                 if not s.poll(max(0.0, deadline - time.time()) * 1000):
                     raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
-                                         f"{contact.ranks[r].endpoint} (pid {contact.ranks[r].pid} on "
+                                         f"{contact.ranks[r].reachable()} (pid {contact.ranks[r].pid} on "
                                          f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
                 kind, body, _ = P.parse_reply(s.recv_multipart())
                 if kind != P.OK:

@@ -22,7 +22,7 @@ import numpy as np
 import zmq
 
 from h5flow.transports.socket import protocol as P
-from h5flow.transports.socket.contact import advertised, bind_address
+from h5flow.transports.socket.contact import advertised, bind_address, local_endpoint
 
 
 @dataclass
@@ -133,6 +133,12 @@ class Server(threading.Thread):
             self._router.close(0)
             raise RuntimeError(f"cannot listen on interface {interface or '127.0.0.1'!r}: {e}") from None
         self.endpoint = advertised(self._router.getsockopt_string(zmq.LAST_ENDPOINT))
+        self.local = local_endpoint(run_id, store.rank)
+        if self.local:
+            try:
+                self._router.bind(self.local)
+            except zmq.ZMQError:
+                self.local = ""  # consumers use TCP then
         address = f"inproc://h5flow-socket-wake-{id(self)}"
         self._wake_in = ctx.socket(zmq.PULL)
         self._wake_in.bind(address)

@@ -26,7 +26,7 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         old = Contact.load(path)
     except (FileNotFoundError, ValueError):
         return ""
-    s = P.dealer(ctx, old.ranks[0].endpoint)
+    s = P.dealer(ctx, old.ranks[0].reachable())
     try:
         s.send_multipart(P.request(old.token.encode(), P.PING, group=""))
         if s.poll(min(1.5 * old.heartbeat, 3.0) * 1000):
@@ -46,6 +46,7 @@ class SocketWriter(StepWriter):
             self.path = contact_path(config.filename)
         except ValueError as e:
             raise TransportError(str(e)) from None
+        P.tune_allocator()
         self._ctx = zmq.Context()
         self.store = Store(comm.rank, config.heartbeat)
         self._server: Server | None = None
@@ -61,7 +62,8 @@ class SocketWriter(StepWriter):
             token, self.run_id = run
             try:
                 self._server = Server(self._ctx, self.store, token.encode(), self.run_id, config.interface)
-                mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid())
+                mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid(),
+                                   self._server.local)
                 error = ""
             except (RuntimeError, ValueError) as e:
                 mine, error = None, f"producer rank {comm.rank}: {e}"
