@@ -182,6 +182,9 @@ class Server(threading.Thread):
                             break
                         self._handle(frames)
                 self._check_groups()
+        except Exception as e:  # noqa: BLE001 - reported; the consumers then see this rank lost
+            print(f"h5flow: socket stream, producer rank {self.store.rank}: serving thread failed: "
+                  f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
             self._router.close()
             self._wake_in.close(0)
@@ -195,6 +198,7 @@ class Server(threading.Thread):
             self._refuse(ident, frames)
             return
         cmd = frames[2].bytes
+        body: Any = None
         try:
             body = json.loads(frames[3].bytes)
             if not isinstance(body, dict) or cmd not in P.COMMANDS:
