@@ -81,7 +81,9 @@ def test_killed_producer_rank_is_an_error_within_two_heartbeats(tmp_path: Path, 
     # Every step the consumer was shown was complete: it checked each one against the oscillator.
     steps = [int(line.split()[1]) for line in lines if line.startswith("STEP")]
     checked = [int(line.split()[1]) for line in lines if line.startswith("CHECKED")]
-    assert steps and checked == steps
+    # (socket: the step being read when its producer rank died fails with that error instead)
+    assert steps and (checked == steps or transport == "socket" and checked == steps[:-1]
+                      and "lost while sequence" in status), (steps, checked, status)
     if transport != "hdf5":
         return
     # Nothing half-written was published: the step the crash interrupted (if any) is only a hidden

@@ -110,3 +110,14 @@ def test_seed_adios1_flexpath_config_runs_through_the_socket_transport(tmp_path:
     counts = record["consumer"]["last_results"][0]["counts"]
     assert sum(counts) == 16**3
     assert not (tmp_path / "test.socket.json").exists()  # the producer removed its contact file
+
+
+def test_socket_xml_attributes() -> None:
+    from h5flow.xmlconfig import ConfigError, loads
+
+    t = loads('<sensei><transport type="socket" filename="s" interface="*" quota="1MiB" queue_limit="2" '
+              'queue_policy="discard" heartbeat="0.5"/></sensei>').transport()
+    assert (t.type, t.interface, t.quota_bytes, t.queue_limit, t.queue_policy, t.heartbeat) == \
+        ("socket", "*", 1 << 20, 2, "discard", 0.5)
+    with pytest.raises(ConfigError, match="unknown attribute 'layout'"):
+        loads('<sensei><transport type="socket" filename="s" layout="n-n"/></sensei>')

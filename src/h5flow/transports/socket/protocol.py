@@ -23,6 +23,7 @@ import ctypes
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import zmq
@@ -61,6 +62,44 @@ def dealer(ctx: zmq.Context, endpoint: str, *, linger_ms: int = 0) -> zmq.Socket
     s.setsockopt(zmq.SNDHWM, 0)
     s.connect(endpoint)
     return s
+
+
+class Link:
+    """A DEALER socket to one producer rank, with a zmq monitor that notices the connection closing.
+
+    A killed producer's connections are closed by its kernel at once: :meth:`broken` turns true then,
+    long before a heartbeat could tell, so a consumer waiting for that rank's data does not wait in vain.
+    """
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, *, linger_ms: int = 0) -> None:
+        self.sock = dealer(ctx, endpoint, linger_ms=linger_ms)
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._broken = False
+
+    def broken(self) -> bool:
+        while not self._broken and self.monitor.poll(0):
+            from zmq.utils.monitor import recv_monitor_message
+
+            self._broken = recv_monitor_message(self.monitor)["event"] == zmq.EVENT_DISCONNECTED
+        return self._broken
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a reply; False on timeout or when the connection closed."""
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.monitor, zmq.POLLIN)
+        deadline = time.monotonic() + seconds
+        while True:
+            ready = dict(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+            if self.sock in ready:
+                return True
+            if self.broken() or time.monotonic() >= deadline:
+                return False
+
+    def close(self) -> None:
+        self.sock.disable_monitor()
+        self.monitor.close(0)
+        self.sock.close()
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
