@@ -115,6 +115,16 @@ def test_2_to_4_block(comm, mpi_tmp_path: Path, transport: dict) -> None:
     _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
 
 
+@pytest.mark.mpi(n=4, env={"H5FLOW_SOCKET_LOCAL": "0"})
+def test_2_to_2_socket_over_tcp(comm, mpi_tmp_path: Path) -> None:
+    """Same-host consumers normally use the producers' IPC endpoints; this run moves everything over TCP."""
+    from h5flow.transports.socket.contact import RankContact, local_endpoint
+
+    assert local_endpoint("run", 0) == ""
+    assert RankContact(0, "tcp://127.0.0.1:1", "h", 1, "ipc://@x").reachable() == "tcp://127.0.0.1:1"
+    _run_mn(comm, mpi_tmp_path, 2, "block", type="socket")
+
+
 @pytest.mark.mpi(n=4)
 def test_2_to_2_subfiling(comm, mpi_tmp_path: Path) -> None:
     """HDF5's subfiling VFD on the producer communicator, read back with it on the consumer one."""

@@ -51,10 +51,15 @@ def advertised(endpoint: str) -> str:
     return endpoint
 
 
+def use_local() -> bool:
+    """Same-host consumers connect over IPC unless ``H5FLOW_SOCKET_LOCAL=0`` (then always TCP)."""
+    return sys.platform.startswith("linux") and os.environ.get("H5FLOW_SOCKET_LOCAL", "1") != "0"
+
+
 def local_endpoint(run_id: str, rank: int) -> str:
     """A Linux abstract-namespace IPC endpoint for consumers on the producer's own node ("" elsewhere):
     several times faster than TCP over loopback, and it leaves no file behind."""
-    return f"ipc://@h5flow-{run_id}-{rank}" if sys.platform.startswith("linux") else ""
+    return f"ipc://@h5flow-{run_id}-{rank}" if use_local() else ""
 
 
 @dataclass
@@ -67,7 +72,7 @@ class RankContact:
 
     def reachable(self) -> str:
         """The endpoint to connect to from this process: the local one on the producer's host."""
-        return self.local if self.local and self.host == socket.gethostname() else self.endpoint
+        return self.local if self.local and self.host == socket.gethostname() and use_local() else self.endpoint
 
 
 @dataclass
