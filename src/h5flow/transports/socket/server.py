@@ -122,6 +122,7 @@ class Server(threading.Thread):
         self._token = token
         self._run_id = run_id
         self._waiters: list[_Waiter] = []
+        self._answered = threading.Event()
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 1000)  # at close: let the last replies (END) go out
         self._router.setsockopt(zmq.SNDHWM, 0)
@@ -149,8 +150,17 @@ class Server(threading.Thread):
 
     # -- called from the producer's main thread ------------------------------------------------------
     def wake(self) -> None:
-        """Answer waiting ``NEXT`` requests now (a step was announced, or the stream ended)."""
+        """Answer waiting ``NEXT`` requests now (a step was announced, or the stream ended).
+
+        Waits (at most 50 ms) until they are answered: the serving thread needs the GIL, which a producer
+        going straight on to compute its next step would hand over only after Python's switch interval
+        (5 ms), and that would be the consumers' discovery latency.
+        """
+        waiting = bool(self._waiters)
+        self._answered.clear()
         self._wake.send(b"W")
+        if waiting:
+            self._answered.wait(0.05)
 
     def stop(self) -> None:
         if self.is_alive():
@@ -174,6 +184,7 @@ class Server(threading.Thread):
                     if stop:
                         return
                     self._answer_waiters()
+                    self._answered.set()
                 if self._router in events:
                     for _ in range(64):  # a burst, then look at the other socket again
                         try:
