@@ -253,8 +253,8 @@ class SocketReader(Reader):
             try:
                 if self._attach():
                     break
-            except (TransportError, ValueError, OSError) as e:
-                return _Found(StepStatus.ERROR, reason=str(e))
+            except (TransportError, ValueError, OSError, zmq.ZMQError) as e:
+                return _Found(StepStatus.ERROR, reason=f"{self.path}: {e}" if isinstance(e, zmq.ZMQError) else str(e))
             if deadline is not None and time.time() >= deadline:
                 return _Found(StepStatus.NOT_READY, reason=f"no stream yet in {self.path} after {timeout:g} s")
             time.sleep(delay)

@@ -26,7 +26,10 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         old = Contact.load(path)
     except (FileNotFoundError, ValueError):
         return ""
-    s = P.dealer(ctx, old.ranks[0].reachable())
+    try:
+        s = P.dealer(ctx, old.ranks[0].reachable())
+    except zmq.ZMQError:
+        return ""  # not an endpoint anyone can serve
     try:
         s.send_multipart(P.request(old.token.encode(), P.PING, group=""))
         if s.poll(min(1.5 * old.heartbeat, 3.0) * 1000):
@@ -143,9 +146,14 @@ class SocketWriter(StepWriter):
                 st.end_count = len(st.announced)
             assert self._server is not None
             self._server.wake()
+            limit = time.time() + 10 * self.config.heartbeat
             with st.cond:
-                while not st.told_end():  # ... and has been told the stream ended (or is gone)
-                    st.cond.wait(0.5)
+                while not st.told_end() and time.time() < limit:  # ... and was told that the stream ended
+                    st.cond.wait(0.1)
+                if not st.told_end():  # a consumer that took every step and stopped asking
+                    untold = ", ".join(n for n, g in st.groups.items() if not g.lost and not g.got_end)
+                    print(f"h5flow: producer closing although consumer group(s) {untold} did not ask for the end of "
+                          "the stream; they will see the producer gone", file=sys.stderr, flush=True)
             self.path.unlink(missing_ok=True)
         sleepy_wait(comm)  # the other ranks serve their blocks until rank 0 is done
         self._shutdown(remove=False)
