@@ -393,6 +393,28 @@ def test_gc_waits_for_every_group_and_a_group_resumes(actors: Actors) -> None:
     assert actors.step_dirs() == []
 
 
+@pytest.mark.parametrize("actors", ["socket"], indirect=True)
+def test_socket_two_groups_attached_first_each_get_every_step(actors: Actors) -> None:
+    """The socket stream has no group files to register ahead: both groups attach before the producer
+    starts, and the slower one (b) holds the producer back, the steps staying in memory for it."""
+    n = 4
+    cfg_a = actors.config(queue_limit=2)
+    cfg_b = actors.config(queue_limit=2, group="b")
+    # each consumer takes >= 0.3 s a step, so the other has attached before any step is released
+    a = actors.start("consume", cfg_a, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.3)
+    b = actors.start("consume", cfg_b, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.5)
+    time.sleep(1.0)
+    p = actors.start("produce", cfg_a, "--steps", n)
+    rp, ra, rb = actors.wait(p), actors.wait(a), actors.wait(b)
+    assert rp.rc == 0, rp
+    assert all(ok for _, ok, _ in rp.published()) and len(rp.published()) == n, rp
+    assert max(w for _, _, w in rp.published()) > 0.2, rp  # held back by the slow group b
+    for r in (ra, rb):
+        assert_ok_consumer(r, list(range(n)))
+        assert r.checked() == list(range(n)) and r.discarded() == [], r
+    assert actors.stream_files() == []
+
+
 # -- 6. n-n layout ---------------------------------------------------------------------------------------
 
 
