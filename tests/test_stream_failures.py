@@ -161,9 +161,10 @@ def test_socket_producer_outlives_a_killed_consumer(tmp_path: Path, policy: str)
     assert "consumer group 'default' lost" in err, err
     published = [line.split() for line in out.splitlines() if line.startswith("PUBLISHED")]
     assert [int(p[1]) for p in published] == list(range(12)), out
-    # after the loss nothing waits for the dead consumer: the rest of the run takes about its own time
-    assert ended_at - killed_at < 12 * 0.05 + 3 * heartbeat + 5.0, (ended_at - killed_at, err)
-    assert max(float(p[3]) for p in published) < 3 * heartbeat + 1.0, out
+    # after the loss nothing waits for the dead consumer (a stall would last until the 30 s timeout above);
+    # the bounds are loose only because the test machine may be heavily loaded
+    assert ended_at - killed_at < 10.0, (ended_at - killed_at, err)
+    assert max(float(p[3]) for p in published) < 3 * heartbeat + 3.0, out
     from h5flow.transports.socket.contact import contact_path
 
     assert not contact_path(config["filename"]).exists(), "a producer that ended must remove its contact file"
