@@ -51,7 +51,10 @@ class _Pinger(threading.Thread):
                 due = time.time() + period
                 while not self._halt.is_set() and (left := due - time.time()) > 0:
                     for s, _ in poller.poll(min(left, 0.1) * 1000):
-                        kind, body, _ = P.parse_reply(s.recv_multipart())
+                        try:
+                            kind, body, _ = P.parse_reply(s.recv_multipart())
+                        except ValueError:
+                            continue
                         if kind == P.PONG:
                             self.seen[int(body["rank"])] = time.time()
                             if body.get("lost"):
