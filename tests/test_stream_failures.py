@@ -147,7 +147,8 @@ def test_socket_producer_outlives_a_killed_consumer(tmp_path: Path, policy: str)
     config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "queue_limit": 2,
               "queue_policy": policy}
     producer = _start("produce", config, "--steps", "12", "--sleep", "0.05")
-    consumer = _start("consume", config, "--check", "--hold-at", "2", "--timeout", "30")
+    # steps 0 and 1 fill the empty queue, so they are published (and held) under either policy
+    consumer = _start("consume", config, "--check", "--hold-at", "1", "--timeout", "30")
     lines: list[str] = []
     try:
         _, _, pid = _read_until(consumer, "HOLDING", 60, lines).split()
