@@ -2,7 +2,7 @@
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
-                                          [--sleep S] [--check] [--shape X Y Z] [--blocks B]
+                                          [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
 CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
 ``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
@@ -64,6 +64,8 @@ def consume(args: argparse.Namespace) -> None:
 
     comm = MPI.COMM_WORLD
     reader = open_reader(comm, _config(args.config))
+    if args.ready and comm.rank == 0:
+        open(args.ready, "w").close()  # the test may start the producer now
     hist = Histogram(bins=10)
     hist.initialize(comm)
     ref = Simulation(_osc(args), 0, 1) if args.check else None
@@ -116,6 +118,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--hold-at", type=int, default=None)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)
 

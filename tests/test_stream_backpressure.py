@@ -401,9 +401,12 @@ def test_socket_two_groups_attached_first_each_get_every_step(actors: Actors) ->
     cfg_a = actors.config(queue_limit=2)
     cfg_b = actors.config(queue_limit=2, group="b")
     # each consumer takes >= 0.3 s a step, so the other has attached before any step is released
-    a = actors.start("consume", cfg_a, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.3)
-    b = actors.start("consume", cfg_b, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.5)
-    time.sleep(1.0)
+    ready = [Path(actors.filename + f".ready-{g}") for g in ("a", "b")]
+    a = actors.start("consume", cfg_a, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.3, "--ready", ready[0])
+    b = actors.start("consume", cfg_b, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.5, "--ready", ready[1])
+    actors.until("both consumers waiting for the stream", lambda: all(r.exists() for r in ready))
+    for r in ready:
+        r.unlink()
     p = actors.start("produce", cfg_a, "--steps", n)
     rp, ra, rb = actors.wait(p), actors.wait(a), actors.wait(b)
     assert rp.rc == 0, rp
