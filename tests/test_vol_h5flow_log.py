@@ -341,7 +341,8 @@ def test_mpi_interleaved_unaligned_writes(comm, mpi_tmp_path: Path) -> None:
     with h5py.File(path, "w", driver="mpio", comm=comm) as f:
         mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == "h5flow_log", "h5flow_log not loaded")
         d = f.create_dataset("d", shape=(n,), dtype="u1")
-        f.create_group(f"g/{comm.rank}")  # collective creation: every rank creates every group
+        for r in range(comm.size):  # creation is collective, as in parallel HDF5: same calls on all ranks
+            f.create_group(f"g/{r}")
         for k in range(nrounds):
             i = k * comm.size + comm.rank
             d[i * PIECE:(i + 1) * PIECE] = piece(i)  # independent: no collective call, no lock
