@@ -362,3 +362,28 @@ def test_mpi_interleaved_unaligned_writes(comm, mpi_tmp_path: Path) -> None:
     else:
         ok = True
     mpi_assert(comm, comm.bcast(ok, root=0), "serial read back differs")
+
+
+def test_h5flow_ls_shows_tree_shapes_types_writers(tmp_path: Path) -> None:
+    from h5flow.cli import main
+    from h5flow.connectors import h5flow_log
+
+    p = tmp_path / "ls.h5"
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            f.create_group("run/a b")
+            d = f.create_dataset("run/t", shape=(4, 6), maxshape=(None, 6), dtype="f8")
+            d[0] = 1
+            f["run/t"].attrs["units"] = "K"
+        with opened(h5py.File(sys.argv[1], "a")) as f:   # a second session adds a second writer log
+            f["run/t"][1] = 2
+    """, str(p))
+    entries = {e.path: e for e in h5flow_log.scan(p)}
+    assert sorted(entries) == ["/", "/run", "/run/a b", "/run/t"]
+    t = entries["/run/t"]
+    assert (t.kind, t.dtype, t.shape, t.maxshape, t.writers, t.attrs) == ("dataset", "float64", (4, 6),
+                                                                          (None, 6), 2, 1)
+    assert t.data_bytes == 2 * 6 * 8
+    assert main(["ls", str(p)]) == 0
+    assert main(["ls", str(tmp_path)]) == 1  # not a container: a clear error, no traceback
+    assert h5flow_log.unescape("%40group") == "@group" and h5flow_log.unescape("@group") is None
