@@ -51,7 +51,8 @@ int h5fl_unescape(const char *comp, char *out, size_t outsz);
 
 char *h5fl_strdup(const char *s);
 char *h5fl_join(const char *dir, const char *comp); /* dir + "/" + comp, malloc'd */
-int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len);
+/* Write dir/name via a temporary file and rename(2); with `sync`, fsync before the rename. */
+int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync);
 int h5fl_read_file(const char *path, void **buf, size_t *len); /* malloc'd contents */
 int h5fl_rm_rf(const char *path);
 int h5fl_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
@@ -138,6 +139,7 @@ struct h5fl_file {
     MPI_Comm comm; /* MPI_COMM_NULL when serial */
     int rank, size;
     uint64_t epoch;
+    bool fsync; /* H5FLOW_LOG_FSYNC=1: fdatasync logs at flush/close and fsync metadata files */
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
     unsigned long fileno;
     h5fl_dset_t *open_dsets; /* for H5Fflush / close */
@@ -218,7 +220,7 @@ int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_lo
                         size_t leafsz, char **leafname);
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out);
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
-int h5fl_make_group_dir(const char *dir);
+int h5fl_make_group_dir(const char *dir, bool sync);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
 unsigned long h5fl_objno(const char *dir);
 

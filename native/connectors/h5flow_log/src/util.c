@@ -248,7 +248,7 @@ int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len)
+int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync)
 {
     char tmp[PATH_MAX], dst[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s/@tmp.%ld.%s", dir, (long)getpid(), name) >= sizeof tmp ||
@@ -262,7 +262,7 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
         return -1;
     }
     int rc = h5fl_pwrite_all(fd, buf, len, 0);
-    if (rc == 0 && fsync(fd) != 0) {
+    if (rc == 0 && sync && fsync(fd) != 0) {
         h5fl_err("fsync %s: %s", tmp, strerror(errno));
         rc = -1;
     }

@@ -95,7 +95,7 @@ static int attr_store(const h5fl_attr_t *a)
     int rc = -1;
     if (h5fl_escape(a->name, esc, sizeof esc) == 0) {
         snprintf(comp, sizeof comp, "%s%s", H5FL_ATTR_PREFIX, esc);
-        rc = h5fl_write_file_atomic(a->o.dir, comp, b, n);
+        rc = h5fl_write_file_atomic(a->o.dir, comp, b, n, a->o.file->fsync);
     }
     free(b);
     return rc;

@@ -13,8 +13,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define DBUF_CAP (8u << 20) /* data append buffer; writes of half of it or more go straight to pwrite */
-#define IBUF_CAP (1u << 20) /* index append buffer */
+#define DBUF_CAP (8u << 20)   /* data append buffer */
+#define IBUF_CAP (1u << 20)   /* index append buffer */
+#define DIRECT_MIN (256u << 10) /* a write this large skips the copy into the buffer: one pwrite */
 static const char SIDECAR_MAGIC[8] = {'H', '5', 'F', 'L', 'D', 'S', '0', '1'};
 
 /* ---------------------------------------------------------------- metadata sidecar */
@@ -50,13 +51,13 @@ static int encode_sidecar(hid_t type, hid_t space, hid_t dcpl, uint8_t **out, si
     return 0;
 }
 
-static int write_sidecar(const char *dir, hid_t type, hid_t space, hid_t dcpl)
+static int write_sidecar(const char *dir, hid_t type, hid_t space, hid_t dcpl, bool sync)
 {
     uint8_t *b;
     size_t n;
     if (encode_sidecar(type, space, dcpl, &b, &n) != 0)
         return -1;
-    int rc = h5fl_write_file_atomic(dir, H5FL_DSET_FILE, b, n);
+    int rc = h5fl_write_file_atomic(dir, H5FL_DSET_FILE, b, n, sync);
     /* Mirror to an extended attribute where the file system supports them (best effort). */
     if (rc == 0)
         (void)setxattr(dir, H5FL_XATTR, b, n, 0);
@@ -175,7 +176,7 @@ static void writer_free(h5fl_writer_t *w)
 
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync)
 {
-    return d->w ? writer_flush(d->w, sync) : 0;
+    return d->w ? writer_flush(d->w, sync && d->o.file->fsync) : 0;
 }
 
 static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, hid_t type, hid_t space,
@@ -359,7 +360,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
                      path, strerror(errno));
             st = -1;
         }
-        if (st == 0 && write_sidecar(dir, t, s, p) != 0)
+        if (st == 0 && write_sidecar(dir, t, s, p, f->fsync) != 0)
             st = -1;
     }
     st = h5fl_collective(f, st);
@@ -488,7 +489,7 @@ static int append_data(h5fl_writer_t *w, const void *src, size_t len)
         w->dend += w->dlen;
         w->dlen = 0;
     }
-    if (len >= w->dcap / 2) {
+    if (len >= DIRECT_MIN) {
         if (h5fl_pwrite_all(w->dfd, src, len, w->dend) != 0)
             return -1;
         w->dend += len;
@@ -1220,7 +1221,7 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     }
     int st = 0;
     if (f->rank == 0)
-        st = write_sidecar(d->o.dir, d->type, ns, d->dcpl);
+        st = write_sidecar(d->o.dir, d->type, ns, d->dcpl, f->fsync);
     if (h5fl_collective(f, st) != 0) {
         H5Sclose(ns);
         return -1;

@@ -91,12 +91,12 @@ int h5fl_file_flush(h5fl_file_t *f, bool sync)
 }
 
 /* ---------------------------------------------------------------- the marker */
-static int write_marker(const char *dir, uint64_t epoch)
+static int write_marker(const char *dir, uint64_t epoch, bool sync)
 {
     char buf[128];
     int n = snprintf(buf, sizeof buf, "%s\nformat %d\nepoch %llu\n", H5FL_NAME, H5FL_FORMAT_VERSION,
                      (unsigned long long)epoch);
-    return h5fl_write_file_atomic(dir, H5FL_MARKER, buf, (size_t)n);
+    return h5fl_write_file_atomic(dir, H5FL_MARKER, buf, (size_t)n, sync);
 }
 
 static int read_marker(const char *dir, uint64_t *epoch)
@@ -188,6 +188,8 @@ static h5fl_file_t *file_new(const char *name, unsigned intent, hid_t fcpl, hid_
     }
     if (f->comm == MPI_COMM_NULL)
         f->size = 1;
+    const char *sync = getenv("H5FLOW_LOG_FSYNC");
+    f->fsync = sync && *sync && strcmp(sync, "0") != 0;
     return f;
 }
 
@@ -228,7 +230,7 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
             h5fl_err("cannot create the container directory %s: %s", name, strerror(errno));
             st = -1;
         }
-        if (st == 0 && write_marker(name, 1) != 0)
+        if (st == 0 && write_marker(name, 1, f->fsync) != 0)
             st = -1;
     }
     if (h5fl_collective(f, st) != 0) {
@@ -259,7 +261,7 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
         /* Every writable open starts a new epoch: its writes order after all earlier ones. */
         if (st == 0 && (flags & H5F_ACC_RDWR)) {
             epoch++;
-            st = write_marker(name, epoch);
+            st = write_marker(name, epoch, f->fsync);
         }
     }
     st = h5fl_collective(f, st);

@@ -120,7 +120,7 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
                 free(copy);
                 goto fail;
             }
-            if (h5fl_make_group_dir(nd) != 0) {
+            if (h5fl_make_group_dir(nd, f->fsync) != 0) {
                 free(copy);
                 goto fail;
             }
@@ -166,14 +166,14 @@ int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_lo
     return 0;
 }
 
-int h5fl_make_group_dir(const char *dir)
+int h5fl_make_group_dir(const char *dir, bool sync)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         h5fl_err("cannot create group directory %s: %s", dir, strerror(errno));
         return -1;
     }
     static const char text[] = H5FL_NAME " group\n";
-    return h5fl_write_file_atomic(dir, H5FL_GROUP_FILE, text, sizeof text - 1);
+    return h5fl_write_file_atomic(dir, H5FL_GROUP_FILE, text, sizeof text - 1, sync);
 }
 
 unsigned long h5fl_objno(const char *dir)
@@ -385,7 +385,7 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
                 st = -1;
             }
         }
-        if (st == 0 && h5fl_make_group_dir(dir) != 0)
+        if (st == 0 && h5fl_make_group_dir(dir, f->fsync) != 0)
             st = -1;
     }
     st = h5fl_collective(f, st);
