@@ -75,6 +75,9 @@ def test_round_trip_types_selections_attributes(tmp_path: Path) -> None:
             f.attrs["title"] = "container"
             f.attrs["strs"] = ["a", "bc", "def"]
             f["t/i4"].attrs["scale"] = np.float32(0.5)
+            f["vstr"] = ["alpha", "", "\u03b3\u03ac\u03bc\u03bc\u03b1", "d" * 1000]
+            v = f.create_dataset("vstr2", shape=(5,), dtype=h5py.string_dtype())
+            v[1:3] = ["x", "yy"]; v[2] = "latest"
         # point selections through the low-level API (h5py's fancy indexing reads hyperslabs)
         with opened(h5py.File(p, "r+")) as f:
             d = f["points"]
@@ -109,7 +112,9 @@ def test_round_trip_types_selections_attributes(tmp_path: Path) -> None:
             assert np.array_equal(f["g"].attrs["vec"], np.arange(4.0))
             assert f["t/i4"].attrs["scale"] == np.float32(0.5)
             assert sorted(f["g"].attrs.keys()) == ["units", "vec"] and len(f.attrs) == 2
-            assert "g" in f and "nope" not in f and len(f) == 7 and len(f["t"]) == len(types)
+            assert f["vstr"].asstr()[...].tolist() == ["alpha", "", "\u03b3\u03ac\u03bc\u03bc\u03b1", "d" * 1000]
+            assert f["vstr2"].asstr()[...].tolist() == ["", "x", "latest", "", ""]
+            assert "g" in f and "nope" not in f and len(f) == 9 and len(f["t"]) == len(types)
             assert f["g"]["h"].name == "/g/h" and f["g/h"] == f["g"]["h"] and f["t/i4"].file == f
         print("OK")
     """, str(tmp_path / "types.h5"))

@@ -176,7 +176,8 @@ typedef struct h5fl_index {
 struct h5fl_dset {
     h5fl_obj_t o;
     hid_t type, space, dcpl, dapl;
-    size_t esize;
+    size_t esize; /* bytes per element in the data log (16 for variable-length strings) */
+    bool vstr;    /* variable-length strings: the log holds the bytes, then (offset, length) pairs */
     uint8_t *fill;
     h5fl_writer_t *w;
     h5fl_index_t *ix;

@@ -192,14 +192,15 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
     d->space = space;
     d->dcpl = dcpl;
     d->dapl = (dapl >= 0 && dapl != H5P_DEFAULT) ? H5Pcopy(dapl) : H5Pcreate(H5P_DATASET_ACCESS);
-    d->esize = H5Tget_size(type);
+    d->vstr = H5Tis_variable_str(type) > 0;
+    d->esize = d->vstr ? 16 : H5Tget_size(type);
     d->fill = calloc(1, d->esize ? d->esize : 1);
     if (!d->o.path || !d->o.dir || !d->fill || d->esize == 0) {
         h5fl_err("cannot set up dataset '%s'", path);
         goto fail;
     }
     H5D_fill_value_t fs;
-    if (H5Pfill_value_defined(dcpl, &fs) >= 0 && fs != H5D_FILL_VALUE_UNDEFINED)
+    if (!d->vstr && H5Pfill_value_defined(dcpl, &fs) >= 0 && fs != H5D_FILL_VALUE_UNDEFINED)
         if (H5Pget_fill_value(dcpl, type, d->fill) < 0)
             memset(d->fill, 0, d->esize);
     d->next_open = f->open_dsets;
@@ -274,17 +275,18 @@ int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
 static int check_supported(hid_t type, hid_t dcpl)
 {
     H5T_class_t cls = H5Tget_class(type);
-    htri_t vstr = H5Tis_variable_str(type);
-    if (cls == H5T_VLEN || vstr > 0) {
-        h5fl_err("variable-length datatypes are not supported in h5flow_log datasets (use fixed-length "
-                 "strings; attributes do support variable-length strings)");
+    if (cls == H5T_VLEN) {
+        h5fl_err("variable-length sequences are not supported in h5flow_log datasets (variable-length "
+                 "strings are)");
         return -1;
     }
     if (cls == H5T_REFERENCE) {
         h5fl_err("reference datatypes are not supported by h5flow_log");
         return -1;
     }
-    if (H5Tdetect_class(type, H5T_VLEN) > 0 || H5Tdetect_class(type, H5T_REFERENCE) > 0) {
+    if ((cls != H5T_STRING && H5Tdetect_class(type, H5T_VLEN) > 0) ||
+        (cls == H5T_COMPOUND && H5Tdetect_class(type, H5T_STRING) > 0 && H5Tdetect_class(type, H5T_VLEN) > 0) ||
+        H5Tdetect_class(type, H5T_REFERENCE) > 0) {
         h5fl_err("datatypes containing variable-length or reference members are not supported");
         return -1;
     }
@@ -916,6 +918,61 @@ static int ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq,
 }
 
 /* ---------------------------------------------------------------- write */
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes);
+
+/* Pointers of the memory selection, packed in selection order (n entries). */
+static char **gather_ptrs(const sel_t *s, const void *buf)
+{
+    char **v = malloc(s->n * sizeof *v);
+    if (!v) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    copy_ctx_t c = {(uint8_t *)(uintptr_t)buf, (uint8_t *)v, 0, true};
+    if (s->msel == H5S_BLOCK)
+        memcpy(v, buf, s->n * sizeof *v);
+    else if (for_each_seq(s->msel, sizeof(char *), copy_seq, &c) != 0) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Variable-length strings: append the string bytes, then one (offset, length) pair per element; the
+ * index record covers the pairs, so the merge and the latest-wins rules are those of fixed types. */
+static int write_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *buf)
+{
+    if (H5Tis_variable_str(mtype) <= 0) {
+        h5fl_err("dataset '%s' holds variable-length strings: write it with a variable-length string type",
+                 d->o.path);
+        return -1;
+    }
+    h5fl_writer_t *w = d->w;
+    char **v = gather_ptrs(s, buf);
+    uint8_t *pairs = v ? malloc(s->n * 16) : NULL;
+    int rc = -1;
+    if (!pairs) {
+        if (v)
+            h5fl_err("out of memory");
+        goto done;
+    }
+    for (hsize_t i = 0; i < s->n; i++) {
+        size_t l = v[i] ? strlen(v[i]) : 0;
+        h5fl_put_u64(pairs + 16 * i, w->dend + w->dlen);
+        h5fl_put_u64(pairs + 16 * i + 8, v[i] ? l : UINT64_MAX);
+        if (l && append_data(w, v[i], l) != 0)
+            goto done;
+    }
+    uint64_t data_off = w->dend + w->dlen;
+    if (append_data(w, pairs, s->n * 16) != 0)
+        goto done;
+    rc = append_record(d, s->fsel, data_off, s->n * 16);
+done:
+    free(v);
+    free(pairs);
+    return rc;
+}
+
 static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, const void *buf)
 {
     h5fl_file_t *f = d->o.file;
@@ -936,8 +993,9 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     uint64_t nbytes = s.n * d->esize, data_off = w->dend + w->dlen;
     uint8_t *tmp = NULL, *bkg = NULL;
     int rc = -1;
-    runs_ctx_t runs = {0};
     hsize_t moff;
+    if (d->vstr)
+        return write_vstr(d, mtype, &s, buf);
     if (eq > 0 && contiguous(s.msel, msize, s.n, &moff)) {
         if (append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
@@ -966,7 +1024,20 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         if (append_data(w, tmp, nbytes) != 0)
             goto done;
     }
-    if (for_each_seq(s.fsel, 1, add_run, &runs) != 0)
+    rc = append_record(d, s.fsel, data_off, nbytes);
+done:
+    free(tmp);
+    free(bkg);
+    return rc;
+}
+
+/* Append the index record of a write whose data is at data_off (nbytes) in this writer's data log. */
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes)
+{
+    h5fl_writer_t *w = d->w;
+    runs_ctx_t runs = {0};
+    int rc = -1;
+    if (for_each_seq(fsel, 1, add_run, &runs) != 0)
         goto done;
     h5fl_record_t r = {0};
     r.seq.epoch = w->epoch;
@@ -996,8 +1067,6 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         rc = ix_note_write(d, &runs, r.seq, data_off);
 done:
     free(runs.buf);
-    free(tmp);
-    free(bkg);
     return rc;
 }
 
@@ -1033,6 +1102,31 @@ static void put_fill(const h5fl_dset_t *d, uint8_t *out, uint64_t n)
         memcpy(out + i * d->esize, d->fill, d->esize);
 }
 
+/* Resolve n (offset, length) pairs at byte `from` of log l into malloc'd strings (freed by the caller
+ * with H5Treclaim, as HDF5 does for variable-length data). */
+static int strings_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n, char **out)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *p = l->map + from + 16 * i;
+        uint64_t off = h5fl_get_u64(p), len = h5fl_get_u64(p + 8);
+        if (len == UINT64_MAX) {
+            out[i] = NULL;
+            continue;
+        }
+        if (off > l->mapsize || len > l->mapsize - off) {
+            h5fl_err("dataset '%s': corrupt string reference in %s", d->o.path, l->path);
+            return -1;
+        }
+        if (!(out[i] = malloc(len + 1))) {
+            h5fl_err("out of memory");
+            return -1;
+        }
+        memcpy(out[i], l->map + off, len);
+        out[i][len] = '\0';
+    }
+    return 0;
+}
+
 static int gather_seq(void *vctx, hsize_t start, size_t len)
 {
     gather_ctx_t *g = vctx;
@@ -1051,16 +1145,60 @@ static int gather_seq(void *vctx, hsize_t start, size_t len)
                 h5fl_err("dataset '%s': index points beyond the mapped data log %s", d->o.path, l->path);
                 return -1;
             }
+            if (d->vstr) {
+                if (strings_out(d, l, from, stop - pos, (char **)g->out) != 0)
+                    return -1;
+                g->out += (stop - pos) * sizeof(char *);
+                pos = stop;
+                k++;
+                continue;
+            }
             memcpy(g->out, l->map + from, nb);
             k++;
         } else {
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
+            if (d->vstr) { /* unwritten variable-length strings read as empty strings */
+                for (uint64_t i = 0; i < stop - pos; i++)
+                    if (!(((char **)g->out)[i] = h5fl_strdup("")))
+                        return -1;
+                g->out += (stop - pos) * sizeof(char *);
+                pos = stop;
+                continue;
+            }
             put_fill(d, g->out, stop - pos);
         }
         g->out += (stop - pos) * es;
         pos = stop;
     }
     return 0;
+}
+
+static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
+{
+    if (H5Tis_variable_str(mtype) <= 0) {
+        h5fl_err("dataset '%s' holds variable-length strings: read it with a variable-length string type",
+                 d->o.path);
+        return -1;
+    }
+    char **v = calloc(s->n, sizeof *v);
+    if (!v) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    gather_ctx_t g = {d, (uint8_t *)v};
+    int rc = for_each_seq(s->fsel, 1, gather_seq, &g);
+    if (rc == 0) {
+        copy_ctx_t c = {buf, (uint8_t *)v, 0, false};
+        if (s->msel == H5S_BLOCK)
+            memcpy(buf, v, s->n * sizeof *v);
+        else
+            rc = for_each_seq(s->msel, sizeof(char *), copy_seq, &c);
+    }
+    if (rc != 0)
+        for (hsize_t i = 0; i < s->n; i++)
+            free(v[i]);
+    free(v);
+    return rc;
 }
 
 static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf)
@@ -1079,6 +1217,8 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
         return -1;
     }
     hsize_t moff;
+    if (d->vstr)
+        return read_vstr(d, mtype, &s, buf);
     if (eq > 0 && contiguous(s.msel, msize, s.n, &moff)) {
         gather_ctx_t g = {d, (uint8_t *)buf + moff};
         return for_each_seq(s.fsel, 1, gather_seq, &g);
