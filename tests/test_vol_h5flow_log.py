@@ -392,3 +392,48 @@ def test_h5flow_ls_shows_tree_shapes_types_writers(tmp_path: Path) -> None:
     assert main(["ls", str(p)]) == 0
     assert main(["ls", str(tmp_path)]) == 1  # not a container: a clear error, no traceback
     assert h5flow_log.unescape("%40group") == "@group" and h5flow_log.unescape("@group") is None
+
+
+def test_file_modes_and_clear_errors(tmp_path: Path) -> None:
+    import h5py
+
+    native = tmp_path / "native.h5"
+    with h5py.File(native, "w") as f:  # this process runs the native connector
+        f["x"] = 1
+    proc = run_script("""
+        a, native, missing = sys.argv[1:4]
+        with opened(h5py.File(a, "a")) as f:          # 'a' creates (open raises FileNotFoundError first)
+            f["x"] = 1
+        with opened(h5py.File(a, "a")) as f:          # ... then opens
+            f["x"][()] == 1
+        try:
+            h5py.File(a, "w-")
+        except FileExistsError:
+            print("exists ok")
+        try:
+            h5py.File(missing, "r")
+        except FileNotFoundError:
+            print("missing ok")
+        try:
+            h5py.File(native, "r")
+        except OSError as e:
+            print("native:", e)
+        f = opened(h5py.File(a, "r"))
+        d = f["x"]; f.close()
+        assert d[()] == 1                               # objects outlive the file id (weak close)
+        try:
+            f2 = opened(h5py.File(a, "r")); f2["y"] = 2
+        except (OSError, RuntimeError, ValueError) as e:
+            print("read-only:", e)
+        for kw in ({"compression": "gzip"}, {"dtype": h5py.vlen_dtype("i4")}):
+            with opened(h5py.File(a, "a")) as f:
+                try:
+                    f.create_dataset("bad", shape=(4,), **({"dtype": "i4"} | kw))
+                except (ValueError, RuntimeError, OSError) as e:
+                    print("unsupported:", str(e)[-130:])
+    """, str(tmp_path / "a.h5"), str(native), str(tmp_path / "missing.h5"))
+    out = proc.stdout
+    assert "exists ok" in out and "missing ok" in out
+    assert "not an h5flow_log container" in out
+    assert "read-only" in out and out.count("unsupported:") == 2
+    assert "filters" in out and "variable-length sequences" in out

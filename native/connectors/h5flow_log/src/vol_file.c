@@ -108,8 +108,8 @@ static int read_marker(const char *dir, uint64_t *epoch)
     if (!path)
         return -1;
     struct stat st;
-    if (stat(dir, &st) != 0) {
-        h5fl_err("cannot open %s: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0) { /* "errno = N" lets h5py raise FileNotFoundError (its mode 'a' needs it) */
+        h5fl_err("cannot open %s: %s (errno = %d)", dir, strerror(errno), errno);
         goto done;
     }
     if (!S_ISDIR(st.st_mode) || access(path, F_OK) != 0) {
@@ -215,7 +215,8 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
         struct stat sb;
         if (lstat(name, &sb) == 0) {
             if (flags & H5F_ACC_EXCL) {
-                h5fl_err("cannot create %s: it already exists (opened with H5F_ACC_EXCL)", name);
+                h5fl_err("cannot create %s: it already exists (opened with H5F_ACC_EXCL; errno = %d)", name,
+                         EEXIST);
                 st = -1;
             } else if (S_ISDIR(sb.st_mode) && !is_container(name)) {
                 h5fl_err("cannot truncate %s: it is a directory but not an h5flow_log container; "
