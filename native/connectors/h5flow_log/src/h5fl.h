@@ -42,6 +42,10 @@ void h5fl_err_term(void);
 
 /* ---------------------------------------------------------------- checksums, names, files (util.c) */
 uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len);
+/* A property list argument that is neither H5P_DEFAULT nor of class `cls` is an error (as in native). */
+int h5fl_check_plist(hid_t id, hid_t cls, const char *what);
+/* Whether converting to/from `t` needs a background buffer (compound types). */
+bool h5fl_needs_bkg(hid_t t);
 
 /* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
  * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */
@@ -102,12 +106,15 @@ typedef struct h5fl_record {
     h5fl_seq_t seq;
     uint64_t data_off, nbytes;
     uint32_t rank;
+    uint32_t flags; /* H5FL_REC_FILL: no data, the runs read as the fill value (a shrink) */
     uint64_t dims[H5S_MAX_RANK];
     uint64_t nruns;
     const uint8_t *runs; /* nruns * (u64 start, u64 len), little endian, in selection order */
 } h5fl_record_t;
 
 #define H5FL_REC_MAGIC 0x58494C48u /* "HLIX" */
+#define H5FL_REC_FILL 1u
+#define H5FL_FILL_LOG UINT32_MAX /* extent "log" of a range that reads as the fill value */
 #define H5FL_REC_HDR 56u /* magic,len | epoch,order,data_off,nbytes,nruns | rank,pad; then dims, runs, crc */
 size_t h5fl_record_size(unsigned rank, uint64_t nruns);
 /* Encode a record header; the caller writes the runs at out + header size and then calls seal. */
@@ -181,6 +188,7 @@ struct h5fl_dset {
     uint8_t *fill;
     h5fl_writer_t *w;
     h5fl_index_t *ix;
+    uint64_t min_counter; /* after a collective shrink: later writes order after its fill record */
     h5fl_dset_t *next_open;
 };
 
@@ -191,6 +199,7 @@ typedef struct h5fl_attr {
     uint8_t *data; /* fixed types: npoints*size bytes; vlen strings: char*[npoints] */
     size_t npoints;
     bool vlen_str;
+    bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
 
 /* util for objects (vol_file.c) */

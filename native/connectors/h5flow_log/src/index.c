@@ -21,7 +21,7 @@ size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r)
     h5fl_put_u64(out + 32, r->nbytes);
     h5fl_put_u64(out + 40, r->nruns);
     h5fl_put_u32(out + 48, r->rank);
-    h5fl_put_u32(out + 52, 0);
+    h5fl_put_u32(out + 52, r->flags);
     for (unsigned i = 0; i < r->rank; i++)
         h5fl_put_u64(out + H5FL_REC_HDR + 8u * i, r->dims[i]);
     return H5FL_REC_HDR + 8u * r->rank;
@@ -58,6 +58,7 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
     r->nbytes = h5fl_get_u64(buf + 32);
     r->nruns = h5fl_get_u64(buf + 40);
     r->rank = h5fl_get_u32(buf + 48);
+    r->flags = h5fl_get_u32(buf + 52);
     if (r->rank > H5S_MAX_RANK || r->nruns > (len / 16) || len != h5fl_record_size(r->rank, r->nruns)) {
         h5fl_err("corrupt index record: inconsistent header (rank %u, %llu runs, length %zu)", r->rank,
                  (unsigned long long)r->nruns, len);

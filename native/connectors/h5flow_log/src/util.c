@@ -60,6 +60,25 @@ void h5fl_err_term(void)
     err_class = err_major = err_minor = H5I_INVALID_HID;
 }
 
+int h5fl_check_plist(hid_t id, hid_t cls, const char *what)
+{
+    if (id == H5P_DEFAULT)
+        return 0;
+    htri_t ok;
+    H5E_BEGIN_TRY { ok = H5Pisa_class(id, cls); }
+    H5E_END_TRY
+    if (ok <= 0) {
+        h5fl_err("invalid %s", what);
+        return -1;
+    }
+    return 0;
+}
+
+bool h5fl_needs_bkg(hid_t t)
+{
+    return H5Tget_class(t) == H5T_COMPOUND || H5Tdetect_class(t, H5T_COMPOUND) > 0;
+}
+
 /* ---------------------------------------------------------------- CRC32C (Castagnoli), slice-by-1 table */
 static uint32_t crc_table[256];
 static int crc_ready;

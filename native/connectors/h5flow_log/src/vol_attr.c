@@ -71,7 +71,7 @@ static int attr_store(const h5fl_attr_t *a)
     h5fl_put_u32(b + 8, H5FL_FORMAT_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
-    h5fl_put_u32(b + 20, a->vlen_str ? 1u : 0u);
+    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u));
     h5fl_put_u64(b + 24, ld);
     uint8_t *p = b + 32;
     H5Tencode(a->type, p, &lt);
@@ -89,8 +89,6 @@ static int attr_store(const h5fl_attr_t *a)
         memcpy(p, a->data, ld);
     }
     h5fl_put_u32(b + n - 4, h5fl_crc32c(0, b, n - 4));
-    const char *slash = strrchr(a->o.dir ? a->o.dir : "", '/');
-    (void)slash;
     char esc[NAME_MAX + 1], comp[NAME_MAX + 16];
     int rc = -1;
     if (h5fl_escape(a->name, esc, sizeof esc) == 0) {
@@ -155,6 +153,7 @@ static h5fl_attr_t *attr_load(h5fl_file_t *f, const char *owner_dir, const char 
     }
     a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
     a->vlen_str = flags & 1;
+    a->utf8 = (flags & 2) != 0;
     const uint8_t *p = b + 32 + lt + ls, *end = p + ld;
     if (a->vlen_str) {
         char **v = calloc(a->npoints ? a->npoints : 1, sizeof *v);
@@ -218,8 +217,6 @@ static int owner_of(h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *loc)
 void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t type, hid_t space,
                        hid_t acpl, hid_t aapl, hid_t dxpl, void **req)
 {
-    (void)acpl;
-    (void)aapl;
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
@@ -227,7 +224,8 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
     h5fl_file_t *f = o->file;
     h5fl_loc_t loc = {0};
     h5fl_attr_t *a = NULL;
-    if (!h5fl_writable(f) || owner_of(o, lp, &loc) != 0)
+    if (!h5fl_writable(f) || h5fl_check_plist(acpl, H5P_ATTRIBUTE_CREATE, "attribute creation property list") ||
+        h5fl_check_plist(aapl, H5P_ATTRIBUTE_ACCESS, "attribute access property list") || owner_of(o, lp, &loc) != 0)
         goto fail;
     H5T_class_t cls = H5Tget_class(type);
     if ((cls == H5T_VLEN || H5Tdetect_class(type, H5T_VLEN) > 0 || cls == H5T_REFERENCE) ||
@@ -245,6 +243,9 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         goto fail;
     a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
     a->vlen_str = is_vlen_str(type);
+    H5T_cset_t cs = H5T_CSET_ASCII;
+    if (acpl != H5P_DEFAULT && H5Pget_char_encoding(acpl, &cs) >= 0)
+        a->utf8 = cs == H5T_CSET_UTF8;
     a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
     if (!a->data) {
         h5fl_err("out of memory");
@@ -354,7 +355,12 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
         goto fail;
     }
     memcpy(tmp, a->data, a->npoints * es);
-    if (H5Tconvert(a->type, mtype, a->npoints, tmp, NULL, dxpl) < 0) {
+    uint8_t *bkg = NULL; /* compound subsets: members the source lacks keep the caller's values */
+    if (h5fl_needs_bkg(mtype) && (bkg = malloc(a->npoints * ms + 1)))
+        memcpy(bkg, buf, a->npoints * ms);
+    herr_t cv = H5Tconvert(a->type, mtype, a->npoints, tmp, bkg, dxpl);
+    free(bkg);
+    if (cv < 0) {
         free(tmp);
         h5fl_err("cannot convert attribute '%s' to the memory datatype", a->name);
         goto fail;
@@ -402,7 +408,12 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
             goto fail;
         }
         memcpy(tmp, buf, a->npoints * ms);
-        if (H5Tequal(mtype, a->type) <= 0 && H5Tconvert(mtype, a->type, a->npoints, tmp, NULL, dxpl) < 0) {
+        uint8_t *bkg = NULL; /* compound subsets: members the memory type lacks keep the stored values */
+        if (h5fl_needs_bkg(a->type) && (bkg = malloc(a->npoints * es + 1)))
+            memcpy(bkg, a->data, a->npoints * es);
+        herr_t cv = H5Tequal(mtype, a->type) > 0 ? 0 : H5Tconvert(mtype, a->type, a->npoints, tmp, bkg, dxpl);
+        free(bkg);
+        if (cv < 0) {
             free(tmp);
             h5fl_err("cannot convert the memory datatype to attribute '%s''s datatype", a->name);
             goto fail;
@@ -428,7 +439,7 @@ static void fill_info(const h5fl_attr_t *a, H5A_info_t *ai)
 {
     ai->corder_valid = false;
     ai->corder = 0;
-    ai->cset = H5T_CSET_UTF8;
+    ai->cset = a->utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII;
     ai->data_size = data_size(a);
 }
 
@@ -441,8 +452,11 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
     h5fl_attr_t *a = o->type == H5I_ATTR ? obj : NULL;
     switch (args->op_type) {
         case H5VL_ATTR_GET_ACPL:
-            if ((args->args.get_acpl.acpl_id = H5Pcreate(H5P_ATTRIBUTE_CREATE)) >= 0)
+            if ((args->args.get_acpl.acpl_id = H5Pcreate(H5P_ATTRIBUTE_CREATE)) >= 0) {
+                if (a && a->utf8)
+                    H5Pset_char_encoding(args->args.get_acpl.acpl_id, H5T_CSET_UTF8);
                 return 0;
+            }
             break;
         case H5VL_ATTR_GET_SPACE:
             if (a && (args->args.get_space.space_id = H5Scopy(a->space)) >= 0)

@@ -321,7 +321,10 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     char leaf[NAME_MAX + 1], *leafname = NULL, *dir = NULL, *path = NULL;
     hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID, p = H5I_INVALID_HID;
     h5fl_dset_t *d = NULL;
-    if (!h5fl_writable(f) || check_supported(type, dcpl) != 0)
+    if (!h5fl_writable(f) || check_supported(type, dcpl) != 0 ||
+        h5fl_check_plist(dcpl, H5P_DATASET_CREATE, "dataset creation property list") != 0 ||
+        h5fl_check_plist(dapl, H5P_DATASET_ACCESS, "dataset access property list") != 0 ||
+        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
         goto done;
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
@@ -464,6 +467,8 @@ static int writer_open(h5fl_dset_t *d)
             w->counter = c;
     }
     free(ib);
+    if (w->counter < d->min_counter)
+        w->counter = d->min_counter;
     if (pos != il && ftruncate(w->ifd, (off_t)pos) != 0) {
         h5fl_err("cannot cut the torn tail of %s: %s", ipath, strerror(errno));
         goto fail;
@@ -655,10 +660,6 @@ static int resolve_sel(h5fl_dset_t *d, hid_t mspace, hid_t fspace, sel_t *s)
     return 0;
 }
 
-static bool needs_bkg(hid_t t)
-{
-    return H5Tget_class(t) == H5T_COMPOUND || H5Tdetect_class(t, H5T_COMPOUND) > 0;
-}
 
 /* ---------------------------------------------------------------- the index */
 static int ix_add_log(h5fl_index_t *ix, const char *path)
@@ -803,15 +804,17 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
                      (int)r.rank != rank ? "rank differs from the dataset's" : "data beyond the data log");
             goto done;
         }
+        bool fill = r.flags & H5FL_REC_FILL;
         uint64_t loff = r.data_off, total = 0;
         for (uint64_t j = 0; j < r.nruns; j++) {
             uint64_t s = h5fl_get_u64(r.runs + 16 * j), n = h5fl_get_u64(r.runs + 16 * j + 8);
-            if (add_remapped(ev, rank, r.dims, dims, s, n, r.seq, (uint32_t)li, loff, d->esize) != 0)
+            if (add_remapped(ev, rank, r.dims, dims, s, n, r.seq, fill ? H5FL_FILL_LOG : (uint32_t)li,
+                             fill ? 0 : loff, d->esize) != 0)
                 goto done;
             loff += n * d->esize;
             total += n;
         }
-        if (total * d->esize != r.nbytes) {
+        if (!fill && total * d->esize != r.nbytes) {
             h5fl_err("corrupt index record at byte %zu of %s: runs and byte count disagree", pos, ipath);
             goto done;
         }
@@ -887,12 +890,12 @@ static int ix_ready(h5fl_dset_t *d)
 }
 
 /* Record this process's own write in an already built index (merged lazily at the next read). */
-static int ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off)
+static int ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill)
 {
     h5fl_index_t *ix = d->ix;
     if (!ix)
         return 0;
-    if (ix->own_log < 0) {
+    if (!fill && ix->own_log < 0) {
         int li = ix_add_log(ix, d->w->dpath);
         if (li < 0)
             return -1;
@@ -911,14 +914,20 @@ static int ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq,
             ix->pending = np;
             ix->cappending = cap;
         }
-        ix->pending[ix->npending++] = (h5fl_extent_t){s, n, seq, (uint32_t)ix->own_log, loff};
+        ix->pending[ix->npending++] =
+            (h5fl_extent_t){s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, fill ? 0 : loff};
         loff += n * d->esize;
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------- write */
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes);
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags);
+typedef struct gather_ctx {
+    h5fl_dset_t *d;
+    uint8_t *out;
+} gather_ctx_t;
+static int gather_seq(void *vctx, hsize_t start, size_t len);
 
 /* Pointers of the memory selection, packed in selection order (n entries). */
 static char **gather_ptrs(const sel_t *s, const void *buf)
@@ -966,7 +975,7 @@ static int write_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     uint64_t data_off = w->dend + w->dlen;
     if (append_data(w, pairs, s->n * 16) != 0)
         goto done;
-    rc = append_record(d, s->fsel, data_off, s->n * 16);
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
 done:
     free(v);
     free(pairs);
@@ -977,6 +986,10 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
 {
     h5fl_file_t *f = d->o.file;
     sel_t s;
+    if (!buf) {
+        h5fl_err("write buffer is NULL");
+        return -1;
+    }
     if (!h5fl_writable(f) || resolve_sel(d, mspace, fspace, &s) != 0)
         return -1;
     if (s.n == 0)
@@ -1012,9 +1025,14 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         else if (for_each_seq(s.msel, msize, copy_seq, &c) != 0)
             goto done;
         if (eq == 0) {
-            if (needs_bkg(d->type) && !(bkg = calloc(s.n, d->esize))) {
-                h5fl_err("out of memory");
-                goto done;
+            if (h5fl_needs_bkg(d->type)) { /* members the memory type lacks keep their stored values */
+                if (!(bkg = calloc(s.n, d->esize))) {
+                    h5fl_err("out of memory");
+                    goto done;
+                }
+                gather_ctx_t g = {d, bkg};
+                if (ix_ready(d) != 0 || for_each_seq(s.fsel, 1, gather_seq, &g) != 0)
+                    goto done;
             }
             if (H5Tconvert(mtype, d->type, s.n, tmp, bkg, dxpl) < 0) {
                 h5fl_err("cannot convert the memory datatype to the dataset's datatype");
@@ -1024,7 +1042,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         if (append_data(w, tmp, nbytes) != 0)
             goto done;
     }
-    rc = append_record(d, s.fsel, data_off, nbytes);
+    rc = append_record(d, s.fsel, data_off, nbytes, 0);
 done:
     free(tmp);
     free(bkg);
@@ -1032,7 +1050,7 @@ done:
 }
 
 /* Append the index record of a write whose data is at data_off (nbytes) in this writer's data log. */
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes)
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags)
 {
     h5fl_writer_t *w = d->w;
     runs_ctx_t runs = {0};
@@ -1044,6 +1062,7 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     r.seq.order = (w->counter++ << 20) | (w->id & 0xFFFFF);
     r.data_off = data_off;
     r.nbytes = nbytes;
+    r.flags = flags;
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK];
     H5Sget_simple_extent_dims(d->space, dims, NULL);
@@ -1064,7 +1083,7 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     if (rec != stackrec)
         free(rec);
     if (rc == 0)
-        rc = ix_note_write(d, &runs, r.seq, data_off);
+        rc = ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
 done:
     free(runs.buf);
     return rc;
@@ -1084,11 +1103,6 @@ herr_t h5fl_dataset_write(size_t count, void *dset[], hid_t mtype[], hid_t mspac
 }
 
 /* ---------------------------------------------------------------- read */
-typedef struct gather_ctx {
-    h5fl_dset_t *d;
-    uint8_t *out;
-} gather_ctx_t;
-
 static void put_fill(const h5fl_dset_t *d, uint8_t *out, uint64_t n)
 {
     bool zero = true;
@@ -1136,7 +1150,7 @@ static int gather_seq(void *vctx, hsize_t start, size_t len)
     uint64_t pos = start, end = start + len, es = d->esize;
     while (pos < end) {
         uint64_t stop;
-        if (k < m->n && m->ext[k].start <= pos) {
+        if (k < m->n && m->ext[k].start <= pos && m->ext[k].log != H5FL_FILL_LOG) {
             const h5fl_extent_t *e = &m->ext[k];
             stop = e->start + e->len < end ? e->start + e->len : end;
             const h5fl_log_t *l = &d->ix->logs[e->log];
@@ -1155,6 +1169,18 @@ static int gather_seq(void *vctx, hsize_t start, size_t len)
             }
             memcpy(g->out, l->map + from, nb);
             k++;
+        } else if (k < m->n && m->ext[k].start <= pos) { /* a range a shrink discarded */
+            stop = m->ext[k].start + m->ext[k].len < end ? m->ext[k].start + m->ext[k].len : end;
+            k++;
+            if (d->vstr) {
+                for (uint64_t i = 0; i < stop - pos; i++)
+                    if (!(((char **)g->out)[i] = h5fl_strdup("")))
+                        return -1;
+                g->out += (stop - pos) * sizeof(char *);
+                pos = stop;
+                continue;
+            }
+            put_fill(d, g->out, stop - pos);
         } else {
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
             if (d->vstr) { /* unwritten variable-length strings read as empty strings */
@@ -1204,6 +1230,10 @@ static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
 static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf)
 {
     sel_t s;
+    if (!buf) {
+        h5fl_err("read buffer is NULL");
+        return -1;
+    }
     if (resolve_sel(d, mspace, fspace, &s) != 0)
         return -1;
     if (s.n == 0)
@@ -1234,7 +1264,7 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
     if (for_each_seq(s.fsel, 1, gather_seq, &g) != 0)
         goto done;
     if (eq == 0) {
-        if (needs_bkg(mtype)) {
+        if (h5fl_needs_bkg(mtype)) {
             if (!(bkg = calloc(s.n, msize))) {
                 h5fl_err("out of memory");
                 goto done;
@@ -1334,6 +1364,55 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
     return -1;
 }
 
+/* A shrink discards the elements outside the new extent (growing again shows the fill value): a fill
+ * record over them, ordered after every earlier write of this epoch on every rank (collective). */
+static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsize_t *size)
+{
+    h5fl_file_t *f = d->o.file;
+    uint64_t c = d->w ? d->w->counter : 0;
+    if (c < d->min_counter)
+        c = d->min_counter;
+    if (f->comm != MPI_COMM_NULL && f->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &c, 1, MPI_UINT64_T, MPI_MAX, f->comm);
+    d->min_counter = c + 1;
+    if (d->w && d->w->counter < c + 1)
+        d->w->counter = c + 1;
+    hid_t gone = H5Screate_simple(rank, dims, NULL);
+    hsize_t start[H5S_MAX_RANK] = {0}, keep[H5S_MAX_RANK];
+    bool empty = false;
+    for (int k = 0; k < rank; k++) {
+        keep[k] = size[k] < dims[k] ? size[k] : dims[k];
+        empty = empty || keep[k] == 0;
+    }
+    int rc = -1;
+    if (gone < 0 || H5Sselect_all(gone) < 0 ||
+        (!empty && H5Sselect_hyperslab(gone, H5S_SELECT_NOTB, start, NULL, keep, NULL) < 0)) {
+        h5fl_err("cannot compute the region a shrink discards");
+        goto done;
+    }
+    if (f->rank == 0) {
+        if (!d->w && writer_open(d) != 0)
+            goto done;
+        d->w->counter = c;
+        if (append_record(d, gone, 0, 0, H5FL_REC_FILL) != 0 || writer_flush(d->w, false) != 0)
+            goto done; /* flushed: ranks that rebuild their index from the logs see it */
+    } else if (d->ix) { /* the same record, seen from here: merge it at the next read */
+        runs_ctx_t runs = {0};
+        h5fl_seq_t seq = {f->epoch, c << 20};
+        int r = for_each_seq(gone, 1, add_run, &runs);
+        if (r == 0)
+            r = ix_note_write(d, &runs, seq, 0, true);
+        free(runs.buf);
+        if (r != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    if (gone >= 0)
+        H5Sclose(gone);
+    return rc;
+}
+
 static int set_extent(h5fl_dset_t *d, const hsize_t *size)
 {
     h5fl_file_t *f = d->o.file;
@@ -1342,7 +1421,11 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
     H5Sget_simple_extent_dims(d->space, dims, maxd);
-    bool trailing = false;
+    if (H5Pget_layout(d->dcpl) != H5D_CHUNKED) {
+        h5fl_err("cannot change the extent of '%s': only chunked datasets can (as in HDF5)", d->o.path);
+        return -1;
+    }
+    bool trailing = false, shrink = false;
     for (int k = 0; k < rank; k++) {
         if (maxd[k] != H5S_UNLIMITED && size[k] > maxd[k]) {
             h5fl_err("cannot extend dimension %d of '%s' to %llu: its maximum is %llu", k, d->o.path,
@@ -1351,7 +1434,11 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
         }
         if (k > 0 && size[k] != dims[k])
             trailing = true;
+        if (size[k] < dims[k])
+            shrink = true;
     }
+    if (shrink && shrink_fill(d, rank, dims, size) != 0)
+        return -1;
     hid_t ns = H5Scopy(d->space);
     if (ns < 0 || H5Sset_extent_simple(ns, rank, size, maxd) < 0) {
         h5fl_err("cannot set the new extent");
@@ -1368,6 +1455,19 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     }
     H5Sclose(d->space);
     d->space = ns;
+    /* other handles of this dataset in this process see the new extent too */
+    for (h5fl_dset_t *o = f->open_dsets; o; o = o->next_open)
+        if (o != d && !strcmp(o->o.dir, d->o.dir)) {
+            hid_t c = H5Scopy(ns);
+            if (c >= 0) {
+                H5Sclose(o->space);
+                o->space = c;
+            }
+            if (o->ix && (trailing || shrink)) {
+                ix_free(o->ix);
+                o->ix = NULL;
+            }
+        }
     if (trailing && d->ix) { /* the linear order changed: rebuild from the logs at the next read */
         if (d->w && writer_flush(d->w, false) != 0)
             return -1;

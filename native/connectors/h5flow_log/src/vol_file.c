@@ -341,7 +341,6 @@ herr_t h5fl_file_get(void *obj, H5VL_file_get_args_t *args, hid_t dxpl, void **r
 
 herr_t h5fl_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl, void **req)
 {
-    (void)dxpl;
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
@@ -367,7 +366,15 @@ herr_t h5fl_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl
             *args->args.is_equal.same_file = o2 && o2->file->fileno == o->file->fileno;
             return 0;
         }
-        case H5VL_FILE_REOPEN:
+        case H5VL_FILE_REOPEN: {
+            /* a new, independent handle on the same container (a writable one starts a new epoch) */
+            h5fl_file_t *f = o->file;
+            void *nf = h5fl_file_open(f->name, f->intent, f->fapl, dxpl, NULL);
+            if (!nf)
+                return -1; /* h5fl_file_open pushed the error */
+            *args->args.reopen.file = nf;
+            return 0;
+        }
         default:
             h5fl_err("file operation %d (e.g. H5Freopen) is not supported by h5flow_log",
                      (int)args->op_type);

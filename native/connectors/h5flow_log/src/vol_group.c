@@ -242,6 +242,8 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
             }
             return 0;
         case H5VL_OBJECT_BY_NAME:
+            if (h5fl_check_plist(lp->loc_data.loc_by_name.lapl_id, H5P_LINK_ACCESS, "link access property list"))
+                return -1;
             return h5fl_resolve(o, lp->loc_data.loc_by_name.name, out);
         case H5VL_OBJECT_BY_IDX: {
             h5fl_loc_t g;
@@ -345,8 +347,6 @@ hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc)
 void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t lcpl, hid_t gcpl,
                         hid_t gapl, hid_t dxpl, void **req)
 {
-    (void)gcpl;
-    (void)gapl;
     (void)dxpl;
     (void)req;
     (void)lp;
@@ -356,12 +356,26 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
     h5fl_loc_t parent = {0};
     char leaf[NAME_MAX + 1];
     h5fl_obj_t *g = NULL;
-    if (!name) {
-        h5fl_err("anonymous groups (H5Gcreate_anon) are not supported by h5flow_log");
+    if (!h5fl_writable(f) || h5fl_check_plist(gcpl, H5P_GROUP_CREATE, "group creation property list") != 0 ||
+        h5fl_check_plist(gapl, H5P_GROUP_ACCESS, "group access property list") != 0 ||
+        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
+        goto fail;
+    if (!name) { /* anonymous: lives under @anon.* until H5Olink names it (or goes away at close) */
+        char leafa[64];
+        snprintf(leafa, sizeof leafa, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
+                 (unsigned long long)f->anon_counter++);
+        char *adir = h5fl_join(f->o.dir, leafa);
+        int sta = adir ? 0 : -1;
+        if (sta == 0 && f->rank == 0)
+            sta = h5fl_make_group_dir(adir, f->fsync);
+        sta = h5fl_collective(f, sta);
+        if (sta == 0 && (g = group_new(f, "", adir)))
+            g->anon = true;
+        free(adir);
+        if (g)
+            return g;
         goto fail;
     }
-    if (!h5fl_writable(f))
-        goto fail;
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
@@ -526,6 +540,8 @@ herr_t h5fl_group_close(void *obj, hid_t dxpl, void **req)
     h5fl_obj_t *g = obj;
     if (--g->rc > 0)
         return 0;
+    if (g->anon && g->file->rank == 0) /* never linked: like HDF5, the object goes away */
+        h5fl_rm_rf(g->dir);
     h5fl_obj_release(g);
     free(g);
     return 0;

@@ -42,16 +42,15 @@ int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsi
 herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc_params_t *lp, hid_t lcpl,
                         hid_t lapl, hid_t dxpl, void **req)
 {
-    (void)lapl;
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj, *target = args->op_type == H5VL_LINK_CREATE_HARD ? args->args.hard.curr_obj : NULL;
-    if (!target || !target->anon || target->type != H5I_DATASET ||
+    if (!target || !target->anon || (target->type != H5I_DATASET && target->type != H5I_GROUP) ||
         args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
         h5fl_err(args->op_type == H5VL_LINK_CREATE_HARD
                      ? "h5flow_log stores every object in exactly one directory: a hard link can only name "
-                       "an anonymous dataset, not add a second name to an object"
+                       "an anonymous object, not add a second name to an object"
                      : "soft and user-defined links are not supported by h5flow_log");
         h5fl_err_push(__func__);
         return -1;
@@ -67,6 +66,9 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
     int st = -1;
     if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
+    else if (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") != 0 ||
+             h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
+        ;
     else if (o->file != f && o->file->fileno != f->fileno)
         h5fl_err("links cannot cross containers");
     else
@@ -92,8 +94,22 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
         }
     }
     st = h5fl_collective(f, st);
-    if (st == 0)
+    if (st == 0 && target->type == H5I_DATASET) {
         st = h5fl_dset_relink((h5fl_dset_t *)target, dir, path);
+    } else if (st == 0) {
+        char *nd = h5fl_strdup(dir), *np = h5fl_strdup(path);
+        if (!nd || !np) {
+            free(nd);
+            free(np);
+            st = -1;
+        } else {
+            free(target->dir);
+            free(target->path);
+            target->dir = nd;
+            target->path = np;
+            target->anon = false;
+        }
+    }
     free(leafname);
     free(dir);
     free(path);
