@@ -22,7 +22,8 @@ import pytest
 from h5flow._paths import default_plugin_dir
 from h5flow.testing.pytest_mpi import mpi_assert
 
-PLUGIN_DIR = default_plugin_dir()
+# H5FLOW_LOG_PLUGIN_DIR: run these tests against another build (e.g. build/native-asan/plugins + LD_PRELOAD)
+PLUGIN_DIR = Path(os.environ.get("H5FLOW_LOG_PLUGIN_DIR", default_plugin_dir()))
 LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
 NATIVE_ROOT = Path(__file__).resolve().parents[1]
 PIECE = (1 << 20) + 10  # the seed's interleaved, unaligned transfer size
