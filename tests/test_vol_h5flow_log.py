@@ -139,6 +139,11 @@ def test_resizable_fill_overlap_delete(tmp_path: Path) -> None:
             w = f.create_dataset("w", shape=(3, 5), maxshape=(3, None), dtype="i4")
             w[...] = np.arange(15).reshape(3, 5)
             w.resize((3, 8))                       # trailing dimension grows: old data keeps its place
+            t = f.create_dataset("two", shape=(10,), dtype="i4")
+            a, b = f["two"], f["two"]              # two handles, one set of logs
+            assert a[...].sum() == 0
+            a[0:3] = 1; b[2:5] = 2; a[4:6] = 3
+            assert a[...].tolist() == b[...].tolist() == [1, 1, 2, 2, 3, 3, 0, 0, 0, 0]
             f.create_group("gone/deep"); f["x"] = 1
             del f["gone"]; del f["x"]
             assert "gone" not in f and "x" not in f
@@ -159,6 +164,7 @@ def test_resizable_fill_overlap_delete(tmp_path: Path) -> None:
             w = np.zeros((3, 8), "i4"); w[:, :5] = np.arange(15).reshape(3, 5)
             assert np.array_equal(f["w"][...], w)
             assert sorted(n for n in ("r", "o", "w", "gone", "x") if n in f) == ["o", "r", "w"]
+            assert f["two"][...].tolist() == [1, 1, 2, 2, 3, 3, 0, 0, 0, 0]
         print("OK")
     """, str(tmp_path / "r.h5"))
 

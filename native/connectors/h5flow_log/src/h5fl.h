@@ -168,6 +168,7 @@ typedef struct h5fl_writer {
     uint32_t id;
     uint64_t epoch;
     bool dirty_sync; /* written since the last fsync */
+    int users;       /* open handles of the dataset in this file sharing these logs */
     char *dpath;
 } h5fl_writer_t;
 

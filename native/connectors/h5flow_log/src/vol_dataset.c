@@ -226,7 +226,8 @@ static void dset_free(h5fl_dset_t *d)
             *p = d->next_open;
             break;
         }
-    writer_free(d->w);
+    if (d->w && --d->w->users == 0)
+        writer_free(d->w);
     ix_free(d->ix);
     H5Tclose(d->type);
     H5Sclose(d->space);
@@ -481,6 +482,22 @@ fail:
     free(ipath);
     writer_free(w);
     return -1;
+}
+
+/* Handles of one dataset opened twice in one file share one writer: two appenders to the same logs
+ * would overwrite each other. */
+static int writer_get(h5fl_dset_t *d)
+{
+    for (h5fl_dset_t *o = d->o.file->open_dsets; o; o = o->next_open)
+        if (o != d && o->w && !strcmp(o->o.dir, d->o.dir)) {
+            d->w = o->w;
+            d->w->users++;
+            return 0;
+        }
+    if (writer_open(d) != 0)
+        return -1;
+    d->w->users = 1;
+    return 0;
 }
 
 static int append_data(h5fl_writer_t *w, const void *src, size_t len)
@@ -994,7 +1011,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         return -1;
     if (s.n == 0)
         return 0;
-    if (!d->w && writer_open(d) != 0)
+    if (!d->w && writer_get(d) != 0)
         return -1;
     h5fl_writer_t *w = d->w;
     size_t msize = H5Tget_size(mtype);
@@ -1083,7 +1100,9 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     if (rec != stackrec)
         free(rec);
     if (rc == 0)
-        rc = ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
+        for (h5fl_dset_t *o = d->o.file->open_dsets; o && rc == 0; o = o->next_open)
+            if (o->w == w) /* every handle sharing these logs sees the write at its next read */
+                rc = ix_note_write(o, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
 done:
     free(runs.buf);
     return rc;
@@ -1391,7 +1410,7 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
         goto done;
     }
     if (f->rank == 0) {
-        if (!d->w && writer_open(d) != 0)
+        if (!d->w && writer_get(d) != 0)
             goto done;
         d->w->counter = c;
         if (append_record(d, gone, 0, 0, H5FL_REC_FILL) != 0 || writer_flush(d->w, false) != 0)
