@@ -46,6 +46,8 @@ uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len);
 int h5fl_check_plist(hid_t id, hid_t cls, const char *what);
 /* Whether converting to/from `t` needs a background buffer (compound types). */
 bool h5fl_needs_bkg(hid_t t);
+/* Creation-order tracking asked for in a group/file/object creation property list: not supported. */
+int h5fl_check_no_crt_order(hid_t ocpl, bool links);
 
 /* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
  * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */

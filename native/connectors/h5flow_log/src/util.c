@@ -74,6 +74,30 @@ int h5fl_check_plist(hid_t id, hid_t cls, const char *what)
     return 0;
 }
 
+int h5fl_check_no_crt_order(hid_t ocpl, bool links)
+{
+    if (ocpl == H5P_DEFAULT || ocpl < 0)
+        return 0;
+    unsigned flags = 0;
+    herr_t st;
+    H5E_BEGIN_TRY
+    {
+        st = links ? H5Pget_link_creation_order(ocpl, &flags) : -1;
+        unsigned aflags = 0;
+        if (H5Pget_attr_creation_order(ocpl, &aflags) >= 0) {
+            flags |= aflags;
+            st = 0;
+        }
+    }
+    H5E_END_TRY
+    if (st >= 0 && (flags & H5P_CRT_ORDER_TRACKED)) {
+        h5fl_err("h5flow_log does not track creation order (links and attributes are ordered by name): "
+                 "create the object without track_order");
+        return -1;
+    }
+    return 0;
+}
+
 bool h5fl_needs_bkg(hid_t t)
 {
     return H5Tget_class(t) == H5T_COMPOUND || H5Tdetect_class(t, H5T_COMPOUND) > 0;

@@ -325,7 +325,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     if (!h5fl_writable(f) || check_supported(type, dcpl) != 0 ||
         h5fl_check_plist(dcpl, H5P_DATASET_CREATE, "dataset creation property list") != 0 ||
         h5fl_check_plist(dapl, H5P_DATASET_ACCESS, "dataset access property list") != 0 ||
-        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
+        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0 ||
+        h5fl_check_no_crt_order(dcpl, false) != 0)
         goto done;
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)

@@ -210,7 +210,12 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
         h5fl_err_push(__func__);
         return NULL;
     }
-    int st = 0;
+    int st = h5fl_check_no_crt_order(fcpl, true);
+    if (st != 0) {
+        file_free(f);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     if (f->rank == 0) {
         struct stat sb;
         if (lstat(name, &sb) == 0) {
