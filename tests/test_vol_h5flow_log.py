@@ -445,3 +445,38 @@ def test_file_modes_and_clear_errors(tmp_path: Path) -> None:
     assert "not an h5flow_log container" in out
     assert "read-only" in out and out.count("unsupported:") == 2
     assert "filters" in out and "variable-length sequences" in out
+
+
+@pytest.mark.mpi(n=3, env=LOG_ENV, timeout=240)
+def test_mpi_collective_metadata_consistent(comm, mpi_tmp_path: Path) -> None:
+    """Creation, attributes, resize (grow, shrink), delete and errors agree on every rank."""
+    import h5py
+
+    path = mpi_tmp_path / "meta.h5"
+    n = comm.size
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("grid/rows", shape=(0, 5), maxshape=(None, 5), chunks=(1, 5), dtype="i4",
+                             fillvalue=-1)
+        f["grid"].attrs["ranks"] = n
+        d.resize((2 * n, 5))
+        d[comm.rank] = comm.rank           # independent writes, one row each
+        d[n + comm.rank] = 10 + comm.rank
+        d.resize((n, 5))                   # collective shrink: rows n.. are discarded
+        d.resize((2 * n, 5))               # ... and read as the fill value when regrown
+        f.create_group("tmp"); del f["tmp"]
+        try:
+            f.create_group("grid")         # every rank gets the same error
+        except ValueError:
+            failed = True
+        else:
+            failed = False
+        mpi_assert(comm, failed, "creating an existing group did not fail on this rank")
+        f.flush()                          # collective: afterwards every rank reads every rank's rows
+        rows = d[...]
+    want = np.full((2 * n, 5), -1, "i4")
+    want[:n] = np.arange(n)[:, None]
+    mpi_assert(comm, np.array_equal(rows, want), f"rank {comm.rank} read {rows.tolist()}")
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        ok = (np.array_equal(f["grid/rows"][...], want) and f["grid"].attrs["ranks"] == n
+              and "tmp" not in f and f["grid/rows"].shape == (2 * n, 5))
+    mpi_assert(comm, ok, "reopened container differs")

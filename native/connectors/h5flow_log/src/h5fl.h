@@ -260,6 +260,8 @@ herr_t h5fl_dataset_get(void *, H5VL_dataset_get_args_t *, hid_t, void **);
 herr_t h5fl_dataset_specific(void *, H5VL_dataset_specific_args_t *, hid_t, void **);
 herr_t h5fl_dataset_close(void *, hid_t, void **);
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync);
+/* Drop the merged index: the next read rebuilds it from every writer's logs as they are now. */
+void h5fl_dset_forget_index(h5fl_dset_t *d);
 void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 /* Give an anonymous dataset its name: move its directory to `dir` (rank 0 did the rename). */
 int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path);

@@ -174,6 +174,12 @@ static void writer_free(h5fl_writer_t *w)
     free(w);
 }
 
+void h5fl_dset_forget_index(h5fl_dset_t *d)
+{
+    ix_free(d->ix);
+    d->ix = NULL;
+}
+
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync)
 {
     return d->w ? writer_flush(d->w, sync && d->o.file->fsync) : 0;

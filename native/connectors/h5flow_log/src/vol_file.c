@@ -350,10 +350,19 @@ herr_t h5fl_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
     switch (args->op_type) {
-        case H5VL_FILE_FLUSH:
-            if (h5fl_file_flush(o->file, true) != 0)
+        case H5VL_FILE_FLUSH: {
+            /* Collective, as in parallel HDF5: after it, every rank's next read sees what every rank
+             * wrote before it (the flush, a barrier, and indexes rebuilt from the logs). */
+            h5fl_file_t *f = o->file;
+            int st = h5fl_file_flush(f, true);
+            if (f->comm != MPI_COMM_NULL && f->size > 1)
+                MPI_Allreduce(MPI_IN_PLACE, &st, 1, MPI_INT, MPI_MIN, f->comm);
+            for (h5fl_dset_t *d = f->open_dsets; d; d = d->next_open)
+                h5fl_dset_forget_index(d);
+            if (st != 0)
                 break;
             return 0;
+        }
         case H5VL_FILE_IS_ACCESSIBLE:
             /* Called with obj == NULL and no connector info during HDF5's open fallback: never fail. */
             *args->args.is_accessible.accessible = is_container(args->args.is_accessible.filename);
