@@ -359,6 +359,7 @@ def test_mpi_interleaved_unaligned_writes(comm, mpi_tmp_path: Path) -> None:
         for k in range(nrounds):
             i = k * comm.size + comm.rank
             d[i * PIECE:(i + 1) * PIECE] = piece(i)  # independent: no collective call, no lock
+    comm.Barrier()  # every rank has closed (and so created and flushed) its logs
     writers = sorted(p.name for p in (path / "d").glob("@log.*.idx"))
     mpi_assert(comm, len(writers) == comm.size, f"expected one index log per rank: {writers}")
     want = np.concatenate([piece(i) for i in range(comm.size * nrounds)])

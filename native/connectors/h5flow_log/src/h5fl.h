@@ -212,6 +212,9 @@ void h5fl_file_decref(h5fl_file_t *f);
 bool h5fl_writable(const h5fl_file_t *f);
 /* Run `op` on rank 0 only (or locally when serial) and make its status (and message) collective. */
 int h5fl_collective(h5fl_file_t *f, int local_status);
+/* Start of a collective change: no rank may still be reading the state before it (a barrier), so that
+ * independent queries between two collective calls (H5Aexists, H5Lexists, ...) agree on every rank. */
+void h5fl_collective_begin(h5fl_file_t *f);
 int h5fl_file_flush(h5fl_file_t *f, bool sync);
 
 /* Path resolution (vol_group.c). */

@@ -224,6 +224,7 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
     h5fl_file_t *f = o->file;
     h5fl_loc_t loc = {0};
     h5fl_attr_t *a = NULL;
+    h5fl_collective_begin(f);
     if (!h5fl_writable(f) || h5fl_check_plist(acpl, H5P_ATTRIBUTE_CREATE, "attribute creation property list") ||
         h5fl_check_plist(aapl, H5P_ATTRIBUTE_ACCESS, "attribute access property list") || owner_of(o, lp, &loc) != 0)
         goto fail;
@@ -381,6 +382,7 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     h5fl_file_t *f = a->o.file;
     if (!h5fl_writable(f))
         goto fail;
+    h5fl_collective_begin(f);
     if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: write it with a variable-length string "
@@ -597,6 +599,7 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
         case H5VL_ATTR_DELETE_BY_IDX: {
             if (!h5fl_writable(f))
                 break;
+            h5fl_collective_begin(f);
             char *name = NULL;
             if (args->op_type == H5VL_ATTR_DELETE) {
                 name = h5fl_strdup(args->args.del.name);
@@ -626,6 +629,7 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
         case H5VL_ATTR_RENAME: {
             if (!h5fl_writable(f))
                 break;
+            h5fl_collective_begin(f);
             char *from = attr_file(loc.dir, args->args.rename.old_name);
             char *to = attr_file(loc.dir, args->args.rename.new_name);
             int st = from && to ? 0 : -1;

@@ -328,6 +328,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     char leaf[NAME_MAX + 1], *leafname = NULL, *dir = NULL, *path = NULL;
     hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID, p = H5I_INVALID_HID;
     h5fl_dset_t *d = NULL;
+    h5fl_collective_begin(f);
     if (!h5fl_writable(f) || check_supported(type, dcpl) != 0 ||
         h5fl_check_plist(dcpl, H5P_DATASET_CREATE, "dataset creation property list") != 0 ||
         h5fl_check_plist(dapl, H5P_DATASET_ACCESS, "dataset access property list") != 0 ||
@@ -1444,6 +1445,7 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     h5fl_file_t *f = d->o.file;
     if (!h5fl_writable(f))
         return -1;
+    h5fl_collective_begin(f);
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
     H5Sget_simple_extent_dims(d->space, dims, maxd);

@@ -81,6 +81,12 @@ int h5fl_collective(h5fl_file_t *f, int local_status)
     return s.status;
 }
 
+void h5fl_collective_begin(h5fl_file_t *f)
+{
+    if (f->comm != MPI_COMM_NULL && f->size > 1)
+        MPI_Barrier(f->comm);
+}
+
 int h5fl_file_flush(h5fl_file_t *f, bool sync)
 {
     int rc = 0;

@@ -356,6 +356,7 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
     h5fl_loc_t parent = {0};
     char leaf[NAME_MAX + 1];
     h5fl_obj_t *g = NULL;
+    h5fl_collective_begin(f);
     if (!h5fl_writable(f) || h5fl_check_plist(gcpl, H5P_GROUP_CREATE, "group creation property list") != 0 ||
         h5fl_check_plist(gapl, H5P_GROUP_ACCESS, "group access property list") != 0 ||
         h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0 ||

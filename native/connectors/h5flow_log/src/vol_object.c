@@ -64,6 +64,7 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
     int st = -1;
+    h5fl_collective_begin(f);
     if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
     else if (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") != 0 ||
@@ -141,6 +142,7 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     }
     if (!h5fl_writable(f))
         goto done;
+    h5fl_collective_begin(f);
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
@@ -331,6 +333,7 @@ herr_t h5fl_link_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_link_spec
         case H5VL_LINK_DELETE: {
             if (!h5fl_writable(f))
                 break;
+            h5fl_collective_begin(f);
             int st = 0;
             if (f->rank == 0) {
                 st = h5fl_loc_from_params(o, lp, &loc);
