@@ -764,6 +764,8 @@ static int add_remapped(ext_vec_t *ev, int rank, const uint64_t *odims, const hs
     if (same || rank <= 1)
         return ev_push(ev, start, len, seq, log, loff);
     uint64_t last = odims[rank - 1];
+    if (last == 0)
+        return 0; /* an empty extent holds no element */
     while (len) {
         uint64_t col = start % last, piece = last - col < len ? last - col : len;
         uint64_t rem = start, coords[H5S_MAX_RANK], lin = 0;
@@ -824,7 +826,8 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
             h5fl_err("%s at byte %zu of %s (dataset '%s')", msg, pos, ipath, d->o.path);
             goto done;
         }
-        if ((int)r.rank != rank || r.data_off + r.nbytes > (uint64_t)st.st_size) {
+        if ((int)r.rank != rank || r.data_off > (uint64_t)st.st_size ||
+            r.nbytes > (uint64_t)st.st_size - r.data_off) {
             h5fl_err("corrupt index record at byte %zu of %s: %s", pos, ipath,
                      (int)r.rank != rank ? "rank differs from the dataset's" : "data beyond the data log");
             goto done;
