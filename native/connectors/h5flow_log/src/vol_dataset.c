@@ -13,7 +13,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define DBUF_CAP (8u << 20)   /* data append buffer */
+#define DBUF_CAP (8u << 20)   /* data append buffer (largest size) */
+#define BUF_START (64u << 10) /* first size of both append buffers */
 #define IBUF_CAP (1u << 20)   /* index append buffer */
 #define DIRECT_MIN (256u << 10) /* a write this large skips the copy into the buffer: one pwrite */
 static const char SIDECAR_MAGIC[8] = {'H', '5', 'F', 'L', 'D', 'S', '0', '1'};
@@ -435,8 +436,8 @@ static int writer_open(h5fl_dset_t *d)
     w->dfd = w->ifd = -1;
     w->id = (uint32_t)f->rank;
     w->epoch = f->epoch;
-    w->dcap = DBUF_CAP;
-    w->icap = IBUF_CAP;
+    w->dcap = BUF_START; /* grows up to DBUF_CAP / IBUF_CAP: many open datasets stay cheap */
+    w->icap = BUF_START;
     w->dbuf = malloc(w->dcap);
     w->ibuf = malloc(w->icap);
     char name[64];
@@ -508,8 +509,30 @@ static int writer_get(h5fl_dset_t *d)
     return 0;
 }
 
+/* Grow an append buffer towards `max` so that `need` bytes fit; false if it is already at `max`. */
+static bool grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
+{
+    if (need <= *cap)
+        return true;
+    if (*cap >= max)
+        return false;
+    size_t n = *cap;
+    while (n < need && n < max)
+        n *= 2;
+    if (n > max)
+        n = max;
+    uint8_t *nb = realloc(*buf, n);
+    if (!nb)
+        return false;
+    *buf = nb;
+    *cap = n;
+    return need <= n;
+}
+
 static int append_data(h5fl_writer_t *w, const void *src, size_t len)
 {
+    if (len < DIRECT_MIN)
+        grow(&w->dbuf, &w->dcap, w->dlen + len, DBUF_CAP);
     if (w->dlen + len <= w->dcap) {
         memcpy(w->dbuf + w->dlen, src, len);
         w->dlen += len;
@@ -521,7 +544,7 @@ static int append_data(h5fl_writer_t *w, const void *src, size_t len)
         w->dend += w->dlen;
         w->dlen = 0;
     }
-    if (len >= DIRECT_MIN) {
+    if (len >= DIRECT_MIN || len > w->dcap) {
         if (h5fl_pwrite_all(w->dfd, src, len, w->dend) != 0)
             return -1;
         w->dend += len;
@@ -536,6 +559,7 @@ static int append_data(h5fl_writer_t *w, const void *src, size_t len)
 /* An index record may only reach the disk after the data it points to. */
 static int append_index(h5fl_writer_t *w, const uint8_t *rec, size_t len)
 {
+    grow(&w->ibuf, &w->icap, w->ilen + len, IBUF_CAP);
     if (w->ilen + len > w->icap) {
         if (writer_flush(w, false) != 0)
             return -1;
