@@ -956,18 +956,13 @@ static int ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq,
     uint64_t loff = data_off;
     for (size_t j = 0; j < runs->n; j++) {
         uint64_t s = h5fl_get_u64(runs->buf + 16 * j), n = h5fl_get_u64(runs->buf + 16 * j + 8);
-        if (ix->npending == ix->cappending) {
-            size_t cap = ix->cappending ? 2 * ix->cappending : 64;
-            h5fl_extent_t *np = realloc(ix->pending, cap * sizeof *np);
-            if (!np) {
-                h5fl_err("out of memory");
-                return -1;
-            }
-            ix->pending = np;
-            ix->cappending = cap;
-        }
-        ix->pending[ix->npending++] =
-            (h5fl_extent_t){s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, fill ? 0 : loff};
+        ext_vec_t v = {ix->pending, ix->npending, ix->cappending};
+        int r = ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, fill ? 0 : loff);
+        ix->pending = v.v;
+        ix->npending = v.n;
+        ix->cappending = v.cap;
+        if (r != 0)
+            return -1;
         loff += n * d->esize;
     }
     return 0;

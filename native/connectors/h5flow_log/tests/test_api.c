@@ -6,14 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int failures;
-#define CHECK(c)                                                                                           \
-    do {                                                                                                   \
-        if (!(c)) {                                                                                        \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                          \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
+#include "check.h"
 
 static herr_t count_links(hid_t g, const char *name, const H5L_info2_t *info, void *data)
 {

@@ -5,14 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c)                                                                                           \
-    do {                                                                                                   \
-        if (!(c)) {                                                                                        \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                          \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t xr(void)
