@@ -11,6 +11,8 @@ import importlib
 from types import ModuleType
 
 BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw"}
+BENCHMARKS["perf"] = "h5flow.benchmarks.perf"
+BENCHMARKS["tuning"] = "h5flow.benchmarks.tuning"
 
 
 def load(name: str) -> ModuleType:
