@@ -1,0 +1,278 @@
+/* h5flow_log — a log-structured, object-per-directory HDF5 VOL connector.
+ *
+ * Internal interfaces shared by the connector's translation units. The on-disk format is described in
+ * docs/FORMAT.md; the constants below are its single source of truth in C.
+ */
+#ifndef H5FL_H
+#define H5FL_H
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hdf5.h>
+#include <H5VLconnector.h>
+
+#define H5FL_NAME "h5flow_log"
+#define H5FL_VALUE 311 /* in the 256-511 range HDF5 reserves for testing new connectors */
+#define H5FL_FORMAT_VERSION 1
+
+/* Reserved file names inside an object directory. User link and attribute names are escaped so that
+ * they never start with '@' (see h5fl_escape), hence can never collide with these. */
+#define H5FL_MARKER "@h5flow_log"   /* container root: format name + version + epoch */
+#define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
+#define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
+#define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
+#define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
+#define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
+#define H5FL_XATTR "user.h5flow_log.meta"
+
+/* ---------------------------------------------------------------- errors (util.c) */
+/* A failing internal function records one message; the VOL callback that returns the failure pushes it
+ * on the HDF5 error stack as its last act (pushing earlier would be wiped by the next API call we make). */
+void h5fl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void h5fl_err_clear(void);
+const char *h5fl_err_msg(void);
+void h5fl_err_push(const char *func); /* push the pending message (or a generic one) */
+int h5fl_err_init(void);
+void h5fl_err_term(void);
+
+/* ---------------------------------------------------------------- checksums, names, files (util.c) */
+uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
+ * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */
+int h5fl_escape(const char *name, char *out, size_t outsz);
+/* Inverse of h5fl_escape; -1 if `comp` is not a valid escaped name (e.g. a layout file). */
+int h5fl_unescape(const char *comp, char *out, size_t outsz);
+
+char *h5fl_strdup(const char *s);
+char *h5fl_join(const char *dir, const char *comp); /* dir + "/" + comp, malloc'd */
+int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len);
+int h5fl_read_file(const char *path, void **buf, size_t *len); /* malloc'd contents */
+int h5fl_rm_rf(const char *path);
+int h5fl_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off);
+bool h5fl_exists(const char *dir, const char *name);
+void h5fl_put_u32(uint8_t *p, uint32_t v);
+void h5fl_put_u64(uint8_t *p, uint64_t v);
+uint32_t h5fl_get_u32(const uint8_t *p);
+uint64_t h5fl_get_u64(const uint8_t *p);
+
+/* Sorted, decoded names of the children (objects or attributes) of a directory. */
+typedef struct h5fl_names {
+    char **v;
+    size_t n;
+} h5fl_names_t;
+int h5fl_list_children(const char *dir, h5fl_names_t *out); /* sub-directories that are objects */
+int h5fl_list_attrs(const char *dir, h5fl_names_t *out);
+void h5fl_names_free(h5fl_names_t *n);
+
+/* ---------------------------------------------------------------- merged index (index.c) */
+typedef struct h5fl_seq {
+    uint64_t epoch;
+    uint64_t order; /* (counter << 20) | writer */
+} h5fl_seq_t;
+
+typedef struct h5fl_extent {
+    uint64_t start, len; /* in elements, row-major linear order of the current extent */
+    h5fl_seq_t seq;
+    uint32_t log;  /* index into the index's log table */
+    uint64_t loff; /* byte offset in that data log of element `start` */
+} h5fl_extent_t;
+
+/* Sorted, non-overlapping extents: for every element, the latest write covering it. */
+typedef struct h5fl_map {
+    h5fl_extent_t *ext;
+    size_t n, cap;
+} h5fl_map_t;
+
+void h5fl_map_free(h5fl_map_t *m);
+/* Replace `m` by the merge of its own extents and `runs` (latest sequence wins). O(n log n). */
+int h5fl_map_merge(h5fl_map_t *m, h5fl_extent_t *runs, size_t nruns, size_t esize);
+/* Index of the first extent whose end is > pos (n if none). */
+size_t h5fl_map_find(const h5fl_map_t *m, uint64_t pos);
+
+/* One index record: a write of `nbytes` at `data_off` in the data log covering `nruns` runs. */
+typedef struct h5fl_record {
+    h5fl_seq_t seq;
+    uint64_t data_off, nbytes;
+    uint32_t rank;
+    uint64_t dims[H5S_MAX_RANK];
+    uint64_t nruns;
+    const uint8_t *runs; /* nruns * (u64 start, u64 len), little endian, in selection order */
+} h5fl_record_t;
+
+#define H5FL_REC_MAGIC 0x58494C48u /* "HLIX" */
+#define H5FL_REC_HDR 56u /* magic,len | epoch,order,data_off,nbytes,nruns | rank,pad; then dims, runs, crc */
+size_t h5fl_record_size(unsigned rank, uint64_t nruns);
+/* Encode a record header; the caller writes the runs at out + header size and then calls seal. */
+size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r);
+void h5fl_record_seal(uint8_t *rec, size_t total);
+/* Parse the record at buf[0..avail). Returns bytes consumed, 0 at a torn tail (incomplete record), or
+ * -1 for a complete record that fails its checksum or is malformed (error recorded). */
+ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r);
+
+/* ---------------------------------------------------------------- objects (vol_*.c) */
+typedef struct h5fl_file h5fl_file_t;
+typedef struct h5fl_dset h5fl_dset_t;
+
+typedef struct h5fl_obj {
+    H5I_type_t type; /* H5I_FILE, H5I_GROUP, H5I_DATASET, H5I_ATTR */
+    int rc;
+    h5fl_file_t *file;
+    char *path; /* HDF5 absolute path ("/" for the root) */
+    char *dir;  /* file-system directory of the object (of the owner object, for attributes) */
+    bool anon;  /* created anonymously (H5Dcreate_anon), not linked yet: lives under @anon.* */
+} h5fl_obj_t;
+
+struct h5fl_file {
+    h5fl_obj_t o;   /* the root group; o.type == H5I_FILE */
+    int handles;    /* open file ids */
+    char *name;     /* name as given to H5Fcreate/H5Fopen */
+    unsigned intent;
+    hid_t fapl, fcpl;
+    MPI_Comm comm; /* MPI_COMM_NULL when serial */
+    int rank, size;
+    uint64_t epoch;
+    uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
+    unsigned long fileno;
+    h5fl_dset_t *open_dsets; /* for H5Fflush / close */
+};
+
+typedef struct h5fl_log {
+    char *path; /* data log */
+    int fd;
+    uint8_t *map;
+    size_t mapsize;
+} h5fl_log_t;
+
+typedef struct h5fl_writer {
+    int dfd, ifd;
+    uint64_t dend, iend; /* file sizes reached by pwrite */
+    uint8_t *dbuf, *ibuf;
+    size_t dlen, dcap, ilen, icap;
+    uint64_t counter;
+    uint32_t id;
+    uint64_t epoch;
+    bool dirty_sync; /* written since the last fsync */
+    char *dpath;
+} h5fl_writer_t;
+
+typedef struct h5fl_index {
+    h5fl_log_t *logs;
+    size_t nlogs;
+    h5fl_map_t map;
+    h5fl_extent_t *pending; /* own writes since the map was built */
+    size_t npending, cappending;
+    int own_log; /* index of this process's data log in logs, -1 if none yet */
+} h5fl_index_t;
+
+struct h5fl_dset {
+    h5fl_obj_t o;
+    hid_t type, space, dcpl, dapl;
+    size_t esize;
+    uint8_t *fill;
+    h5fl_writer_t *w;
+    h5fl_index_t *ix;
+    h5fl_dset_t *next_open;
+};
+
+typedef struct h5fl_attr {
+    h5fl_obj_t o;
+    char *name;
+    hid_t type, space;
+    uint8_t *data; /* fixed types: npoints*size bytes; vlen strings: char*[npoints] */
+    size_t npoints;
+    bool vlen_str;
+} h5fl_attr_t;
+
+/* util for objects (vol_file.c) */
+void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *path, const char *dir);
+void h5fl_obj_release(h5fl_obj_t *o); /* drop the object's reference on its file */
+void h5fl_file_decref(h5fl_file_t *f);
+bool h5fl_writable(const h5fl_file_t *f);
+/* Run `op` on rank 0 only (or locally when serial) and make its status (and message) collective. */
+int h5fl_collective(h5fl_file_t *f, int local_status);
+int h5fl_file_flush(h5fl_file_t *f, bool sync);
+
+/* Path resolution (vol_group.c). */
+typedef struct h5fl_loc {
+    char *dir;  /* file-system directory */
+    char *path; /* HDF5 path */
+    H5I_type_t type; /* H5I_GROUP or H5I_DATASET, H5I_BADID if it does not exist */
+} h5fl_loc_t;
+void h5fl_loc_free(h5fl_loc_t *l);
+H5I_type_t h5fl_dir_type(const char *dir, bool is_root);
+/* Resolve `name` (HDF5 path rules: absolute or relative, empty and "." components skipped) relative to
+ * object `o`. A missing object gives type H5I_BADID and success. */
+int h5fl_resolve(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
+/* Resolve all but the last component of `name` into `parent` and return the last one escaped in `leaf`
+ * and verbatim in *leafname (malloc'd). Modes: H5FL_CHECK (parents must exist), H5FL_MKPARENTS (create
+ * missing intermediate groups), H5FL_COMPUTE (only compute names: ranks that do not touch the disk). */
+enum { H5FL_CHECK, H5FL_MKPARENTS, H5FL_COMPUTE };
+int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
+                        size_t leafsz, char **leafname);
+int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out);
+void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
+int h5fl_make_group_dir(const char *dir);
+void h5fl_token_of(const char *dir, H5O_token_t *tok);
+unsigned long h5fl_objno(const char *dir);
+
+/* Callbacks, one group per translation unit. */
+void *h5fl_file_create(const char *, unsigned, hid_t, hid_t, hid_t, void **);
+void *h5fl_file_open(const char *, unsigned, hid_t, hid_t, void **);
+herr_t h5fl_file_get(void *, H5VL_file_get_args_t *, hid_t, void **);
+herr_t h5fl_file_specific(void *, H5VL_file_specific_args_t *, hid_t, void **);
+herr_t h5fl_file_close(void *, hid_t, void **);
+
+void *h5fl_group_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, void **);
+void *h5fl_group_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
+herr_t h5fl_group_get(void *, H5VL_group_get_args_t *, hid_t, void **);
+herr_t h5fl_group_specific(void *, H5VL_group_specific_args_t *, hid_t, void **);
+herr_t h5fl_group_optional(void *, H5VL_optional_args_t *, hid_t, void **);
+herr_t h5fl_group_close(void *, hid_t, void **);
+
+void *h5fl_dataset_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t,
+                          hid_t, hid_t, void **);
+void *h5fl_dataset_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
+herr_t h5fl_dataset_read(size_t, void *[], hid_t[], hid_t[], hid_t[], hid_t, void *[], void **);
+herr_t h5fl_dataset_write(size_t, void *[], hid_t[], hid_t[], hid_t[], hid_t, const void *[], void **);
+herr_t h5fl_dataset_get(void *, H5VL_dataset_get_args_t *, hid_t, void **);
+herr_t h5fl_dataset_specific(void *, H5VL_dataset_specific_args_t *, hid_t, void **);
+herr_t h5fl_dataset_close(void *, hid_t, void **);
+int h5fl_dset_flush(h5fl_dset_t *d, bool sync);
+void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path);
+/* Give an anonymous dataset its name: move its directory to `dir` (rank 0 did the rename). */
+int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path);
+
+void *h5fl_attr_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,
+                       void **);
+void *h5fl_attr_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
+herr_t h5fl_attr_read(void *, hid_t, void *, hid_t, void **);
+herr_t h5fl_attr_write(void *, hid_t, const void *, hid_t, void **);
+herr_t h5fl_attr_get(void *, H5VL_attr_get_args_t *, hid_t, void **);
+herr_t h5fl_attr_specific(void *, const H5VL_loc_params_t *, H5VL_attr_specific_args_t *, hid_t, void **);
+herr_t h5fl_attr_close(void *, hid_t, void **);
+
+herr_t h5fl_link_create(H5VL_link_create_args_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t, hid_t,
+                        void **);
+herr_t h5fl_link_move(void *, const H5VL_loc_params_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t,
+                      hid_t, void **);
+herr_t h5fl_link_get(void *, const H5VL_loc_params_t *, H5VL_link_get_args_t *, hid_t, void **);
+herr_t h5fl_link_specific(void *, const H5VL_loc_params_t *, H5VL_link_specific_args_t *, hid_t, void **);
+
+void *h5fl_object_open(void *, const H5VL_loc_params_t *, H5I_type_t *, hid_t, void **);
+herr_t h5fl_object_get(void *, const H5VL_loc_params_t *, H5VL_object_get_args_t *, hid_t, void **);
+herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_specific_args_t *, hid_t,
+                            void **);
+int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
+                    H5O_info2_t *oi);
+hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
+
+extern const H5VL_class_t h5fl_class;
+
+#endif

@@ -1,0 +1,412 @@
+/* Errors, CRC32C, name escaping and small file-system helpers. */
+#include "h5fl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- errors */
+/* Pending message of the current thread's failing callback (not shared between files or threads). */
+static _Thread_local char err_msg[1024];
+/* Error class and message ids registered once per library lifetime (not per file). */
+static hid_t err_class = H5I_INVALID_HID, err_major = H5I_INVALID_HID, err_minor = H5I_INVALID_HID;
+
+void h5fl_err(const char *fmt, ...)
+{
+    if (err_msg[0]) /* keep the first (root-cause) message */
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    va_end(ap);
+}
+
+void h5fl_err_clear(void) { err_msg[0] = '\0'; }
+const char *h5fl_err_msg(void) { return err_msg; }
+
+void h5fl_err_push(const char *func)
+{
+    const char *msg = err_msg[0] ? err_msg : "operation failed";
+    if (err_class >= 0)
+        H5Epush2(H5E_DEFAULT, __FILE__, func, __LINE__, err_class, err_major, err_minor, "%s", msg);
+    err_msg[0] = '\0';
+}
+
+int h5fl_err_init(void)
+{
+    if (err_class >= 0)
+        return 0;
+    err_class = H5Eregister_class(H5FL_NAME, H5FL_NAME, "1");
+    if (err_class < 0)
+        return -1;
+    err_major = H5Ecreate_msg(err_class, H5E_MAJOR, "h5flow_log VOL connector");
+    err_minor = H5Ecreate_msg(err_class, H5E_MINOR, "operation failed");
+    return (err_major < 0 || err_minor < 0) ? -1 : 0;
+}
+
+void h5fl_err_term(void)
+{
+    if (err_class < 0)
+        return;
+    H5Eclose_msg(err_minor);
+    H5Eclose_msg(err_major);
+    H5Eunregister_class(err_class);
+    err_class = err_major = err_minor = H5I_INVALID_HID;
+}
+
+/* ---------------------------------------------------------------- CRC32C (Castagnoli), slice-by-1 table */
+static uint32_t crc_table[256];
+static int crc_ready;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+    crc_ready = 1;
+}
+
+uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+    if (!crc_ready) /* idempotent: concurrent first calls compute the same table */
+        crc_init();
+    const uint8_t *p = buf;
+    crc = ~crc;
+    while (len--)
+        crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---------------------------------------------------------------- little-endian helpers */
+void h5fl_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+void h5fl_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+uint32_t h5fl_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+uint64_t h5fl_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* ---------------------------------------------------------------- names */
+static bool safe_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '+' || c == ',' || c == '=';
+}
+
+int h5fl_escape(const char *name, char *out, size_t outsz)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (!name || !*name) {
+        h5fl_err("empty names are not allowed");
+        return -1;
+    }
+    size_t o = 0;
+    for (size_t i = 0; name[i]; i++) {
+        unsigned char c = (unsigned char)name[i];
+        bool keep = safe_char(c) && !(i == 0 && c == '.'); /* no leading '.', hence no "." or ".." */
+        size_t need = keep ? 1 : 3;
+        if (o + need >= outsz || o + need > NAME_MAX) {
+            h5fl_err("name '%.64s%s' is too long for the file system once escaped (limit %d bytes)", name,
+                     strlen(name) > 64 ? "..." : "", NAME_MAX);
+            return -1;
+        }
+        if (keep) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int h5fl_unescape(const char *comp, char *out, size_t outsz)
+{
+    size_t o = 0;
+    if (!comp[0])
+        return -1;
+    for (size_t i = 0; comp[i]; i++) {
+        unsigned char c = (unsigned char)comp[i];
+        int v;
+        if (c == '%') {
+            int hi = hexval(comp[i + 1]), lo = hi < 0 ? -1 : hexval(comp[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            v = hi * 16 + lo;
+            if (v == 0 || (safe_char((unsigned char)v) && !(i == 0 && v == '.')))
+                return -1; /* not canonical: h5fl_escape never writes this */
+            i += 2;
+        } else if (safe_char(c) && !(i == 0 && c == '.')) {
+            v = c;
+        } else {
+            return -1;
+        }
+        if (o + 1 >= outsz)
+            return -1;
+        out[o++] = (char)v;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* ---------------------------------------------------------------- files */
+char *h5fl_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    else
+        h5fl_err("out of memory");
+    return d;
+}
+
+char *h5fl_join(const char *dir, const char *comp)
+{
+    size_t a = strlen(dir), b = strlen(comp);
+    char *p = malloc(a + b + 2);
+    if (!p) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, comp, b + 1);
+    return p;
+}
+
+int h5fl_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            h5fl_err("write failed: %s", strerror(errno));
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            h5fl_err("read failed: %s", n < 0 ? strerror(errno) : "unexpected end of file");
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len)
+{
+    char tmp[PATH_MAX], dst[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/@tmp.%ld.%s", dir, (long)getpid(), name) >= sizeof tmp ||
+        (size_t)snprintf(dst, sizeof dst, "%s/%s", dir, name) >= sizeof dst) {
+        h5fl_err("path too long under %s", dir);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        h5fl_err("cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int rc = h5fl_pwrite_all(fd, buf, len, 0);
+    if (rc == 0 && fsync(fd) != 0) {
+        h5fl_err("fsync %s: %s", tmp, strerror(errno));
+        rc = -1;
+    }
+    close(fd);
+    if (rc == 0 && rename(tmp, dst) != 0) {
+        h5fl_err("cannot rename %s to %s: %s", tmp, dst, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+int h5fl_read_file(const char *path, void **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        h5fl_err("cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        h5fl_err("cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p || (n && h5fl_pread_all(fd, p, n, 0) != 0)) {
+        if (!p)
+            h5fl_err("out of memory reading %s", path);
+        free(p);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+bool h5fl_exists(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p)
+        return false;
+    return lstat(p, &st) == 0;
+}
+
+int h5fl_rm_rf(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *c = h5fl_join(path, e->d_name);
+        if (!c || h5fl_rm_rf(c) != 0)
+            rc = -1;
+        free(c);
+    }
+    closedir(d);
+    if (rmdir(path) != 0)
+        rc = -1;
+    if (rc)
+        h5fl_err("cannot remove %s: %s", path, strerror(errno));
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void h5fl_names_free(h5fl_names_t *n)
+{
+    for (size_t i = 0; i < n->n; i++)
+        free(n->v[i]);
+    free(n->v);
+    n->v = NULL;
+    n->n = 0;
+}
+
+static int list_dir(const char *dir, bool attrs, h5fl_names_t *out)
+{
+    out->v = NULL;
+    out->n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        h5fl_err("cannot list %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    size_t plen = strlen(H5FL_ATTR_PREFIX);
+    while ((e = readdir(d))) {
+        char name[NAME_MAX + 1];
+        const char *comp = e->d_name;
+        if (attrs) {
+            if (strncmp(comp, H5FL_ATTR_PREFIX, plen) != 0)
+                continue;
+            comp += plen;
+        }
+        if (h5fl_unescape(comp, name, sizeof name) != 0)
+            continue; /* a layout file or something that is not ours */
+        if (!attrs) {
+            char *sub = h5fl_join(dir, e->d_name);
+            H5I_type_t t = sub ? h5fl_dir_type(sub, false) : H5I_BADID;
+            free(sub);
+            if (t == H5I_BADID)
+                continue; /* not an object (e.g. a creation that never completed) */
+        }
+        if (out->n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nv = realloc(out->v, cap * sizeof *nv);
+            if (!nv) {
+                closedir(d);
+                h5fl_names_free(out);
+                h5fl_err("out of memory");
+                return -1;
+            }
+            out->v = nv;
+        }
+        if (!(out->v[out->n] = h5fl_strdup(name))) {
+            closedir(d);
+            h5fl_names_free(out);
+            return -1;
+        }
+        out->n++;
+    }
+    closedir(d);
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    return 0;
+}
+
+int h5fl_list_children(const char *dir, h5fl_names_t *out) { return list_dir(dir, false, out); }
+int h5fl_list_attrs(const char *dir, h5fl_names_t *out) { return list_dir(dir, true, out); }

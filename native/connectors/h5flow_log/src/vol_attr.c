@@ -1,0 +1,655 @@
+/* Attribute callbacks: one file "@attr.<escaped name>" beside the object it annotates. */
+#include "h5fl.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char ATTR_MAGIC[8] = {'H', '5', 'F', 'L', 'A', 'T', '0', '1'};
+#define VLEN_NULL UINT64_MAX
+
+static char *attr_file(const char *dir, const char *name)
+{
+    char esc[NAME_MAX + 1], comp[NAME_MAX + 16];
+    if (h5fl_escape(name, esc, sizeof esc) != 0)
+        return NULL;
+    snprintf(comp, sizeof comp, "%s%s", H5FL_ATTR_PREFIX, esc);
+    if (strlen(comp) > NAME_MAX) {
+        h5fl_err("attribute name '%.64s' is too long for the file system once escaped", name);
+        return NULL;
+    }
+    return h5fl_join(dir, comp);
+}
+
+static void attr_data_free(h5fl_attr_t *a)
+{
+    if (a->vlen_str && a->data)
+        for (size_t i = 0; i < a->npoints; i++)
+            free(((char **)a->data)[i]);
+    free(a->data);
+    a->data = NULL;
+}
+
+static void attr_free(h5fl_attr_t *a)
+{
+    attr_data_free(a);
+    if (a->type >= 0)
+        H5Tclose(a->type);
+    if (a->space >= 0)
+        H5Sclose(a->space);
+    free(a->name);
+    h5fl_obj_release(&a->o);
+    free(a);
+}
+
+/* Serialize and write the attribute file (the caller is the rank that touches the disk). */
+static int attr_store(const h5fl_attr_t *a)
+{
+    size_t lt = 0, ls = 0, ld = 0, esize = H5Tget_size(a->type);
+    if (H5Tencode(a->type, NULL, &lt) < 0 || H5Sencode2(a->space, NULL, &ls, H5P_DEFAULT) < 0) {
+        h5fl_err("cannot encode attribute '%s'", a->name);
+        return -1;
+    }
+    if (a->vlen_str) {
+        for (size_t i = 0; i < a->npoints; i++) {
+            const char *s = ((char **)a->data)[i];
+            ld += 8 + (s ? strlen(s) : 0);
+        }
+    } else {
+        ld = a->npoints * esize;
+    }
+    size_t n = 8 + 4 * 4 + 8 + lt + ls + ld + 4;
+    uint8_t *b = calloc(1, n);
+    if (!b) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    memcpy(b, ATTR_MAGIC, 8);
+    h5fl_put_u32(b + 8, H5FL_FORMAT_VERSION);
+    h5fl_put_u32(b + 12, (uint32_t)lt);
+    h5fl_put_u32(b + 16, (uint32_t)ls);
+    h5fl_put_u32(b + 20, a->vlen_str ? 1u : 0u);
+    h5fl_put_u64(b + 24, ld);
+    uint8_t *p = b + 32;
+    H5Tencode(a->type, p, &lt);
+    H5Sencode2(a->space, p + lt, &ls, H5P_DEFAULT);
+    p += lt + ls;
+    if (a->vlen_str) {
+        for (size_t i = 0; i < a->npoints; i++) {
+            const char *s = ((char **)a->data)[i];
+            size_t l = s ? strlen(s) : 0;
+            h5fl_put_u64(p, s ? l : VLEN_NULL);
+            memcpy(p + 8, s ? s : "", l);
+            p += 8 + l;
+        }
+    } else if (ld) {
+        memcpy(p, a->data, ld);
+    }
+    h5fl_put_u32(b + n - 4, h5fl_crc32c(0, b, n - 4));
+    const char *slash = strrchr(a->o.dir ? a->o.dir : "", '/');
+    (void)slash;
+    char esc[NAME_MAX + 1], comp[NAME_MAX + 16];
+    int rc = -1;
+    if (h5fl_escape(a->name, esc, sizeof esc) == 0) {
+        snprintf(comp, sizeof comp, "%s%s", H5FL_ATTR_PREFIX, esc);
+        rc = h5fl_write_file_atomic(a->o.dir, comp, b, n);
+    }
+    free(b);
+    return rc;
+}
+
+static h5fl_attr_t *attr_new(h5fl_file_t *f, const char *owner_dir, const char *owner_path, const char *name)
+{
+    h5fl_attr_t *a = calloc(1, sizeof *a);
+    if (!a) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    a->type = a->space = H5I_INVALID_HID;
+    h5fl_obj_init(&a->o, H5I_ATTR, f, owner_path, owner_dir);
+    a->name = h5fl_strdup(name);
+    if (!a->name || !a->o.dir || !a->o.path) {
+        attr_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static h5fl_attr_t *attr_load(h5fl_file_t *f, const char *owner_dir, const char *owner_path, const char *name)
+{
+    char *path = attr_file(owner_dir, name);
+    void *vb = NULL;
+    size_t n = 0;
+    h5fl_attr_t *a = NULL;
+    if (!path)
+        return NULL;
+    if (access(path, F_OK) != 0) {
+        h5fl_err("attribute '%s' does not exist on '%s'", name, owner_path);
+        free(path);
+        return NULL;
+    }
+    if (h5fl_read_file(path, &vb, &n) != 0)
+        goto fail;
+    uint8_t *b = vb;
+    if (n < 36 || memcmp(b, ATTR_MAGIC, 8) != 0 || h5fl_crc32c(0, b, n - 4) != h5fl_get_u32(b + n - 4)) {
+        h5fl_err("attribute file %s is corrupt (bad magic or checksum)", path);
+        goto fail;
+    }
+    size_t lt = h5fl_get_u32(b + 12), ls = h5fl_get_u32(b + 16);
+    uint32_t flags = h5fl_get_u32(b + 20);
+    uint64_t ld = h5fl_get_u64(b + 24);
+    if (32 + lt + ls + ld + 4 != n) {
+        h5fl_err("attribute file %s is corrupt (inconsistent lengths)", path);
+        goto fail;
+    }
+    if (!(a = attr_new(f, owner_dir, owner_path, name)))
+        goto fail;
+    a->type = H5Tdecode(b + 32);
+    a->space = H5Sdecode(b + 32 + lt);
+    if (a->type < 0 || a->space < 0) {
+        h5fl_err("attribute file %s cannot be decoded", path);
+        goto fail;
+    }
+    a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
+    a->vlen_str = flags & 1;
+    const uint8_t *p = b + 32 + lt + ls, *end = p + ld;
+    if (a->vlen_str) {
+        char **v = calloc(a->npoints ? a->npoints : 1, sizeof *v);
+        a->data = (uint8_t *)v;
+        if (!v)
+            goto fail;
+        for (size_t i = 0; i < a->npoints; i++) {
+            if (end - p < 8)
+                goto corrupt;
+            uint64_t l = h5fl_get_u64(p);
+            p += 8;
+            if (l == VLEN_NULL)
+                continue;
+            if ((uint64_t)(end - p) < l)
+                goto corrupt;
+            if (!(v[i] = malloc(l + 1)))
+                goto fail;
+            memcpy(v[i], p, l);
+            v[i][l] = '\0';
+            p += l;
+        }
+    } else {
+        if (ld != a->npoints * H5Tget_size(a->type))
+            goto corrupt;
+        a->data = malloc(ld ? ld : 1);
+        if (!a->data)
+            goto fail;
+        memcpy(a->data, p, ld);
+    }
+    free(vb);
+    free(path);
+    return a;
+corrupt:
+    h5fl_err("attribute file %s is corrupt (bad data section)", path);
+fail:
+    if (a)
+        attr_free(a);
+    free(vb);
+    free(path);
+    return NULL;
+}
+
+static bool is_vlen_str(hid_t t) { return H5Tis_variable_str(t) > 0; }
+
+static int owner_of(h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *loc)
+{
+    if (o->type == H5I_ATTR) {
+        h5fl_err("attributes cannot have attributes");
+        return -1;
+    }
+    if (h5fl_loc_from_params(o, lp, loc) != 0)
+        return -1;
+    if (loc->type == H5I_BADID) {
+        h5fl_err("object '%s' does not exist", loc->path);
+        h5fl_loc_free(loc);
+        return -1;
+    }
+    return 0;
+}
+
+void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t type, hid_t space,
+                       hid_t acpl, hid_t aapl, hid_t dxpl, void **req)
+{
+    (void)acpl;
+    (void)aapl;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t loc = {0};
+    h5fl_attr_t *a = NULL;
+    if (!h5fl_writable(f) || owner_of(o, lp, &loc) != 0)
+        goto fail;
+    H5T_class_t cls = H5Tget_class(type);
+    if ((cls == H5T_VLEN || H5Tdetect_class(type, H5T_VLEN) > 0 || cls == H5T_REFERENCE) ||
+        (H5Tdetect_class(type, H5T_STRING) > 0 && cls != H5T_STRING && H5Tdetect_class(type, H5T_VLEN) > 0)) {
+        h5fl_err("attribute '%s': variable-length sequences and references are not supported (variable-length "
+                 "strings are)",
+                 name);
+        goto fail;
+    }
+    if (!(a = attr_new(f, loc.dir, loc.path, name)))
+        goto fail;
+    a->type = H5Tcopy(type);
+    a->space = H5Scopy(space);
+    if (a->type < 0 || a->space < 0)
+        goto fail;
+    a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
+    a->vlen_str = is_vlen_str(type);
+    a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
+    if (!a->data) {
+        h5fl_err("out of memory");
+        goto fail;
+    }
+    int st = 0;
+    if (f->rank == 0) {
+        char *path = attr_file(loc.dir, name);
+        if (!path)
+            st = -1;
+        else if (access(path, F_OK) == 0) {
+            h5fl_err("attribute '%s' already exists on '%s'", name, loc.path);
+            st = -1;
+        } else {
+            st = attr_store(a);
+        }
+        free(path);
+    }
+    if (h5fl_collective(f, st) != 0)
+        goto fail;
+    h5fl_loc_free(&loc);
+    return a;
+fail:
+    if (a)
+        attr_free(a);
+    h5fl_loc_free(&loc);
+    h5fl_err_push(__func__);
+    return NULL;
+}
+
+static h5fl_attr_t *open_by_idx(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
+{
+    h5fl_loc_t loc;
+    H5VL_loc_params_t self = {.obj_type = lp->obj_type, .type = H5VL_OBJECT_BY_NAME};
+    self.loc_data.loc_by_name.name = lp->loc_data.loc_by_idx.name;
+    self.loc_data.loc_by_name.lapl_id = lp->loc_data.loc_by_idx.lapl_id;
+    if (owner_of(o, &self, &loc) != 0)
+        return NULL;
+    h5fl_names_t names;
+    h5fl_attr_t *a = NULL;
+    if (h5fl_list_attrs(loc.dir, &names) == 0) {
+        hsize_t n = lp->loc_data.loc_by_idx.n;
+        if (n >= names.n)
+            h5fl_err("attribute index %llu out of range (%zu attributes)", (unsigned long long)n, names.n);
+        else
+            a = attr_load(o->file, loc.dir, loc.path,
+                          names.v[lp->loc_data.loc_by_idx.order == H5_ITER_DEC ? names.n - 1 - n : n]);
+        h5fl_names_free(&names);
+    }
+    h5fl_loc_free(&loc);
+    return a;
+}
+
+void *h5fl_attr_open(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t aapl, hid_t dxpl,
+                     void **req)
+{
+    (void)aapl;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_attr_t *a = NULL;
+    if (lp->type == H5VL_OBJECT_BY_IDX) {
+        a = open_by_idx(o, lp);
+    } else {
+        h5fl_loc_t loc;
+        if (owner_of(o, lp, &loc) == 0) {
+            a = attr_load(o->file, loc.dir, loc.path, name);
+            h5fl_loc_free(&loc);
+        }
+    }
+    if (!a)
+        h5fl_err_push(__func__);
+    return a;
+}
+
+herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
+{
+    (void)req;
+    h5fl_err_clear();
+    h5fl_attr_t *a = obj;
+    if (a->vlen_str) {
+        if (!is_vlen_str(mtype)) {
+            h5fl_err("attribute '%s' holds variable-length strings: read it with a variable-length string "
+                     "memory type",
+                     a->name);
+            goto fail;
+        }
+        char **out = buf, **in = (char **)a->data;
+        for (size_t i = 0; i < a->npoints; i++) {
+            out[i] = NULL;
+            if (in[i] && !(out[i] = h5fl_strdup(in[i]))) /* the caller frees with H5Treclaim */
+                goto fail;
+        }
+        return 0;
+    }
+    size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype);
+    htri_t eq = H5Tequal(mtype, a->type);
+    if (eq > 0) {
+        memcpy(buf, a->data, a->npoints * es);
+        return 0;
+    }
+    size_t big = es > ms ? es : ms;
+    uint8_t *tmp = malloc(a->npoints * big + 1);
+    if (!tmp) {
+        h5fl_err("out of memory");
+        goto fail;
+    }
+    memcpy(tmp, a->data, a->npoints * es);
+    if (H5Tconvert(a->type, mtype, a->npoints, tmp, NULL, dxpl) < 0) {
+        free(tmp);
+        h5fl_err("cannot convert attribute '%s' to the memory datatype", a->name);
+        goto fail;
+    }
+    memcpy(buf, tmp, a->npoints * ms);
+    free(tmp);
+    return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void **req)
+{
+    (void)req;
+    h5fl_err_clear();
+    h5fl_attr_t *a = obj;
+    h5fl_file_t *f = a->o.file;
+    if (!h5fl_writable(f))
+        goto fail;
+    if (a->vlen_str) {
+        if (!is_vlen_str(mtype)) {
+            h5fl_err("attribute '%s' holds variable-length strings: write it with a variable-length string "
+                     "memory type",
+                     a->name);
+            goto fail;
+        }
+        char **in = (char **)(uintptr_t)buf, **v = calloc(a->npoints ? a->npoints : 1, sizeof *v);
+        if (!v)
+            goto fail;
+        for (size_t i = 0; i < a->npoints; i++)
+            if (in[i] && !(v[i] = h5fl_strdup(in[i]))) {
+                for (size_t j = 0; j < i; j++)
+                    free(v[j]);
+                free(v);
+                goto fail;
+            }
+        attr_data_free(a);
+        a->data = (uint8_t *)v;
+    } else {
+        size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype), big = es > ms ? es : ms;
+        uint8_t *tmp = malloc(a->npoints * big + 1);
+        if (!tmp) {
+            h5fl_err("out of memory");
+            goto fail;
+        }
+        memcpy(tmp, buf, a->npoints * ms);
+        if (H5Tequal(mtype, a->type) <= 0 && H5Tconvert(mtype, a->type, a->npoints, tmp, NULL, dxpl) < 0) {
+            free(tmp);
+            h5fl_err("cannot convert the memory datatype to attribute '%s''s datatype", a->name);
+            goto fail;
+        }
+        free(a->data);
+        a->data = tmp;
+    }
+    int st = f->rank == 0 ? attr_store(a) : 0;
+    if (h5fl_collective(f, st) != 0)
+        goto fail;
+    return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+static size_t data_size(const h5fl_attr_t *a)
+{
+    return a->vlen_str ? a->npoints * sizeof(hvl_t) : a->npoints * H5Tget_size(a->type);
+}
+
+static void fill_info(const h5fl_attr_t *a, H5A_info_t *ai)
+{
+    ai->corder_valid = false;
+    ai->corder = 0;
+    ai->cset = H5T_CSET_UTF8;
+    ai->data_size = data_size(a);
+}
+
+herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_attr_t *a = o->type == H5I_ATTR ? obj : NULL;
+    switch (args->op_type) {
+        case H5VL_ATTR_GET_ACPL:
+            if ((args->args.get_acpl.acpl_id = H5Pcreate(H5P_ATTRIBUTE_CREATE)) >= 0)
+                return 0;
+            break;
+        case H5VL_ATTR_GET_SPACE:
+            if (a && (args->args.get_space.space_id = H5Scopy(a->space)) >= 0)
+                return 0;
+            break;
+        case H5VL_ATTR_GET_TYPE:
+            if (a && (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0)
+                return 0;
+            break;
+        case H5VL_ATTR_GET_STORAGE_SIZE:
+            if (!a)
+                break;
+            *args->args.get_storage_size.data_size = data_size(a);
+            return 0;
+        case H5VL_ATTR_GET_NAME: {
+            H5VL_attr_get_name_args_t *g = &args->args.get_name;
+            h5fl_attr_t *t = a;
+            if (g->loc_params.type == H5VL_OBJECT_BY_IDX)
+                t = open_by_idx(o, &g->loc_params);
+            if (!t)
+                break;
+            size_t l = strlen(t->name);
+            if (g->buf && g->buf_size) {
+                size_t n = l < g->buf_size - 1 ? l : g->buf_size - 1;
+                memcpy(g->buf, t->name, n);
+                g->buf[n] = '\0';
+            }
+            if (g->attr_name_len)
+                *g->attr_name_len = l;
+            if (t != a)
+                attr_free(t);
+            return 0;
+        }
+        case H5VL_ATTR_GET_INFO: {
+            H5VL_attr_get_info_args_t *g = &args->args.get_info;
+            h5fl_attr_t *t = a;
+            if (g->loc_params.type == H5VL_OBJECT_BY_IDX) {
+                t = open_by_idx(o, &g->loc_params);
+            } else if (g->attr_name) {
+                h5fl_loc_t loc;
+                t = NULL;
+                if (owner_of(o, &g->loc_params, &loc) == 0) {
+                    t = attr_load(o->file, loc.dir, loc.path, g->attr_name);
+                    h5fl_loc_free(&loc);
+                }
+            }
+            if (!t)
+                break;
+            fill_info(t, g->ainfo);
+            if (t != a)
+                attr_free(t);
+            return 0;
+        }
+        default:
+            h5fl_err("attribute get operation %d is not supported", (int)args->op_type);
+    }
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+static int iterate_attrs(h5fl_obj_t *o, const h5fl_loc_t *loc, H5VL_attr_iterate_args_t *it)
+{
+    if (it->idx_type == H5_INDEX_CRT_ORDER) {
+        h5fl_err("h5flow_log does not track attribute creation order; iterate by name");
+        return -1;
+    }
+    h5fl_names_t names;
+    if (h5fl_list_attrs(loc->dir, &names) != 0)
+        return -1;
+    /* the callback gets an id for the object that carries the attributes */
+    hid_t id;
+    if (loc->type == H5I_DATASET) {
+        void *d = h5fl_dset_open_dir(o->file, loc->dir, loc->path);
+        id = d ? H5VLwrap_register(d, H5I_DATASET) : H5I_INVALID_HID;
+        if (d && id < 0)
+            h5fl_dataset_close(d, H5P_DEFAULT, NULL);
+    } else {
+        id = h5fl_register_for_callback(o->file, loc);
+    }
+    if (id < 0) {
+        h5fl_names_free(&names);
+        h5fl_err("cannot register an id for the attribute iteration callback");
+        return -1;
+    }
+    hsize_t start = it->idx ? *it->idx : 0;
+    int ret = 0;
+    size_t i;
+    for (i = (size_t)start; i < names.n && ret == 0; i++) {
+        size_t k = it->order == H5_ITER_DEC ? names.n - 1 - i : i;
+        h5fl_attr_t *a = attr_load(o->file, loc->dir, loc->path, names.v[k]);
+        if (!a) {
+            ret = -1;
+            break;
+        }
+        H5A_info_t ai;
+        fill_info(a, &ai);
+        attr_free(a);
+        ret = it->op(id, names.v[k], &ai, it->op_data);
+    }
+    if (it->idx)
+        *it->idx = i;
+    h5fl_names_free(&names);
+    H5Idec_ref(id);
+    if (ret < 0)
+        h5fl_err("attribute iteration callback failed");
+    return ret;
+}
+
+herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_specific_args_t *args, hid_t dxpl,
+                          void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t loc;
+    if (owner_of(o, lp, &loc) != 0)
+        goto fail;
+    int rc = -1;
+    switch (args->op_type) {
+        case H5VL_ATTR_EXISTS: {
+            char *p = attr_file(loc.dir, args->args.exists.name);
+            if (p) {
+                *args->args.exists.exists = access(p, F_OK) == 0;
+                rc = 0;
+            }
+            free(p);
+            break;
+        }
+        case H5VL_ATTR_ITER:
+            rc = iterate_attrs(o, &loc, &args->args.iterate);
+            h5fl_loc_free(&loc);
+            if (rc >= 0)
+                return rc;
+            goto fail;
+        case H5VL_ATTR_DELETE:
+        case H5VL_ATTR_DELETE_BY_IDX: {
+            if (!h5fl_writable(f))
+                break;
+            char *name = NULL;
+            if (args->op_type == H5VL_ATTR_DELETE) {
+                name = h5fl_strdup(args->args.del.name);
+            } else {
+                h5fl_names_t names;
+                if (h5fl_list_attrs(loc.dir, &names) == 0) {
+                    hsize_t n = args->args.delete_by_idx.n;
+                    if (n < names.n)
+                        name = h5fl_strdup(
+                            names.v[args->args.delete_by_idx.order == H5_ITER_DEC ? names.n - 1 - n : n]);
+                    else
+                        h5fl_err("attribute index %llu out of range", (unsigned long long)n);
+                    h5fl_names_free(&names);
+                }
+            }
+            char *p = name ? attr_file(loc.dir, name) : NULL;
+            int st = p ? 0 : -1;
+            if (st == 0 && f->rank == 0 && unlink(p) != 0) {
+                h5fl_err("attribute '%s' does not exist on '%s'", name, loc.path);
+                st = -1;
+            }
+            rc = h5fl_collective(f, st);
+            free(p);
+            free(name);
+            break;
+        }
+        case H5VL_ATTR_RENAME: {
+            if (!h5fl_writable(f))
+                break;
+            char *from = attr_file(loc.dir, args->args.rename.old_name);
+            char *to = attr_file(loc.dir, args->args.rename.new_name);
+            int st = from && to ? 0 : -1;
+            if (st == 0 && f->rank == 0) {
+                if (access(to, F_OK) == 0) {
+                    h5fl_err("attribute '%s' already exists", args->args.rename.new_name);
+                    st = -1;
+                } else {
+                    /* the name is stored in the file name only: a rename is a rename(2) */
+                    if (rename(from, to) != 0) {
+                        h5fl_err("cannot rename attribute '%s'", args->args.rename.old_name);
+                        st = -1;
+                    }
+                }
+            }
+            rc = h5fl_collective(f, st);
+            free(from);
+            free(to);
+            break;
+        }
+        default:
+            h5fl_err("attribute operation %d is not supported", (int)args->op_type);
+    }
+    h5fl_loc_free(&loc);
+    if (rc == 0)
+        return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_attr_close(void *obj, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_attr_t *a = obj;
+    if (--a->o.rc > 0)
+        return 0;
+    attr_free(a);
+    return 0;
+}

@@ -1,0 +1,532 @@
+/* Path resolution (HDF5 names -> directories) and the group callbacks. */
+#include "h5fl.h"
+
+#include <H5VLnative.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- locations */
+void h5fl_loc_free(h5fl_loc_t *l)
+{
+    free(l->dir);
+    free(l->path);
+    l->dir = l->path = NULL;
+}
+
+H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
+{
+    if (h5fl_exists(dir, H5FL_DSET_FILE))
+        return H5I_DATASET;
+    if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
+        return H5I_GROUP;
+    return H5I_BADID;
+}
+
+static char *path_join(const char *path, const char *name)
+{
+    size_t a = strlen(path), b = strlen(name);
+    bool root = a == 1 && path[0] == '/';
+    char *p = malloc(a + b + 2);
+    if (!p) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    memcpy(p, path, a);
+    size_t o = a;
+    if (!root)
+        p[o++] = '/';
+    memcpy(p + o, name, b + 1);
+    return p;
+}
+
+/* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID. */
+static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, int mode, h5fl_loc_t *out,
+                char **last)
+{
+    const h5fl_file_t *f = o->file;
+    bool abs = name[0] == '/';
+    out->dir = h5fl_strdup(abs ? f->o.dir : o->dir);
+    out->path = h5fl_strdup(abs ? "/" : o->path);
+    out->type = abs ? H5I_GROUP : (o->type == H5I_FILE ? H5I_GROUP : o->type);
+    if (last)
+        *last = NULL;
+    if (!out->dir || !out->path)
+        goto fail;
+    char *copy = h5fl_strdup(name), *save = NULL;
+    if (!copy)
+        goto fail;
+    /* collect components */
+    char *comps[256];
+    size_t n = 0;
+    for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        if (n == sizeof comps / sizeof *comps) {
+            h5fl_err("path '%.64s...' has too many components", name);
+            free(copy);
+            goto fail;
+        }
+        comps[n++] = c;
+    }
+    if (stop_before_last) {
+        if (n == 0) {
+            h5fl_err("'%s' does not name a new link (empty or '.')", name);
+            free(copy);
+            goto fail;
+        }
+        *last = h5fl_strdup(comps[--n]);
+        if (!*last) {
+            free(copy);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        char esc[NAME_MAX + 1];
+        if (h5fl_escape(comps[i], esc, sizeof esc) != 0) {
+            free(copy);
+            goto fail;
+        }
+        if (out->type != H5I_GROUP && mode != H5FL_COMPUTE) {
+            if (stop_before_last) {
+                h5fl_err("'%s' in '%s' is not a group", out->path, name);
+                free(copy);
+                goto fail;
+            }
+            out->type = H5I_BADID; /* a component under a dataset or missing group: not found */
+            break;
+        }
+        char *nd = h5fl_join(out->dir, esc), *np = path_join(out->path, comps[i]);
+        free(out->dir);
+        free(out->path);
+        out->dir = nd;
+        out->path = np;
+        if (!nd || !np) {
+            free(copy);
+            goto fail;
+        }
+        if (mode == H5FL_COMPUTE) {
+            out->type = H5I_GROUP;
+            continue;
+        }
+        out->type = h5fl_dir_type(nd, false);
+        if (out->type == H5I_BADID && stop_before_last) {
+            if (mode != H5FL_MKPARENTS) {
+                h5fl_err("group '%s' does not exist (use create_intermediate_group to create it)", np);
+                free(copy);
+                goto fail;
+            }
+            if (h5fl_make_group_dir(nd) != 0) {
+                free(copy);
+                goto fail;
+            }
+            out->type = H5I_GROUP;
+        }
+    }
+    if (stop_before_last && out->type != H5I_GROUP && mode != H5FL_COMPUTE) {
+        h5fl_err("'%s' is not a group", out->path);
+        free(copy);
+        goto fail;
+    }
+    free(copy);
+    return 0;
+fail:
+    h5fl_loc_free(out);
+    if (last) {
+        free(*last);
+        *last = NULL;
+    }
+    return -1;
+}
+
+int h5fl_resolve(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out)
+{
+    return walk(o, name, false, H5FL_CHECK, out, NULL);
+}
+
+int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
+                        size_t leafsz, char **leafname)
+{
+    char *last = NULL;
+    if (walk(o, name, true, mode, parent, &last) != 0)
+        return -1;
+    if (h5fl_escape(last, leaf, leafsz) != 0) {
+        free(last);
+        h5fl_loc_free(parent);
+        return -1;
+    }
+    if (leafname)
+        *leafname = last;
+    else
+        free(last);
+    return 0;
+}
+
+int h5fl_make_group_dir(const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        h5fl_err("cannot create group directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    static const char text[] = H5FL_NAME " group\n";
+    return h5fl_write_file_atomic(dir, H5FL_GROUP_FILE, text, sizeof text - 1);
+}
+
+unsigned long h5fl_objno(const char *dir)
+{
+    struct stat st;
+    return stat(dir, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+void h5fl_token_of(const char *dir, H5O_token_t *tok)
+{
+    memset(tok, 0, sizeof *tok); /* the library compares all 16 bytes */
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        uint64_t ino = (uint64_t)st.st_ino, dev = (uint64_t)st.st_dev;
+        memcpy(tok->__data, &ino, sizeof ino);
+        memcpy(tok->__data + 8, &dev, sizeof dev);
+    }
+}
+
+/* Find the object whose directory has inode `ino` under `dir` (depth-first). */
+static int find_ino(const char *dir, const char *path, uint64_t ino, h5fl_loc_t *out)
+{
+    h5fl_names_t kids;
+    if (h5fl_list_children(dir, &kids) != 0)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < kids.n && !found; i++) {
+        char esc[NAME_MAX + 1];
+        if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
+            continue;
+        char *cd = h5fl_join(dir, esc), *cp = path_join(path, kids.v[i]);
+        if (!cd || !cp) {
+            free(cd);
+            free(cp);
+            found = -1;
+            break;
+        }
+        H5I_type_t t = h5fl_dir_type(cd, false);
+        if (h5fl_objno(cd) == ino) {
+            out->dir = cd;
+            out->path = cp;
+            out->type = t;
+            found = 1;
+            break;
+        }
+        if (t == H5I_GROUP)
+            found = find_ino(cd, cp, ino, out);
+        free(cd);
+        free(cp);
+    }
+    h5fl_names_free(&kids);
+    return found;
+}
+
+int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out)
+{
+    memset(out, 0, sizeof *out);
+    switch (lp->type) {
+        case H5VL_OBJECT_BY_SELF:
+            out->dir = h5fl_strdup(o->dir);
+            out->path = h5fl_strdup(o->path);
+            out->type = o->type == H5I_FILE ? H5I_GROUP : o->type;
+            if (!out->dir || !out->path) {
+                h5fl_loc_free(out);
+                return -1;
+            }
+            return 0;
+        case H5VL_OBJECT_BY_NAME:
+            return h5fl_resolve(o, lp->loc_data.loc_by_name.name, out);
+        case H5VL_OBJECT_BY_IDX: {
+            h5fl_loc_t g;
+            if (h5fl_resolve(o, lp->loc_data.loc_by_idx.name, &g) != 0)
+                return -1;
+            if (g.type != H5I_GROUP) {
+                h5fl_err("'%s' is not a group", lp->loc_data.loc_by_idx.name);
+                h5fl_loc_free(&g);
+                return -1;
+            }
+            if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER) {
+                h5fl_err("h5flow_log does not track creation order; use the name index");
+                h5fl_loc_free(&g);
+                return -1;
+            }
+            h5fl_names_t kids;
+            if (h5fl_list_children(g.dir, &kids) != 0) {
+                h5fl_loc_free(&g);
+                return -1;
+            }
+            hsize_t n = lp->loc_data.loc_by_idx.n;
+            int rc = -1;
+            if (n >= kids.n) {
+                h5fl_err("index %llu is out of range (group '%s' has %zu links)", (unsigned long long)n,
+                         g.path, kids.n);
+            } else {
+                size_t k = lp->loc_data.loc_by_idx.order == H5_ITER_DEC ? kids.n - 1 - n : n;
+                h5fl_obj_t tmp = {.type = H5I_GROUP, .file = o->file, .path = g.path, .dir = g.dir};
+                rc = h5fl_resolve(&tmp, kids.v[k], out);
+            }
+            h5fl_names_free(&kids);
+            h5fl_loc_free(&g);
+            return rc;
+        }
+        case H5VL_OBJECT_BY_TOKEN: {
+            uint64_t ino;
+            memcpy(&ino, lp->loc_data.loc_by_token.token->__data, sizeof ino);
+            if (h5fl_objno(o->file->o.dir) == ino) {
+                out->dir = h5fl_strdup(o->file->o.dir);
+                out->path = h5fl_strdup("/");
+                out->type = H5I_GROUP;
+                return out->dir && out->path ? 0 : -1;
+            }
+            int r = find_ino(o->file->o.dir, "/", ino, out);
+            if (r == 0)
+                h5fl_err("no object with this token in the container");
+            return r == 1 ? 0 : -1;
+        }
+    }
+    h5fl_err("unknown location type");
+    return -1;
+}
+
+static h5fl_obj_t *group_new(h5fl_file_t *f, const char *path, const char *dir)
+{
+    h5fl_obj_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    h5fl_obj_init(g, H5I_GROUP, f, path, dir);
+    if (!g->path || !g->dir) {
+        h5fl_obj_release(g);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type)
+{
+    if (loc->type == H5I_GROUP) {
+        if (opened_type)
+            *opened_type = H5I_GROUP;
+        return group_new(f, loc->path, loc->dir);
+    }
+    if (loc->type == H5I_DATASET) {
+        if (opened_type)
+            *opened_type = H5I_DATASET;
+        return h5fl_dset_open_dir(f, loc->dir, loc->path);
+    }
+    h5fl_err("object '%s' does not exist", loc->path ? loc->path : "?");
+    return NULL;
+}
+
+hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc)
+{
+    h5fl_obj_t *g = group_new(f, loc->path, loc->dir);
+    if (!g)
+        return H5I_INVALID_HID;
+    hid_t id = H5VLwrap_register(g, H5I_GROUP);
+    if (id < 0) {
+        h5fl_err("cannot register a group id for the iteration callback");
+        h5fl_obj_release(g);
+        free(g);
+    }
+    return id;
+}
+
+/* ---------------------------------------------------------------- group callbacks */
+void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t lcpl, hid_t gcpl,
+                        hid_t gapl, hid_t dxpl, void **req)
+{
+    (void)gcpl;
+    (void)gapl;
+    (void)dxpl;
+    (void)req;
+    (void)lp;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t parent = {0};
+    char leaf[NAME_MAX + 1];
+    h5fl_obj_t *g = NULL;
+    if (!name) {
+        h5fl_err("anonymous groups (H5Gcreate_anon) are not supported by h5flow_log");
+        goto fail;
+    }
+    if (!h5fl_writable(f))
+        goto fail;
+    unsigned crt = 0;
+    if (lcpl != H5P_DEFAULT && lcpl >= 0)
+        H5Pget_create_intermediate_group(lcpl, &crt);
+    int st = 0;
+    int mode = f->rank == 0 ? (crt ? H5FL_MKPARENTS : H5FL_CHECK) : H5FL_COMPUTE;
+    char *leafname = NULL;
+    st = h5fl_resolve_parent(o, name, mode, &parent, leaf, sizeof leaf, &leafname);
+    char *dir = st == 0 ? h5fl_join(parent.dir, leaf) : NULL;
+    char *path = st == 0 ? path_join(parent.path, leafname) : NULL;
+    free(leafname);
+    if (st == 0 && (!dir || !path))
+        st = -1;
+    if (st == 0 && f->rank == 0) {
+        if (mkdir(dir, 0755) != 0) {
+            if (errno == EEXIST && h5fl_dir_type(dir, false) == H5I_BADID) {
+                /* a creation that never completed (writer killed): take the directory over */
+            } else {
+                h5fl_err(errno == EEXIST ? "cannot create group '%s': a link with this name already exists"
+                                         : "cannot create group '%s': %s",
+                         path, strerror(errno));
+                st = -1;
+            }
+        }
+        if (st == 0 && h5fl_make_group_dir(dir) != 0)
+            st = -1;
+    }
+    st = h5fl_collective(f, st);
+    if (st == 0)
+        g = group_new(f, path, dir);
+    free(dir);
+    free(path);
+    h5fl_loc_free(&parent);
+    if (g)
+        return g;
+fail:
+    h5fl_err_push(__func__);
+    return NULL;
+}
+
+void *h5fl_group_open(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t gapl, hid_t dxpl,
+                      void **req)
+{
+    (void)lp;
+    (void)gapl;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_loc_t loc;
+    void *g = NULL;
+    if (h5fl_resolve(o, name, &loc) != 0)
+        goto fail;
+    if (loc.type != H5I_GROUP)
+        h5fl_err(loc.type == H5I_BADID ? "group '%s' does not exist" : "'%s' is not a group", name);
+    else
+        g = group_new(o->file, loc.path, loc.dir);
+    h5fl_loc_free(&loc);
+    if (g)
+        return g;
+fail:
+    h5fl_err_push(__func__);
+    return NULL;
+}
+
+herr_t h5fl_group_get(void *obj, H5VL_group_get_args_t *args, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    if (args->op_type == H5VL_GROUP_GET_GCPL) {
+        if ((args->args.get_gcpl.gcpl_id = H5Pcreate(H5P_GROUP_CREATE)) >= 0)
+            return 0;
+    } else if (args->op_type == H5VL_GROUP_GET_INFO) {
+        h5fl_loc_t loc;
+        if (h5fl_loc_from_params(o, &args->args.get_info.loc_params, &loc) == 0) {
+            h5fl_names_t kids;
+            int rc = -1;
+            if (loc.type != H5I_GROUP)
+                h5fl_err("'%s' is not a group", loc.path);
+            else if (h5fl_list_children(loc.dir, &kids) == 0) {
+                H5G_info_t *gi = args->args.get_info.ginfo;
+                gi->storage_type = H5G_STORAGE_TYPE_DENSE;
+                gi->nlinks = kids.n;
+                gi->max_corder = 0;
+                gi->mounted = false;
+                h5fl_names_free(&kids);
+                rc = 0;
+            }
+            h5fl_loc_free(&loc);
+            if (rc == 0)
+                return 0;
+        }
+    } else {
+        h5fl_err("group get operation %d is not supported", (int)args->op_type);
+    }
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_group_specific(void *obj, H5VL_group_specific_args_t *args, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    if (args->op_type == H5VL_GROUP_FLUSH) {
+        if (h5fl_file_flush(o->file, true) == 0)
+            return 0;
+    } else if (args->op_type == H5VL_GROUP_REFRESH) {
+        return 0; /* groups hold no cached state */
+    } else {
+        h5fl_err("mounting files is not supported by h5flow_log");
+    }
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_group_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    if (args->op_type == H5VL_NATIVE_GROUP_GET_OBJINFO) {
+        /* H5Gget_objinfo: h5py uses it for ==/hash of objects; any object type may arrive here. */
+        H5VL_native_group_get_objinfo_t *a = args->args;
+        h5fl_loc_t loc;
+        if (h5fl_loc_from_params(o, &a->loc_params, &loc) == 0) {
+            int rc = -1;
+            if (loc.type == H5I_BADID) {
+                h5fl_err("object '%s' does not exist", loc.path);
+            } else {
+                if (a->statbuf) {
+                    H5G_stat_t *s = a->statbuf;
+                    memset(s, 0, sizeof *s);
+                    s->fileno[0] = o->file->fileno;
+                    s->objno[0] = h5fl_objno(loc.dir);
+                    s->nlink = 1;
+                    s->type = loc.type == H5I_GROUP ? H5G_GROUP : H5G_DATASET;
+                    struct stat st;
+                    if (stat(loc.dir, &st) == 0)
+                        s->mtime = st.st_mtime;
+                }
+                rc = 0;
+            }
+            h5fl_loc_free(&loc);
+            if (rc == 0)
+                return 0;
+        }
+    } else {
+        h5fl_err("group optional operation %d is not supported by h5flow_log", args->op_type);
+    }
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_group_close(void *obj, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_obj_t *g = obj;
+    if (--g->rc > 0)
+        return 0;
+    h5fl_obj_release(g);
+    free(g);
+    return 0;
+}

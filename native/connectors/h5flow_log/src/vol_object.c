@@ -1,0 +1,489 @@
+/* Link and object callbacks: existence, deletion, renames, iteration/visiting, info, open by name. */
+#include "h5fl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static H5O_type_t otype(H5I_type_t t)
+{
+    return t == H5I_GROUP ? H5O_TYPE_GROUP : t == H5I_DATASET ? H5O_TYPE_DATASET : H5O_TYPE_UNKNOWN;
+}
+
+int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields, H5O_info2_t *oi)
+{
+    memset(oi, 0, sizeof *oi);
+    oi->fileno = fileno;
+    h5fl_token_of(dir, &oi->token);
+    oi->type = otype(type);
+    oi->rc = 1;
+    struct stat st;
+    if ((fields & H5O_INFO_TIME) && stat(dir, &st) == 0) {
+        oi->atime = st.st_atime;
+        oi->mtime = st.st_mtime;
+        oi->ctime = st.st_ctime;
+        oi->btime = st.st_mtime;
+    }
+    if (fields & H5O_INFO_NUM_ATTRS) {
+        h5fl_names_t names;
+        if (h5fl_list_attrs(dir, &names) != 0)
+            return -1;
+        oi->num_attrs = names.n;
+        h5fl_names_free(&names);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- links */
+herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc_params_t *lp, hid_t lcpl,
+                        hid_t lapl, hid_t dxpl, void **req)
+{
+    (void)lapl;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj, *target = args->op_type == H5VL_LINK_CREATE_HARD ? args->args.hard.curr_obj : NULL;
+    if (!target || !target->anon || target->type != H5I_DATASET ||
+        args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
+        h5fl_err(args->op_type == H5VL_LINK_CREATE_HARD
+                     ? "h5flow_log stores every object in exactly one directory: a hard link can only name "
+                       "an anonymous dataset, not add a second name to an object"
+                     : "soft and user-defined links are not supported by h5flow_log");
+        h5fl_err_push(__func__);
+        return -1;
+    }
+    if (!o)
+        o = target;
+    h5fl_file_t *f = target->file;
+    h5fl_loc_t parent = {0};
+    char leaf[NAME_MAX + 1], *leafname = NULL, *dir = NULL, *path = NULL;
+    unsigned crt = 0;
+    if (lcpl != H5P_DEFAULT && lcpl >= 0)
+        H5Pget_create_intermediate_group(lcpl, &crt);
+    int st = -1;
+    if (lp->type != H5VL_OBJECT_BY_NAME)
+        h5fl_err("a new link needs a name");
+    else if (o->file != f && o->file->fileno != f->fileno)
+        h5fl_err("links cannot cross containers");
+    else
+        st = h5fl_resolve_parent(o, lp->loc_data.loc_by_name.name,
+                                 f->rank == 0 ? (crt ? H5FL_MKPARENTS : H5FL_CHECK) : H5FL_COMPUTE, &parent,
+                                 leaf, sizeof leaf, &leafname);
+    if (st == 0) {
+        dir = h5fl_join(parent.dir, leaf);
+        size_t a = strlen(parent.path);
+        path = leafname ? malloc(a + strlen(leafname) + 2) : NULL;
+        if (!dir || !path)
+            st = -1;
+        else
+            sprintf(path, "%s%s%s", parent.path, a == 1 ? "" : "/", leafname);
+    }
+    if (st == 0 && f->rank == 0) {
+        if (access(dir, F_OK) == 0) {
+            h5fl_err("cannot link '%s': a link with this name already exists", path);
+            st = -1;
+        } else if (rename(target->dir, dir) != 0) {
+            h5fl_err("cannot link '%s': %s", path, strerror(errno));
+            st = -1;
+        }
+    }
+    st = h5fl_collective(f, st);
+    if (st == 0)
+        st = h5fl_dset_relink((h5fl_dset_t *)target, dir, path);
+    free(leafname);
+    free(dir);
+    free(path);
+    h5fl_loc_free(&parent);
+    if (st != 0)
+        h5fl_err_push(__func__);
+    return st;
+}
+
+herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const H5VL_loc_params_t *lp2,
+                      hid_t lcpl, hid_t lapl, hid_t dxpl, void **req)
+{
+    (void)lapl;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *so = src, *dobj = dst ? dst : src;
+    h5fl_file_t *f = so->file;
+    h5fl_loc_t from = {0}, parent = {0};
+    char leaf[NAME_MAX + 1];
+    int st = -1;
+    if (lp1->type != H5VL_OBJECT_BY_NAME || lp2->type != H5VL_OBJECT_BY_NAME) {
+        h5fl_err("link move needs names");
+        goto done;
+    }
+    if (dobj->file->fileno != f->fileno) {
+        h5fl_err("links cannot be moved between containers");
+        goto done;
+    }
+    if (!h5fl_writable(f))
+        goto done;
+    unsigned crt = 0;
+    if (lcpl != H5P_DEFAULT && lcpl >= 0)
+        H5Pget_create_intermediate_group(lcpl, &crt);
+    st = 0;
+    if (f->rank == 0) {
+        st = h5fl_resolve(so, lp1->loc_data.loc_by_name.name, &from);
+        if (st == 0 && from.type == H5I_BADID) {
+            h5fl_err("link '%s' does not exist", lp1->loc_data.loc_by_name.name);
+            st = -1;
+        }
+        if (st == 0)
+            st = h5fl_resolve_parent(dobj, lp2->loc_data.loc_by_name.name, crt ? H5FL_MKPARENTS : H5FL_CHECK,
+                                     &parent, leaf, sizeof leaf, NULL);
+        if (st == 0) {
+            char *to = h5fl_join(parent.dir, leaf);
+            size_t lf = strlen(from.dir);
+            if (!to)
+                st = -1;
+            else if (!strncmp(to, from.dir, lf) && to[lf] == '/') {
+                h5fl_err("cannot move '%s' into itself", from.path);
+                st = -1;
+            } else if (access(to, F_OK) == 0) {
+                h5fl_err("destination '%s' already exists", lp2->loc_data.loc_by_name.name);
+                st = -1;
+            } else if (rename(from.dir, to) != 0) {
+                h5fl_err("cannot move '%s': %s", from.path, strerror(errno));
+                st = -1;
+            }
+            free(to);
+        }
+    }
+    st = h5fl_collective(f, st);
+done:
+    h5fl_loc_free(&from);
+    h5fl_loc_free(&parent);
+    if (st != 0)
+        h5fl_err_push(__func__);
+    return st;
+}
+
+herr_t h5fl_link_get(void *obj, const H5VL_loc_params_t *lp, H5VL_link_get_args_t *args, hid_t dxpl,
+                     void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_loc_t loc;
+    if (h5fl_loc_from_params(o, lp, &loc) != 0)
+        goto fail;
+    int rc = -1;
+    if (loc.type == H5I_BADID) {
+        h5fl_err("link '%s' does not exist", loc.path);
+    } else if (args->op_type == H5VL_LINK_GET_INFO) {
+        H5L_info2_t *li = args->args.get_info.linfo;
+        memset(li, 0, sizeof *li);
+        li->type = H5L_TYPE_HARD;
+        li->corder_valid = false;
+        li->cset = H5T_CSET_UTF8;
+        h5fl_token_of(loc.dir, &li->u.token);
+        rc = 0;
+    } else if (args->op_type == H5VL_LINK_GET_NAME) {
+        const char *base = strrchr(loc.path, '/');
+        base = base ? base + 1 : loc.path;
+        size_t l = strlen(base);
+        if (args->args.get_name.name && args->args.get_name.name_size) {
+            size_t n = l < args->args.get_name.name_size - 1 ? l : args->args.get_name.name_size - 1;
+            memcpy(args->args.get_name.name, base, n);
+            args->args.get_name.name[n] = '\0';
+        }
+        *args->args.get_name.name_len = l;
+        rc = 0;
+    } else {
+        h5fl_err("'%s' is a hard link: it has no link value (h5flow_log has no soft links)", loc.path);
+    }
+    h5fl_loc_free(&loc);
+    if (rc == 0)
+        return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+typedef struct iter {
+    h5fl_file_t *f;
+    hid_t gid;
+    bool recursive, objects;
+    H5_iter_order_t order;
+    unsigned fields;
+    H5L_iterate2_t lop;
+    H5O_iterate2_t oop;
+    void *op_data;
+} iter_t;
+
+/* Visit the links of directory `dir` (HDF5 path `path`), names relative to the iteration root. */
+static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p)
+{
+    h5fl_names_t kids;
+    if (h5fl_list_children(dir, &kids) != 0)
+        return -1;
+    int ret = 0;
+    size_t i = idx_p ? (size_t)*idx_p : 0;
+    for (; i < kids.n && ret == 0; i++) {
+        const char *name = kids.v[it->order == H5_ITER_DEC ? kids.n - 1 - i : i];
+        char esc[NAME_MAX + 1];
+        if (h5fl_escape(name, esc, sizeof esc) != 0) {
+            ret = -1;
+            break;
+        }
+        char *cd = h5fl_join(dir, esc);
+        size_t rl = rel ? strlen(rel) : 0;
+        char *cr = malloc(rl + strlen(name) + 2);
+        if (!cd || !cr) {
+            free(cd);
+            free(cr);
+            ret = -1;
+            break;
+        }
+        sprintf(cr, "%s%s%s", rel ? rel : "", rel ? "/" : "", name);
+        H5I_type_t t = h5fl_dir_type(cd, false);
+        if (it->objects) {
+            H5O_info2_t oi;
+            if (h5fl_fill_oinfo(cd, t, it->f->fileno, it->fields, &oi) != 0)
+                ret = -1;
+            else
+                ret = it->oop(it->gid, cr, &oi, it->op_data);
+        } else {
+            H5L_info2_t li;
+            memset(&li, 0, sizeof li);
+            li.type = H5L_TYPE_HARD;
+            li.cset = H5T_CSET_UTF8;
+            h5fl_token_of(cd, &li.u.token);
+            ret = it->lop(it->gid, cr, &li, it->op_data);
+        }
+        if (ret == 0 && it->recursive && t == H5I_GROUP)
+            ret = iter_dir(it, cd, cr, NULL);
+        free(cd);
+        free(cr);
+    }
+    if (idx_p)
+        *idx_p = i;
+    h5fl_names_free(&kids);
+    return ret;
+}
+
+static int iterate(h5fl_obj_t *o, const h5fl_loc_t *loc, iter_t *it, hsize_t *idx_p)
+{
+    if (loc->type != H5I_GROUP && !it->objects) {
+        h5fl_err("'%s' is not a group", loc->path);
+        return -1;
+    }
+    it->f = o->file;
+    it->gid = h5fl_register_for_callback(o->file, loc);
+    if (it->gid < 0)
+        return -1;
+    int ret = 0;
+    if (it->objects) { /* H5Ovisit: the starting object itself first, as "." */
+        H5O_info2_t oi;
+        ret = h5fl_fill_oinfo(loc->dir, loc->type, o->file->fileno, it->fields, &oi);
+        if (ret == 0)
+            ret = it->oop(it->gid, ".", &oi, it->op_data);
+    }
+    if (ret == 0 && loc->type == H5I_GROUP)
+        ret = iter_dir(it, loc->dir, NULL, idx_p);
+    H5Idec_ref(it->gid);
+    if (ret < 0 && !h5fl_err_msg()[0])
+        h5fl_err("iteration callback failed");
+    return ret;
+}
+
+herr_t h5fl_link_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_link_specific_args_t *args, hid_t dxpl,
+                          void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t loc = {0};
+    int rc = -1;
+    switch (args->op_type) {
+        case H5VL_LINK_EXISTS:
+            if (h5fl_loc_from_params(o, lp, &loc) != 0)
+                break;
+            *args->args.exists.exists = loc.type != H5I_BADID;
+            rc = 0;
+            break;
+        case H5VL_LINK_DELETE: {
+            if (!h5fl_writable(f))
+                break;
+            int st = 0;
+            if (f->rank == 0) {
+                st = h5fl_loc_from_params(o, lp, &loc);
+                if (st == 0 && loc.type == H5I_BADID) {
+                    h5fl_err("link '%s' does not exist", loc.path);
+                    st = -1;
+                }
+                if (st == 0 && !strcmp(loc.path, "/")) {
+                    h5fl_err("the root group cannot be deleted");
+                    st = -1;
+                }
+                if (st == 0)
+                    st = h5fl_rm_rf(loc.dir);
+            }
+            rc = h5fl_collective(f, st);
+            break;
+        }
+        case H5VL_LINK_ITER: {
+            H5VL_link_iterate_args_t *a = &args->args.iterate;
+            if (a->idx_type == H5_INDEX_CRT_ORDER) {
+                h5fl_err("h5flow_log does not track creation order; iterate by name");
+                break;
+            }
+            if (h5fl_loc_from_params(o, lp, &loc) != 0)
+                break;
+            iter_t it = {.recursive = a->recursive, .order = a->order, .lop = a->op, .op_data = a->op_data};
+            rc = iterate(o, &loc, &it, a->recursive ? NULL : a->idx_p);
+            h5fl_loc_free(&loc);
+            if (rc >= 0)
+                return rc; /* a positive value stops the iteration early and is returned */
+            goto fail;
+        }
+        default:
+            h5fl_err("link operation %d is not supported", (int)args->op_type);
+    }
+    h5fl_loc_free(&loc);
+    if (rc == 0)
+        return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- objects */
+void *h5fl_object_open(void *obj, const H5VL_loc_params_t *lp, H5I_type_t *opened_type, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_loc_t loc;
+    void *r = NULL;
+    if (h5fl_loc_from_params(o, lp, &loc) == 0) {
+        r = h5fl_open_loc(o->file, &loc, opened_type);
+        h5fl_loc_free(&loc);
+    }
+    if (!r)
+        h5fl_err_push(__func__);
+    return r;
+}
+
+herr_t h5fl_object_get(void *obj, const H5VL_loc_params_t *lp, H5VL_object_get_args_t *args, hid_t dxpl,
+                       void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    if (args->op_type == H5VL_OBJECT_GET_FILE) {
+        /* The library looks the file id up by this pointer; with no file id left open it registers a new
+         * one, whose close will come back to h5fl_file_close: account for it. */
+        if (f->handles == 0) {
+            f->handles++;
+            f->o.rc++;
+        }
+        *args->args.get_file.file = f;
+        return 0;
+    }
+    h5fl_loc_t loc;
+    if (h5fl_loc_from_params(o, lp, &loc) != 0)
+        goto fail;
+    int rc = -1;
+    if (loc.type == H5I_BADID) {
+        h5fl_err("object '%s' does not exist", loc.path);
+    } else if (args->op_type == H5VL_OBJECT_GET_NAME) {
+        const char *p = o->type == H5I_ATTR ? o->path : loc.path;
+        size_t l = strlen(p);
+        if (args->args.get_name.buf && args->args.get_name.buf_size) {
+            size_t n = l < args->args.get_name.buf_size - 1 ? l : args->args.get_name.buf_size - 1;
+            memcpy(args->args.get_name.buf, p, n);
+            args->args.get_name.buf[n] = '\0';
+        }
+        if (args->args.get_name.name_len)
+            *args->args.get_name.name_len = l;
+        rc = 0;
+    } else if (args->op_type == H5VL_OBJECT_GET_TYPE) {
+        *args->args.get_type.obj_type = otype(loc.type);
+        rc = 0;
+    } else if (args->op_type == H5VL_OBJECT_GET_INFO) {
+        rc = h5fl_fill_oinfo(loc.dir, loc.type, f->fileno, args->args.get_info.fields,
+                             args->args.get_info.oinfo);
+    } else {
+        h5fl_err("object get operation %d is not supported", (int)args->op_type);
+    }
+    h5fl_loc_free(&loc);
+    if (rc == 0)
+        return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_specific_args_t *args,
+                            hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_loc_t loc = {0};
+    int rc = -1;
+    switch (args->op_type) {
+        case H5VL_OBJECT_EXISTS:
+            if (h5fl_loc_from_params(o, lp, &loc) != 0)
+                break;
+            *args->args.exists.exists = loc.type != H5I_BADID;
+            rc = 0;
+            break;
+        case H5VL_OBJECT_LOOKUP:
+            if (h5fl_loc_from_params(o, lp, &loc) != 0)
+                break;
+            if (loc.type == H5I_BADID) {
+                h5fl_err("object '%s' does not exist", loc.path);
+                break;
+            }
+            h5fl_token_of(loc.dir, args->args.lookup.token_ptr);
+            rc = 0;
+            break;
+        case H5VL_OBJECT_VISIT: {
+            H5VL_object_visit_args_t *a = &args->args.visit;
+            if (a->idx_type == H5_INDEX_CRT_ORDER) {
+                h5fl_err("h5flow_log does not track creation order; visit by name");
+                break;
+            }
+            if (h5fl_loc_from_params(o, lp, &loc) != 0)
+                break;
+            iter_t it = {.recursive = true, .objects = true, .order = a->order, .fields = a->fields,
+                         .oop = a->op, .op_data = a->op_data};
+            rc = iterate(o, &loc, &it, NULL);
+            h5fl_loc_free(&loc);
+            if (rc >= 0)
+                return rc;
+            goto fail;
+        }
+        case H5VL_OBJECT_FLUSH:
+            rc = h5fl_file_flush(o->file, true);
+            break;
+        case H5VL_OBJECT_REFRESH:
+            rc = 0;
+            break;
+        default:
+            h5fl_err("object operation %d (e.g. H5Oincr_refcount) is not supported by h5flow_log",
+                     (int)args->op_type);
+    }
+    h5fl_loc_free(&loc);
+    if (rc == 0)
+        return 0;
+fail:
+    h5fl_err_push(__func__);
+    return -1;
+}
