@@ -4,9 +4,9 @@ h5py is compiled with ``H5_USE_110_API``: ``keys()``, iteration, ``visititems``,
 ``get(getlink=True)`` and ``h5o.get_info`` reach ``H5Literate_by_name1``, ``H5Ovisit*1``,
 ``H5Oget_info_by_name1`` and ``H5Lget_info1``, which stock HDF5 1.14.5 refuses for objects of any
 connector but native ("... is only meant to be used with the native VOL connector"). The connector used
-here, ``tests/native/testonly_memvol.c``, is a tiny in-memory terminal connector that exists only for
-this test; the test compiles it itself. Without the patch every check below fails with HDF5's refusal,
-which the failure message shows.
+first, ``tests/native/testonly_memvol.c``, is a tiny in-memory terminal connector that exists only for
+this test (the test compiles it itself) and whose tokens are predictable; the second is the project's
+``h5flow_log``. Without the patch every check fails with HDF5's refusal, which the failure shows.
 """
 
 from __future__ import annotations
@@ -90,10 +90,9 @@ def _failed(checks: dict) -> dict[str, str]:
     return {k: v["error"] for k, v in checks.items() if not v["ok"]}
 
 
-def test_h5py_110_calls_on_a_non_native_terminal_connector(memvol_dir: Path, tmp_path: Path) -> None:
-    env = dict(os.environ, HDF5_PLUGIN_PATH=str(memvol_dir), HDF5_VOL_CONNECTOR="testonly_memvol")
-    out = _run(tmp_path, env)
-    assert out["connector"] == "testonly_memvol", "HDF5 did not load the test connector"
+def _checked(out: dict, connector: str) -> dict:
+    """The checks' values, after failing with HDF5's refusal if the patch is missing."""
+    assert out["connector"] == connector, f"HDF5 did not load {connector} (it used {out['connector']})"
     failed = _failed(out["checks"])
     if any(REFUSAL in msg for msg in failed.values()):
         pytest.fail("HDF5 refuses the 1.10 API for non-native objects: patch "
@@ -103,6 +102,15 @@ def test_h5py_110_calls_on_a_non_native_terminal_connector(memvol_dir: Path, tmp
     checks = {k: v["value"] for k, v in out["checks"].items()}
     for label, want in EXPECTED.items():
         assert checks[label] == want, (label, checks[label])
+    visited = dict(checks["h5o.visit info"])
+    assert visited["a/b"] == checks["h5o.get_info"][1] and visited["a/d"] == checks["h5o.get_info self"]
+    assert visited["c"] == checks["h5l.get_info"][1]
+    return checks
+
+
+def test_h5py_110_calls_on_a_non_native_terminal_connector(memvol_dir: Path, tmp_path: Path) -> None:
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(memvol_dir), HDF5_VOL_CONNECTOR="testonly_memvol")
+    checks = _checked(_run(tmp_path, env), "testonly_memvol")
     # The 1.10 "address" of a non-native object is its token's first 8 bytes: for this connector the
     # node number (root 1, then a=2, a/b=3, c=4, a/d=5 in creation order).
     assert checks["h5o.get_info"] == [True, 3]
@@ -111,20 +119,26 @@ def test_h5py_110_calls_on_a_non_native_terminal_connector(memvol_dir: Path, tmp
     assert checks["h5o.visit info"] == [["a", 2], ["a/b", 3], ["a/d", 5], ["c", 4]]
 
 
+def test_h5py_110_calls_on_h5flow_log(tmp_path: Path) -> None:
+    """The same through the project's own terminal connector (its tokens, its addresses)."""
+    from h5flow import connectors
+
+    if not any(c.name == "h5flow_log" for c in connectors.find()):
+        pytest.fail(f"h5flow_log is not built in {connectors.plugin_path()}: run `make setup`")
+    env = dict(os.environ, HDF5_VOL_CONNECTOR="h5flow_log")
+    env.setdefault("HDF5_PLUGIN_PATH", os.pathsep.join(map(str, connectors.plugin_path())))
+    checks = _checked(_run(tmp_path, env), "h5flow_log")
+    addrs = [checks["h5o.get_info"][1], checks["h5l.get_info"][1], checks["h5o.get_info self"]]
+    assert len(set(addrs)) == 3, f"three objects, one 1.10 address: {addrs}"
+
+
 def test_native_objects_unchanged(tmp_path: Path) -> None:
     """The same calls on native: real file addresses, from H5VL_native_token_to_addr as before."""
     env = {k: v for k, v in os.environ.items() if k != "HDF5_VOL_CONNECTOR"}
-    out = _run(tmp_path, env)
-    assert out["connector"] == "native"
-    assert not _failed(out["checks"]), _failed(out["checks"])
-    checks = {k: v["value"] for k, v in out["checks"].items()}
-    for label, want in EXPECTED.items():
-        assert checks[label] == want, (label, checks[label])
+    checks = _checked(_run(tmp_path, env), "native")
     import h5py
 
     with h5py.File(tmp_path / "f.h5", "r") as f:
         addr_b = h5py.h5g.get_objinfo(f.id, b"a/b").objno[0]  # H5Gget_objinfo: not one of the shims
     assert checks["h5o.get_info"] == [True, addr_b] and addr_b > 96  # past the superblock
     assert checks["h5l.get_info"][0] and checks["h5l.get_info"][1] > 96
-    visited = dict(checks["h5o.visit info"])
-    assert visited["a/b"] == addr_b and visited["a/d"] == checks["h5o.get_info self"]

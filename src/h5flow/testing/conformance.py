@@ -162,9 +162,9 @@ def _split_testing_line(rest: str) -> tuple[str, str | None, str]:
         status = _STATUS[next(g for g in end.groups() if g)]
         rest = rest[: end.start()]
     extra = ""
-    diag = rest.find("HDF5-DIAG")  # an error stack printed before the verdict
-    if diag >= 0:
-        rest, extra = rest[:diag], rest[diag:]
+    diag = re.search(r"\S+-DIAG: ", rest)  # an error stack (HDF5's or a connector's) before the verdict
+    if diag:
+        rest, extra = rest[: diag.start()], rest[diag.start():]
     parts = re.split(r"\s{2,}", rest.strip(), maxsplit=1)  # %-62s padding ends the name
     if len(parts) > 1:
         extra = (parts[1] + " " + extra).strip()
@@ -253,13 +253,23 @@ def parse_output(text: str) -> ParsedOutput:
     return ParsedOutput(tests, summary if complete else None, pending, stray)
 
 
-_STACK_LINE = re.compile(r"^(HDF5-DIAG|#\d{3}:|major:|minor:)")
+_STACK_LINE = re.compile(r"^(\S+-DIAG: |#\d{3}:|major:|minor:)")  # HDF5 or a connector error stack
+
+
+_AT_LINE = re.compile(r"^at \S+:\d+ in \w+\(\)\.\.\.$")  # h5test.h's AT(): where, not why
 
 
 def failure_cause(t: TestOutcome) -> str:
-    """The line a failed test printed to say why (its last line that is not an HDF5 error stack)."""
-    lines = [ln for ln in t.detail.splitlines() if ln.strip() and not _STACK_LINE.match(ln.strip())]
-    return lines[-1].strip() if lines else "(no message)"
+    """The line a failed test printed to say why: its last line that is not part of an HDF5 error
+    stack nor a bare source location, else the last HDF5 error (the innermost), else the location."""
+    lines = [ln.strip() for ln in t.detail.splitlines() if ln.strip()]
+    said = [ln for ln in lines if not _STACK_LINE.match(ln) and not _AT_LINE.match(ln)]
+    if said:
+        return said[-1]
+    stack = [ln for ln in lines if re.match(r"^#\d{3}:", ln)]
+    if stack:
+        return re.sub(r"^#\d{3}: \S+ line \d+ in ", "", stack[-1])
+    return lines[-1] if lines else "(no message)"
 
 
 def failures_by_cause(results: Iterable[GroupResult]) -> dict[str, list[str]]:
