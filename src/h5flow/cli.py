@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _conformance_cli.add_commands(sub)
 
+    from h5flow.connectors import h5flow_log
+
+    h5flow_log.add_command(sub)
+
     p_bench = sub.add_parser("bench", help="run a benchmark", description="Run one of h5flow's benchmarks.")
     bench_sub = p_bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name in benchmarks.BENCHMARKS:

@@ -179,8 +179,10 @@ static int merge_impl(h5fl_map_t *m, h5fl_extent_t *runs, size_t nruns, size_t e
         h5fl_err("out of memory building the index");
         goto done;
     }
-    memcpy(all, m->ext, m->n * sizeof *all);
-    memcpy(all + m->n, runs, nruns * sizeof *all);
+    if (m->n)
+        memcpy(all, m->ext, m->n * sizeof *all);
+    if (nruns)
+        memcpy(all + m->n, runs, nruns * sizeof *all);
     qsort(all, n, sizeof *all, cmp_start);
     size_t i = 0;
     uint64_t pos = 0;

@@ -1,0 +1,389 @@
+"""h5flow_log, the log-structured object-per-directory VOL connector, under unmodified h5py and tools.
+
+The connector is chosen only by the environment (``HDF5_PLUGIN_PATH`` + ``HDF5_VOL_CONNECTOR``), set
+before HDF5 starts: serial tests run a subprocess with that environment, MPI tests get it through the
+marker's ``env``. Every script checks that h5flow_log really served the file (HDF5 would otherwise fall
+back to native silently).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from h5flow._paths import default_plugin_dir
+from h5flow.testing.pytest_mpi import mpi_assert
+
+PLUGIN_DIR = default_plugin_dir()
+LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+NATIVE_ROOT = Path(__file__).resolve().parents[1]
+PIECE = (1 << 20) + 10  # the seed's interleaved, unaligned transfer size
+
+pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
+                                reason="h5flow_log plugin not built (run make setup)")
+
+PRELUDE = """
+import os, sys, numpy as np, h5py
+from h5flow import _hdf5lib
+def opened(f):
+    assert _hdf5lib.connector_name(f.id.id) == "h5flow_log", _hdf5lib.connector_name(f.id.id)
+    return f
+"""
+
+
+def run_script(body: str, *args: str, check: bool = True, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **LOG_ENV)
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_round_trip_types_selections_attributes(tmp_path: Path) -> None:
+    run_script("""
+        p = sys.argv[1]
+        types = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "<i4", ">i4", ">f8", "S7"]
+        cmpd = np.dtype([("a", "i4"), ("b", "f8"), ("c", "S3")])
+        rng = np.random.default_rng(0)
+        with opened(h5py.File(p, "w")) as f:
+            for t in types:
+                if t == "S7":
+                    data = np.array([b"x" * (i % 8) for i in range(40)], dtype="S7").reshape(5, 8)
+                else:
+                    data = (rng.random((5, 8)) * 100).astype(t)
+                f.create_dataset(f"t/{t}", data=data)
+            c = np.zeros(6, cmpd); c["a"] = np.arange(6); c["b"] = np.arange(6) / 2; c["c"] = b"ab"
+            f["compound"] = c
+            f["scalar"] = 3.5
+            f.create_dataset("empty", shape=(0,), dtype="i4")
+            h = f.create_dataset("hyper", shape=(20, 30), dtype="i4", fillvalue=-7)
+            h[2:5, 10:20] = np.arange(30).reshape(3, 10)
+            h[::4, ::5] = 99
+            pts = f.create_dataset("points", shape=(10, 10), dtype="f8")
+            f.create_group("g/h/i")
+            f["g"].attrs["units"] = "m/s"
+            f["g"].attrs["vec"] = np.arange(4.0)
+            f.attrs["title"] = "container"
+            f.attrs["strs"] = ["a", "bc", "def"]
+            f["t/i4"].attrs["scale"] = np.float32(0.5)
+        # point selections through the low-level API (h5py's fancy indexing reads hyperslabs)
+        with opened(h5py.File(p, "r+")) as f:
+            d = f["points"]
+            sel = np.array([[0, 0], [9, 9], [3, 7], [7, 3]])
+            fs = d.id.get_space(); fs.select_elements(sel)
+            ms = h5py.h5s.create_simple((4,))
+            d.id.write(ms, fs, np.array([1.0, 2.0, 3.0, 4.0]))
+            out = np.zeros(4); d.id.read(ms, fs, out)
+            assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+        with opened(h5py.File(p, "r")) as f:
+            rng = np.random.default_rng(0)
+            for t in types:
+                if t == "S7":
+                    want = np.array([b"x" * (i % 8) for i in range(40)], dtype="S7").reshape(5, 8)
+                else:
+                    want = (rng.random((5, 8)) * 100).astype(t)
+                got = f[f"t/{t}"][...]
+                assert got.dtype == want.dtype and np.array_equal(got, want), t
+                assert np.array_equal(f[f"t/{t}"][1:4, ::3], want[1:4, ::3]), t
+            assert np.array_equal(f["t/i4"].astype("f8")[...], f["t/i4"][...].astype("f8"))
+            assert np.array_equal(f["compound"][...], c)
+            assert f["compound"]["b"][3] == 1.5
+            assert f["scalar"][()] == 3.5 and f["empty"].shape == (0,)
+            want = np.full((20, 30), -7, "i4"); want[2:5, 10:20] = np.arange(30).reshape(3, 10)
+            want[::4, ::5] = 99
+            assert np.array_equal(f["hyper"][...], want)
+            assert np.array_equal(f["hyper"][3:17, 4:9], want[3:17, 4:9])
+            p2 = np.zeros((10, 10)); p2[0, 0], p2[9, 9], p2[3, 7], p2[7, 3] = 1, 2, 3, 4
+            assert np.array_equal(f["points"][...], p2)
+            assert f["g"].attrs["units"] == "m/s" and f.attrs["title"] == "container"
+            assert list(f.attrs["strs"]) == ["a", "bc", "def"]
+            assert np.array_equal(f["g"].attrs["vec"], np.arange(4.0))
+            assert f["t/i4"].attrs["scale"] == np.float32(0.5)
+            assert sorted(f["g"].attrs.keys()) == ["units", "vec"] and len(f.attrs) == 2
+            assert "g" in f and "nope" not in f and len(f) == 7 and len(f["t"]) == len(types)
+            assert f["g"]["h"].name == "/g/h" and f["g/h"] == f["g"]["h"] and f["t/i4"].file == f
+        print("OK")
+    """, str(tmp_path / "types.h5"))
+
+
+def test_resizable_fill_overlap_delete(tmp_path: Path) -> None:
+    run_script("""
+        p = sys.argv[1]
+        with opened(h5py.File(p, "w")) as f:
+            d = f.create_dataset("r", shape=(0, 4), maxshape=(None, 4), chunks=(8, 4), dtype="i4",
+                                 fillvalue=-1)
+            for i in range(5):
+                d.resize((i + 1, 4)); d[i] = np.arange(4) + 10 * i
+            d.resize((8, 4))                       # rows 5..7 were never written: fill value
+            o = f.create_dataset("o", shape=(100,), dtype="i8")
+            o[0:60] = 1
+            o[40:80] = 2                           # overlaps the first write: latest wins
+            o[50:55] = 3
+            assert o[38:58].tolist() == [1, 1] + [2] * 10 + [3] * 5 + [2] * 3
+            w = f.create_dataset("w", shape=(3, 5), maxshape=(3, None), dtype="i4")
+            w[...] = np.arange(15).reshape(3, 5)
+            w.resize((3, 8))                       # trailing dimension grows: old data keeps its place
+            f.create_group("gone/deep"); f["x"] = 1
+            del f["gone"]; del f["x"]
+            assert "gone" not in f and "x" not in f
+            try:
+                d.resize((9, 5))
+            except (ValueError, RuntimeError):
+                pass
+            else:
+                raise AssertionError("resizing beyond maxshape must fail")
+        with opened(h5py.File(p, "a")) as f:      # a new epoch: these writes are the latest
+            f["o"][70:90] = 4
+        with opened(h5py.File(p, "r")) as f:
+            r = f["r"][...]
+            assert r.shape == (8, 4) and np.array_equal(r[:5], np.arange(4) + 10 * np.arange(5)[:, None])
+            assert (r[5:] == -1).all()
+            want = np.zeros(100, "i8"); want[0:60] = 1; want[40:80] = 2; want[50:55] = 3; want[70:90] = 4
+            assert np.array_equal(f["o"][...], want)
+            w = np.zeros((3, 8), "i4"); w[:, :5] = np.arange(15).reshape(3, 5)
+            assert np.array_equal(f["w"][...], w)
+            assert sorted(n for n in ("r", "o", "w", "gone", "x") if n in f) == ["o", "r", "w"]
+        print("OK")
+    """, str(tmp_path / "r.h5"))
+
+
+def test_hostile_names_stay_inside(tmp_path: Path) -> None:
+    container = tmp_path / "c.h5"
+    proc = run_script("""
+        p = sys.argv[1]
+        names = ["..", ".hidden", "@group", "@dataset", "@log.1.0.idx", "100%", "sp ace", "caf\\u00e9",
+                 "back\\\\slash", "x" * 80]
+        with opened(h5py.File(p, "w")) as f:
+            for i, n in enumerate(names):
+                f.create_dataset(n, data=np.arange(3) + i)
+                f[n].attrs[n] = i
+            for bad in ["", "y" * 300]:
+                try:
+                    f.create_group(bad)
+                except (ValueError, RuntimeError) as e:
+                    print("rejected", len(bad), str(e)[-160:])
+                else:
+                    raise AssertionError(f"name of length {len(bad)} accepted")
+            f.create_group("a/./b")                # '.' is the current group (HDF5 path rules)
+        with opened(h5py.File(p, "r")) as f:
+            for i, n in enumerate(names):
+                assert f[n][...].tolist() == [i, i + 1, i + 2], n
+                assert f[n].attrs[n] == i, n
+            assert "b" in f["a"] and len(f) == len(names) + 1
+        print("OK")
+    """, str(container))
+    assert "too long" in proc.stdout
+    for path in tmp_path.rglob("*"):  # nothing escaped the container
+        assert path == container or container in path.parents, path
+    assert {c.name for c in tmp_path.iterdir()} == {"c.h5"}
+
+
+def test_killed_writer_leaves_a_readable_container(tmp_path: Path) -> None:
+    p = tmp_path / "k.h5"
+    proc = run_script("""
+        p = sys.argv[1]
+        f = opened(h5py.File(p, "w"))
+        d = f.create_dataset("d", shape=(1000,), dtype="i4", fillvalue=-1)
+        d[0:100] = 1
+        f.flush()                                   # durable from here on
+        d[100:200] = 2                              # buffered only
+        sys.stdout.write("flushed\\n"); sys.stdout.flush()
+        os.kill(os.getpid(), 9)
+    """, str(p), check=False)
+    assert proc.returncode == -signal.SIGKILL and "flushed" in proc.stdout
+    # tear the index: append half a record, as a writer killed inside pwrite would
+    idx = next((p / "d").glob("@log.*.idx"))
+    with open(idx, "ab") as fh:
+        fh.write(b"HLIX\x00\x10\x00\x00partial")
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            d = f["d"][...]
+            assert (d[:100] == 1).all() and (d[200:] == -1).all()
+            assert set(np.unique(d[100:200])) <= {-1, 2}   # never half-applied garbage
+        with opened(h5py.File(sys.argv[1], "a")) as f:    # a writer can continue after the crash
+            f["d"][500:510] = 5
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            assert (f["d"][500:510] == 5).all() and (f["d"][:100] == 1).all()
+        print("OK")
+    """, str(p))
+
+
+def test_corrupted_index_record_is_an_error(tmp_path: Path) -> None:
+    p = tmp_path / "bad.h5"
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            d = f.create_dataset("d", shape=(100,), dtype="i4")
+            for i in range(10):
+                d[10 * i:10 * i + 10] = i
+    """, str(p))
+    idx = next((p / "d").glob("@log.*.idx"))
+    raw = bytearray(idx.read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # one flipped bit inside a complete record
+    idx.write_bytes(bytes(raw))
+    proc = run_script("""
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            try:
+                f["d"][...]
+            except (OSError, RuntimeError, ValueError) as e:
+                print("error:", e)
+            else:
+                raise AssertionError("corrupt index read without error")
+    """, str(p))
+    assert "corrupt index record" in proc.stdout
+
+
+def _patched_iteration() -> bool:
+    """Whether this HDF5 lets h5py iterate a non-native terminal connector (HDF5 patch, vol.md §1.6)."""
+    probe = run_script("""
+        import tempfile
+        d = tempfile.mkdtemp()
+        with opened(h5py.File(os.path.join(d, "p.h5"), "w")) as f:
+            f.create_group("x")
+            try:
+                print(list(f.keys()))
+            except RuntimeError as e:
+                print("unpatched", e)
+    """, check=False)
+    return probe.returncode == 0 and "unpatched" not in probe.stdout
+
+
+def test_keys_iteration_visititems(tmp_path: Path) -> None:
+    if not _patched_iteration():
+        pytest.skip("needs the HDF5 patch that lets H5Literate1/H5Oget_info1 serve non-native connectors")
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            f.create_group("a/b/c"); f["a/data"] = np.arange(5); f["top"] = 1
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            assert list(f.keys()) == ["a", "top"] and list(f["a"]) == ["b", "data"]
+            seen = []
+            f.visititems(lambda n, o: seen.append((n, type(o).__name__)))
+            assert seen == [("a", "Group"), ("a/b", "Group"), ("a/b/c", "Group"), ("a/data", "Dataset"),
+                            ("top", "Dataset")], seen
+            assert "a/b/c" in f and f.get("a/data", getclass=True) is h5py.Dataset
+        print("OK")
+    """, str(tmp_path / "it.h5"))
+
+
+def test_c_api_iteration_and_tools(tmp_path: Path) -> None:
+    """H5Literate2/H5Ovisit3 (the non-deprecated API) and h5ls/h5dump through the connector."""
+    p = tmp_path / "tools.h5"
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            f.create_group("a/b"); f["a/data"] = np.arange(6, dtype="i4"); f["a"].attrs["units"] = "K"
+    """, str(p))
+    env = dict(os.environ, **LOG_ENV)
+    h5ls = subprocess.run(["h5ls", "-r", str(p)], env=env, capture_output=True, text=True, timeout=60)
+    assert h5ls.returncode == 0, h5ls.stderr
+    assert "/a/b" in h5ls.stdout and "/a/data" in h5ls.stdout and "Dataset {6}" in h5ls.stdout
+    dump = subprocess.run(["h5dump", str(p)], env=env, capture_output=True, text=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr
+    assert '"units"' in dump.stdout and "0, 1, 2, 3, 4, 5" in dump.stdout
+
+
+def _cmake_build(build: Path, *extra: str) -> None:
+    env = dict(os.environ)
+    cfg = ["cmake", "-G", "Ninja", "-S", str(NATIVE_ROOT / "native"), "-B", str(build),
+           f"-DHDF5_ROOT={os.environ.get('H5FLOW_HDF5_DIR', '')}", "-DCMAKE_C_COMPILER=mpicc",
+           f"-DH5FLOW_PLUGIN_DIR={build / 'plugins'}", *extra]
+    if not (build / "CMakeCache.txt").exists():
+        r = subprocess.run(cfg, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(["cmake", "--build", str(build), "--target", "h5flow_log", "h5fl_test_names",
+                        "h5fl_test_index", "h5fl_test_api"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("variant", ["normal", "sanitized"])
+def test_ctest_suites(variant: str, tmp_path: Path) -> None:
+    if shutil.which("ninja") is None and shutil.which("cmake") is None:
+        pytest.skip("cmake/ninja not available")
+    if variant == "normal":
+        build = NATIVE_ROOT / "build" / "native"
+        plugins = PLUGIN_DIR
+    else:
+        build = NATIVE_ROOT / "build" / "native-asan"
+        _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug")
+        plugins = build / "plugins"
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(plugins),
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir",
+                        str(build / "connectors" / "h5flow_log")], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tests passed" in r.stdout
+
+
+@pytest.mark.mpi(n=4, env=LOG_ENV, timeout=240)
+def test_mpi_interleaved_unaligned_writes(comm, mpi_tmp_path: Path) -> None:
+    """4 ranks write interleaved (1 MiB + 10 B) pieces of one dataset independently."""
+    import h5py
+
+    from h5flow import _hdf5lib
+
+    nrounds = 3
+    n = comm.size * nrounds * PIECE
+    path = mpi_tmp_path / "interleaved.h5"
+
+    def piece(i: int) -> np.ndarray:
+        return (np.arange(PIECE, dtype=np.uint64) * 2654435761 + i).astype(np.uint8)
+
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == "h5flow_log", "h5flow_log not loaded")
+        d = f.create_dataset("d", shape=(n,), dtype="u1")
+        for r in range(comm.size):  # creation is collective, as in parallel HDF5: same calls on all ranks
+            f.create_group(f"g/{r}")
+        for k in range(nrounds):
+            i = k * comm.size + comm.rank
+            d[i * PIECE:(i + 1) * PIECE] = piece(i)  # independent: no collective call, no lock
+    writers = sorted(p.name for p in (path / "d").glob("@log.*.idx"))
+    mpi_assert(comm, len(writers) == comm.size, f"expected one index log per rank: {writers}")
+    want = np.concatenate([piece(i) for i in range(comm.size * nrounds)])
+    # parallel read back: every rank reads the whole dataset
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        got = f["d"][...]
+    mpi_assert(comm, np.array_equal(got, want), "parallel read back differs")
+    comm.Barrier()
+    if comm.rank == 0:  # serial read back, no communicator
+        with h5py.File(path, "r") as f:
+            serial = f["d"][...]
+            groups = sorted(f["g"][str(r)].name for r in range(comm.size))
+        ok = np.array_equal(serial, want) and groups == [f"/g/{r}" for r in range(comm.size)]
+    else:
+        ok = True
+    mpi_assert(comm, comm.bcast(ok, root=0), "serial read back differs")
+
+
+def test_h5flow_ls_shows_tree_shapes_types_writers(tmp_path: Path) -> None:
+    from h5flow.cli import main
+    from h5flow.connectors import h5flow_log
+
+    p = tmp_path / "ls.h5"
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            f.create_group("run/a b")
+            d = f.create_dataset("run/t", shape=(4, 6), maxshape=(None, 6), dtype="f8")
+            d[0] = 1
+            f["run/t"].attrs["units"] = "K"
+        with opened(h5py.File(sys.argv[1], "a")) as f:   # a second session adds a second writer log
+            f["run/t"][1] = 2
+    """, str(p))
+    entries = {e.path: e for e in h5flow_log.scan(p)}
+    assert sorted(entries) == ["/", "/run", "/run/a b", "/run/t"]
+    t = entries["/run/t"]
+    assert (t.kind, t.dtype, t.shape, t.maxshape, t.writers, t.attrs) == ("dataset", "float64", (4, 6),
+                                                                          (None, 6), 2, 1)
+    assert t.data_bytes == 2 * 6 * 8
+    assert main(["ls", str(p)]) == 0
+    assert main(["ls", str(tmp_path)]) == 1  # not a container: a clear error, no traceback
+    assert h5flow_log.unescape("%40group") == "@group" and h5flow_log.unescape("@group") is None
