@@ -76,7 +76,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || die "python3 cannot create vi
 CC_ID="$(mpicc -show 2>/dev/null | awk '{print $1}') $(gcc -dumpfullversion 2>/dev/null) mpich-$(dpkg-query -W -f='${Version}' libmpich-dev)"
 PATCH_HASH=$(for p in third_party/hdf5/patches/*.patch; do [ -e "$p" ] || continue; sha256sum "$p"; done | sha256sum | cut -c1-12)
 PYVER=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-SCRIPT_REV=3   # bump when this script changes how artefacts are built
+SCRIPT_REV=4   # bump when this script changes how artefacts are built
 KEY_TEXT="rev=$SCRIPT_REV hdf5=$HDF5_DEB_VERSION patches=$PATCH_HASH ts=$THREADSAFE cc=$CC_ID mpi4py=$MPI4PY_VERSION h5py=$H5PY_VERSION py=$PYVER"
 KEY="hdf5-${HDF5_VERSION}-$(printf '%s' "$KEY_TEXT" | sha256sum | cut -c1-16)"
 if [ "${1:-}" = "--print-key" ]; then echo "$KEY"; echo "$KEY_TEXT"; exit 0; fi
@@ -121,6 +121,27 @@ fetch_hdf5_source() {
   rm -rf "$tmp"
 }
 
+# HDF5's own VOL API test suite (test/API, `h5_api_test`), which `h5flow conformance` runs against a
+# connector. The library above is built and installed with BUILD_TESTING=OFF; only then is the same build
+# tree reconfigured with the tests enabled and the one target built, so the installed library is exactly
+# the one built without tests. The executable and its test library go to <prefix>/libexec/: HDF5 gives
+# its executables the runpath $ORIGIN/../lib:$ORIGIN, which from there is the installed libhdf5.
+build_api_test() {
+  local bdir=$1 dest="$PREFIX/libexec"
+  say "building HDF5's VOL API test (h5_api_test); log: $LOGDIR/hdf5-api-test.log"
+  run "configure HDF5 API tests" "$LOGDIR/hdf5-api-test-configure.log" cmake "$bdir" \
+    -DBUILD_TESTING=ON -DHDF5_TEST_API=ON -DHDF5_TEST_API_INSTALL=OFF \
+    -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON
+  run "build h5_api_test" "$LOGDIR/hdf5-api-test.log" cmake --build "$bdir" --parallel "$JOBS" --target h5_api_test
+  mkdir -p "$dest"
+  cp "$bdir/bin/h5_api_test" "$dest/"
+  cp -P "$bdir"/bin/libhdf5_test.so* "$dest/"
+  local resolved
+  resolved=$(env -u LD_LIBRARY_PATH ldd "$dest/h5_api_test" | awk '$1 ~ /^libhdf5\.so/ {print $3}')
+  [ -n "$resolved" ] && [ "$(realpath "$resolved")" = "$(realpath "$PREFIX/lib/$(basename "$resolved")")" ] \
+    || die "h5_api_test does not resolve libhdf5 to $PREFIX/lib (ldd $dest/h5_api_test)"
+}
+
 build_hdf5() {
   if [ -f "$PREFIX/.complete" ]; then say "HDF5 $HDF5_VERSION: cached ($PREFIX)"; return 0; fi
   fetch_hdf5_source
@@ -147,6 +168,7 @@ build_hdf5() {
   say "building HDF5 with $JOBS jobs (about 3-4 minutes on 2 cores); log: $LOGDIR/hdf5-build.log"
   run "build HDF5" "$LOGDIR/hdf5-build.log" cmake --build "$work/build" --parallel "$JOBS"
   run "install HDF5" "$LOGDIR/hdf5-install.log" cmake --install "$work/build"
+  build_api_test "$work/build"
   [ -x "$PREFIX/bin/h5fuse" ] || [ -f "$PREFIX/bin/h5fuse.sh" ] || [ -f "$PREFIX/bin/h5fuse" ] \
     || die "HDF5 installed without h5fuse; see $LOGDIR/hdf5-install.log"
   rm -rf "$work"
@@ -160,15 +182,18 @@ build_wheels() {
   rm -rf "$benv" "$WHEELS"; mkdir -p "$WHEELS"
   run "create build venv" "$LOGDIR/wheels-venv.log" python3 -m venv "$benv"
   run "install build requirements" "$LOGDIR/wheels-reqs.log" "$benv/bin/pip" install "${PY_BUILD_REQS[@]}"
+  # --no-cache-dir: pip's wheel cache keys a wheel built from an sdist by the sdist's URL only, so without
+  # it a new cache key (new patches) would get the h5py built against the previous key's HDF5 (its
+  # runpath pointing there) instead of one built against this key's.
   say "building mpi4py $MPI4PY_VERSION from its sdist against MPICH; log: $LOGDIR/wheels-mpi4py.log"
   run "build mpi4py" "$LOGDIR/wheels-mpi4py.log" env CC=mpicc MPICC=mpicc \
-    "$benv/bin/pip" wheel --no-deps --no-binary mpi4py --no-build-isolation -w "$WHEELS" "mpi4py==$MPI4PY_VERSION"
+    "$benv/bin/pip" wheel --no-cache-dir --no-deps --no-binary mpi4py --no-build-isolation -w "$WHEELS" "mpi4py==$MPI4PY_VERSION"
   run "install mpi4py into build venv" "$LOGDIR/wheels-mpi4py-install.log" \
     "$benv/bin/pip" install --no-deps "$WHEELS"/mpi4py-*.whl
   say "building h5py $H5PY_VERSION from its sdist against parallel HDF5; log: $LOGDIR/wheels-h5py.log"
   run "build h5py" "$LOGDIR/wheels-h5py.log" env CC=mpicc HDF5_MPI=ON HDF5_DIR="$PREFIX" \
     LDFLAGS="-Wl,-rpath,$PREFIX/lib" \
-    "$benv/bin/pip" wheel --no-deps --no-binary h5py --no-build-isolation -w "$WHEELS" "h5py==$H5PY_VERSION"
+    "$benv/bin/pip" wheel --no-cache-dir --no-deps --no-binary h5py --no-build-isolation -w "$WHEELS" "h5py==$H5PY_VERSION"
   rm -rf "$benv"
   printf '%s\n' "$KEY_TEXT" > "$WHEELS/.complete"
 }

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _intransit_cli.add_commands(sub)
 
+    from h5flow import _conformance_cli
+
+    _conformance_cli.add_commands(sub)
+
     from h5flow.connectors import h5flow_log
 
     h5flow_log.add_command(sub)
