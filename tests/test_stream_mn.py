@@ -113,3 +113,28 @@ def test_2_to_4_block(comm, mpi_tmp_path: Path) -> None:
 def test_2_to_2_subfiling(comm, mpi_tmp_path: Path) -> None:
     """HDF5's subfiling VFD on the producer communicator, read back with it on the consumer one."""
     _run_mn(comm, mpi_tmp_path, 2, "block", driver="subfiling")
+
+
+def _adios2_missing() -> str | None:
+    from h5flow.transports.adios2 import missing_reason
+
+    return missing_reason()
+
+
+needs_adios2 = pytest.mark.skipif(_adios2_missing() is not None, reason=str(_adios2_missing()))
+
+
+@needs_adios2
+@pytest.mark.mpi(n=3, timeout=120)
+@pytest.mark.parametrize("engine", ["sst", "bp5"])
+def test_adios2_2_to_1(comm, mpi_tmp_path: Path, engine: str) -> None:
+    """ADIOS2 (one stream per producer rank) through the same producer, partitioner and histogram."""
+    _run_mn(comm, mpi_tmp_path, 2, "block", type="adios2", engine=engine)
+
+
+@needs_adios2
+@pytest.mark.mpi(n=5, timeout=120)
+@pytest.mark.parametrize("engine", ["sst", "bp5"])
+def test_adios2_3_to_2_planar(comm, mpi_tmp_path: Path, engine: str) -> None:
+    """Blocks whose stream another consumer rank reads are handed over with MPI."""
+    _run_mn(comm, mpi_tmp_path, 3, "planar", particles=40, type="adios2", engine=engine)

@@ -11,7 +11,8 @@ import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
+from h5flow.model import Association, Block, MeshMeta, StepMeta
+from h5flow.transports._blocks import assemble, check_wanted
 from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
@@ -98,29 +99,12 @@ class Hdf5ReadStep(ReadStep):
         self._check_mesh(mesh)
         m = self.meta.meshes[mesh]
         ids = sorted(self.my_block_ids(mesh))
-        wanted = [m.array(name) for name in arrays]
-        for a in wanted:
-            if m.kind == "image" and a.association != association:
-                raise KeyError(f"array {a.name!r} of mesh {mesh!r} is a {a.association} array, not {association}")
+        wanted = check_wanted(m, arrays, association)
         values = {a.name: self._read(m, f"{a.association}/{a.name}", a.association, ids, a.components,
                                      np.dtype(a.dtype)) for a in wanted}
         positions = (self._read(m, "geometry/positions", "point", ids, 3, np.dtype("<f8"))
                      if m.kind == "particles" else {})
-        out: list[Block] = []
-        for i in ids:
-            bm: BlockMeta = m.blocks[i]
-            if m.kind == "image":
-                blk = ImageBlock(i, tuple(bm.origin), tuple(bm.spacing), tuple(bm.extent), bm.ghost)  # type: ignore[arg-type]
-                for a in wanted:
-                    arr = values[a.name][i]
-                    shape = bm.shape(a.association) + ((a.components,) if a.components > 1 else ())
-                    blk.arrays(a.association)[a.name] = arr.reshape(shape)
-                out.append(blk)
-            else:
-                arrs = {a.name: (values[a.name][i] if a.components > 1 else values[a.name][i][:, 0])
-                        for a in wanted}
-                out.append(ParticleBlock(i, positions[i], arrs))
-        return out
+        return [assemble(m, i, wanted, {a.name: values[a.name][i] for a in wanted}, positions.get(i)) for i in ids]
 
     def close(self) -> None:
         for f in self._files.values():

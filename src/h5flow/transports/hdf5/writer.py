@@ -92,6 +92,34 @@ def build_step_meta(step: int, time_: float, producers: int,
     return StepMeta(step, time_, producers, meshes)
 
 
+def local_meta(puts: dict[str, list[Block]], rank: int) -> dict[str, tuple[str, list[BlockMeta], list]]:
+    """This rank's part of a step's metadata: per mesh, the block kind, block metadata and array signatures."""
+    local = {}
+    for mesh, blocks in puts.items():
+        kinds = {"image" if isinstance(b, ImageBlock) else "particles" for b in blocks}
+        if len(kinds) > 1:
+            raise TransportError(f"mesh {mesh!r} mixes image and particle blocks")
+        local[mesh] = (kinds.pop(), [BlockMeta.of(b, rank) for b in blocks], [_array_sig(b) for b in blocks])
+    return local
+
+
+def gather_step_meta(comm: Any, step: int, time_: float, puts: dict[str, list[Block]]) -> StepMeta:
+    """Collective: every rank's blocks of the step merged into its validated global metadata.
+
+    A rank's invalid put is reported on every rank (so no rank is left waiting in a later collective).
+    """
+    try:
+        local = local_meta(puts, comm.rank)
+        err = ""
+    except TransportError as e:
+        local, err = {}, f"rank {comm.rank}: {e}"
+    gathered = comm.allgather((local, err))
+    errors = [e for _, e in gathered if e]
+    if errors:
+        raise TransportError("; ".join(errors))
+    return build_step_meta(step, time_, comm.size, [g for g, _ in gathered])
+
+
 def step_nbytes(meta: StepMeta) -> int:
     total = 0
     for mesh in meta.meshes.values():
@@ -139,6 +167,27 @@ def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp
     dset.id.write(mspace, fspace, data, dxpl=dxpl)
 
 
+class BufferingWriter(Writer):
+    """A writer that collects a step's blocks in ``self._puts`` (mesh → blocks) until ``end_step``."""
+
+    def __init__(self, comm: Any, config: TransportConfig) -> None:
+        super().__init__(comm, config)
+        self._puts: dict[str, list[Block]] = {}
+        self._step_time = 0.0
+        self._step_begin = 0.0
+
+    def _do_begin_step(self, step: int, time_: float) -> None:
+        self._puts = {}
+        self._step_time = float(time_)
+        self._step_begin = time.time()
+
+    def _do_put(self, mesh: str, block: Block) -> None:
+        check_name("mesh", mesh)
+        if not isinstance(block, (ImageBlock, ParticleBlock)):
+            raise TransportError(f"put({mesh!r}, ...) needs an ImageBlock or ParticleBlock, got {type(block).__name__}")
+        self._puts.setdefault(mesh, []).append(block)
+
+
 @dataclass
 class _Decision:
     publish: bool
@@ -148,7 +197,7 @@ class _Decision:
     waited: float = 0.0
 
 
-class Hdf5Writer(Writer):
+class Hdf5Writer(BufferingWriter):
     """Publishes each step as ``step-N/`` in the staging directory, atomically, the moment it is closed."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -161,11 +210,8 @@ class Hdf5Writer(Writer):
             raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         self.staging = Staging(config.filename)
         self.events: list[dict[str, float | int | bool | str]] = []
-        self._puts: dict[str, list[Block]] = {}
         self._seq = 0
         self._published: list[Entry] = []
-        self._step_time = 0.0
-        self._step_begin = 0.0
         info = None
         error = ""
         if comm.rank == 0:
@@ -186,42 +232,12 @@ class Hdf5Writer(Writer):
         comm.Barrier()
 
     # -- steps -----------------------------------------------------------------------------------
-    def _do_begin_step(self, step: int, time_: float) -> None:
-        self._puts = {}
-        self._step_time = float(time_)
-        self._step_begin = time.time()
-
-    def _do_put(self, mesh: str, block: Block) -> None:
-        check_name("mesh", mesh)
-        if not isinstance(block, (ImageBlock, ParticleBlock)):
-            raise TransportError(f"put({mesh!r}, ...) needs an ImageBlock or ParticleBlock, got {type(block).__name__}")
-        self._puts.setdefault(mesh, []).append(block)
-
-    def _local_meta(self) -> dict[str, tuple[str, list[BlockMeta], list]]:
-        local = {}
-        for mesh, blocks in self._puts.items():
-            kinds = {"image" if isinstance(b, ImageBlock) else "particles" for b in blocks}
-            if len(kinds) > 1:
-                raise TransportError(f"mesh {mesh!r} mixes image and particle blocks")
-            local[mesh] = (kinds.pop(), [BlockMeta.of(b, self.comm.rank) for b in blocks],
-                           [_array_sig(b) for b in blocks])
-        return local
-
     def _do_end_step(self) -> PublishInfo:
         comm, cfg = self.comm, self.config
         t0 = time.time()
         step = self._step
         assert step is not None
-        try:
-            local = self._local_meta()
-            err = ""
-        except TransportError as e:
-            local, err = {}, f"rank {comm.rank}: {e}"
-        gathered = comm.allgather((local, err))
-        errors = [e for _, e in gathered if e]
-        if errors:
-            raise TransportError("; ".join(errors))
-        meta = build_step_meta(step, self._step_time, comm.size, [g for g, _ in gathered])
+        meta = gather_step_meta(comm, step, self._step_time, self._puts)
         nbytes = step_nbytes(meta)
 
         decision = self._admit(step, nbytes) if comm.rank == 0 else None
