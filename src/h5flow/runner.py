@@ -108,6 +108,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     sim = Simulation(osc, comm.rank, comm.size)
     steps = sim.num_steps()
     compute: list[tuple[int, float, float]] = []
+    io: list[tuple[int, float]] = []  # (step, seconds this rank spent in the transport, backpressure excluded)
     published = discarded = 0
     nbytes = 0
     with open_writer(comm, tcfg) as writer:
@@ -115,9 +116,13 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
             t0 = time.time()
             t = sim.advance(s)
             compute.append((s, t0, time.time()))
+            t1 = time.time()
             writer.begin_step(s, t)
             publish_step(writer, sim, comm.rank)
             info = writer.end_step()
+            events = getattr(writer, "events", None)
+            waited = float(events[-1].get("waited", 0.0)) if events else 0.0
+            io.append((s, time.time() - t1 - waited))
             published += info.published
             discarded += not info.published
             nbytes += info.nbytes if info.published else 0
@@ -127,10 +132,26 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
             "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
             "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks}
-    rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute,
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute, "io": io,
                  "events": getattr(writer, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     return part
+
+
+def _time_reads(step: Any) -> list[float]:
+    """Time the step's ``blocks()`` calls (where lazy transports read): ``[seconds]``, updated in place."""
+    total = [0.0]
+    blocks = step.blocks
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return blocks(*args, **kwargs)
+        finally:
+            total[0] += time.perf_counter() - t
+
+    step.blocks = timed
+    return total
 
 
 def default_analysis() -> AnalysisConfig:
@@ -153,6 +174,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     n = 0
     last: list[Any] = []
     analysis_times: list[tuple[int, float, float]] = []
+    io: list[tuple[int, float]] = []  # (step, seconds this rank spent reading: after discovery, blocks(), release)
     reader = open_reader(comm, tcfg)
     try:
         while True:
@@ -161,9 +183,14 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
                 status, reason = res.status.value, res.reason
                 break
             t0 = time.time()
+            reads = _time_reads(res.step)
             last = [a.execute(res.step) for a in analyses]
             analysis_times.append((res.step.step, t0, time.time()))
+            t_rel = time.time()
             reader.release()
+            events = getattr(reader, "events", None)
+            visible = float(events[-1].get("visible", t0)) if events else t0
+            io.append((res.step.step, max(0.0, t0 - visible) + reads[0] + time.time() - t_rel))
             n += 1
             if comm.rank == 0:
                 _progress(progress, n, total)
@@ -177,7 +204,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             "reason": reason, "partitioner": tcfg.partitioner.type,
             "discarded": [list(d) for d in getattr(reader, "discarded", [])],
             "missed": list(getattr(reader, "missed", [])), "last_results": results}
-    rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times,
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times, "io": io,
                  "events": getattr(reader, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     if status == "error":
@@ -218,6 +245,15 @@ def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
             "min_s": float(a.min()), "count": len(lat), "queue_wait_median_s": float(np.median(wait))}
 
 
+def _io_seconds(part: dict[str, Any]) -> float:
+    """Seconds the transport took on one side: per step the slowest rank's time in it, summed over steps."""
+    per_step: dict[int, float] = {}
+    for r in part["ranks"]:
+        for step, sec in r.get("io", []):
+            per_step[step] = max(per_step.get(step, 0.0), sec)
+    return float(sum(per_step.values()))
+
+
 def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished: float) -> dict[str, Any]:
     """The run record: both parts, time to solution, bytes, throughput, publish→visible latency."""
     first_start = min(r["start"] for r in prod["ranks"])
@@ -229,6 +265,7 @@ def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished:
         "producers": prod["producers"], "consumers": cons["consumers"], "steps": prod["steps"],
         "steps_consumed": cons["steps"], "bytes": prod["bytes"],
         "time_to_solution": tts, "time_in_processes": last_end - first_start,
+        "transport_seconds": {"write": _io_seconds(prod), "read": _io_seconds(cons)},
         "throughput_mib_s": prod["bytes"] / (1 << 20) / tts if tts > 0 else 0.0,
         "latency": _latency_stats(rank0["events"]), "discarded": cons["discarded"], "status": cons["status"],
         "launched": launched, "finished": finished, "producer": prod, "consumer": cons,
