@@ -33,6 +33,7 @@ class TransportConfig:
     poll_max: float = 0.02
     group: str = "default"  # consumer group name (each group sees every step)
     engine: str = ""  # adios2: sst | bp5
+    interface: str = ""  # socket: address, host or interface name the producers listen on ("*": all); "" = 127.0.0.1
     enabled: bool = True
     partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)
     source: str = ""  # where it was defined ("file.xml:3"), for messages

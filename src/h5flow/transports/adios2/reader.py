@@ -12,13 +12,12 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
-from h5flow.transports._blocks import assemble, check_wanted
+from h5flow.transports._common import assemble_blocks, check_association, step_nbytes
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announcement_path, engine_name,
                                              reader_parameters, stream_name, stream_reader, streams_of)
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5.writer import dataset_layout
-from h5flow.transports.hdf5.writer import step_nbytes as _step_nbytes
 
 Rows = dict[str, dict[str, dict[int, np.ndarray]]]  # mesh → dataset path → block id → (count, components)
 
@@ -35,14 +34,10 @@ class Adios2ReadStep(ReadStep):
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
         self._check_mesh(mesh)
         m = self.meta.meshes[mesh]
-        wanted = check_wanted(m, arrays, association)
+        wanted = check_association(m, arrays, association)
         rows = self._rows.get(mesh, {})
-        out = []
-        for i in sorted(self.my_block_ids(mesh)):
-            values = {a.name: rows[f"{a.association}/{a.name}"][i] for a in wanted}
-            positions = rows["geometry/positions"][i] if m.kind == "particles" else None
-            out.append(assemble(m, i, wanted, values, positions))
-        return out
+        values = {a.name: rows.get(f"{a.association}/{a.name}", {}) for a in wanted}
+        return assemble_blocks(m, sorted(self.my_block_ids(mesh)), wanted, values, rows.get("geometry/positions", {}))
 
 
 @dataclass
@@ -225,7 +220,7 @@ class Adios2Reader(Reader):
                 for mesh, path, b, arr in part:
                     rows.setdefault(mesh, {}).setdefault(path, {})[b] = arr
         assignment = {name: [b for b, o in enumerate(own) if o == comm.rank] for name, own in owners.items()}
-        self._step_t0, self._published, self._nbytes = t0, published, _step_nbytes(meta)
+        self._step_t0, self._published, self._nbytes = t0, published, step_nbytes(meta)
         step = Adios2ReadStep(meta.step, meta.time, meta, assignment, self._seq, rows)
         return BeginStepResult(StepStatus.OK, step)
 

@@ -11,15 +11,15 @@ from typing import Any
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import StepMeta
+from h5flow.model import Block, StepMeta
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, stream_name,
                                              writer_parameters)
-from h5flow.transports.base import PublishInfo, TransportError
-from h5flow.transports.hdf5.writer import (BufferingWriter, block_payload, dataset_layout, gather_step_meta,
-                                           step_nbytes)
+from h5flow.transports._common import StepPuts, block_payload, step_nbytes
+from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports.hdf5.writer import dataset_layout
 
 
-class Adios2Writer(BufferingWriter):
+class Adios2Writer(Writer):
     """Publishes each step with one ADIOS2 ``BeginStep``/``Put``/``EndStep`` per producer rank."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -34,6 +34,9 @@ class Adios2Writer(BufferingWriter):
         if config.queue_policy not in ("block", "discard"):
             raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         self.events: list[dict[str, float | int | bool | str]] = []
+        self._puts = StepPuts()
+        self._step_time = 0.0
+        self._step_begin = 0.0
         self._vars: dict[str, Any] = {}
         info, error = None, ""
         if comm.rank == 0:
@@ -59,6 +62,14 @@ class Adios2Writer(BufferingWriter):
         self._engine = self._io.Open(stream_name(config.filename, comm.rank), ab.Mode.Write)
         self._open = True
 
+    def _do_begin_step(self, step: int, time_: float) -> None:
+        self._puts = StepPuts()
+        self._step_time = float(time_)
+        self._step_begin = time.time()
+
+    def _do_put(self, mesh: str, block: Block) -> None:
+        self._puts.add(mesh, block)
+
     def _variable(self, name: str, data: np.ndarray) -> Any:
         var = self._vars.get(name)
         shape = list(data.shape)
@@ -80,7 +91,7 @@ class Adios2Writer(BufferingWriter):
         t0 = time.time()
         step = self._step
         assert step is not None
-        meta = gather_step_meta(comm, step, self._step_time, self._puts)
+        meta = self._puts.gather(comm, step, self._step_time)
         nbytes = step_nbytes(meta)
         t_admit = time.time()
         self._engine.BeginStep()
@@ -94,7 +105,7 @@ class Adios2Writer(BufferingWriter):
         self._engine.EndStep()
         del keep
         done = time.time()
-        self._puts = {}
+        self._puts = StepPuts()
         self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
                             "written": done, "publish": published, "published": True, "nbytes": nbytes})
         return PublishInfo(step, True, nbytes, "", done - t0)
@@ -103,7 +114,7 @@ class Adios2Writer(BufferingWriter):
         """Put this rank's rows of every dataset (its blocks concatenated in block-id order)."""
         keep: list[np.ndarray] = []
         for name, mesh in meta.meshes.items():
-            mine = sorted(self._puts.get(name, []), key=lambda b: b.block_id)
+            mine = self._puts.mine(name)
             if not mine:
                 continue
             payloads = [block_payload(b) for b in mine]

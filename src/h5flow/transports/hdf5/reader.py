@@ -12,7 +12,7 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
-from h5flow.transports._blocks import assemble, check_wanted
+from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
@@ -99,12 +99,12 @@ class Hdf5ReadStep(ReadStep):
         self._check_mesh(mesh)
         m = self.meta.meshes[mesh]
         ids = sorted(self.my_block_ids(mesh))
-        wanted = check_wanted(m, arrays, association)
+        wanted = check_association(m, arrays, association)
         values = {a.name: self._read(m, f"{a.association}/{a.name}", a.association, ids, a.components,
                                      np.dtype(a.dtype)) for a in wanted}
         positions = (self._read(m, "geometry/positions", "point", ids, 3, np.dtype("<f8"))
                      if m.kind == "particles" else {})
-        return [assemble(m, i, wanted, {a.name: values[a.name][i] for a in wanted}, positions.get(i)) for i in ids]
+        return assemble_blocks(m, ids, wanted, values, positions)
 
     def close(self) -> None:
         for f in self._files.values():

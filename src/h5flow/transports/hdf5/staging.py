@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -33,10 +32,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from h5flow.transports._common import check_group
+
 FORMAT = "h5flow-stream"
 VERSION = 1
 SUFFIX = ".h5flow"
-_GROUP_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def staging_dir(filename: str) -> Path:
@@ -225,9 +225,7 @@ class Staging:
 
     # -- consumer groups -------------------------------------------------------------------------
     def group_path(self, group: str) -> Path:
-        if not _GROUP_RE.match(group):
-            raise ValueError(f"consumer group name {group!r} must be 1-64 letters, digits, '-' or '_'")
-        return self.consumers / f"{group}.json"
+        return self.consumers / f"{check_group(group)}.json"
 
     def load_group(self, group: str) -> GroupState | None:
         try:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import ArrayMeta, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
+from h5flow.model import Block, MeshMeta, StepMeta
+from h5flow.transports._common import Decision, StepPuts, block_payload, queue_full, quota_error, step_nbytes
 from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports.base import PublishInfo, TransportError, Writer
 from h5flow.transports.hdf5 import _h5
@@ -22,127 +21,6 @@ from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging
                                             atomic_write, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
-
-
-def check_name(kind: str, name: str) -> str:
-    """Mesh and array names become HDF5 link names: keep them plain so nothing escapes its group."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise TransportError(f"{kind} name {name!r} is not allowed: use 1-128 letters, digits, '_', '.', '+', "
-                             "'-', not starting with '.', '+' or '-'")
-    return name
-
-
-def _array_sig(block: Block) -> list[tuple[str, str, str, int]]:
-    """(name, association, dtype, components) of every array of a block, sorted."""
-    out = []
-    if isinstance(block, ImageBlock):
-        for assoc in ("cell", "point"):
-            n = block.num_cells if assoc == "cell" else block.num_points
-            for name, arr in block.arrays(assoc).items():
-                if arr.size % n:
-                    raise TransportError(f"block {block.block_id}: {assoc} array {name!r} has {arr.size} values, "
-                                         f"not a multiple of the block's {n} {assoc}s (ghosts included)")
-                out.append((name, assoc, arr.dtype.str, arr.size // n))
-    else:
-        n = block.num_points
-        for name, arr in block.arrays.items():
-            if arr.shape[0] != n:
-                raise TransportError(f"particle block {block.block_id}: array {name!r} has {arr.shape[0]} entries "
-                                     f"for {n} particles")
-            out.append((name, "point", arr.dtype.str, arr.size // n if n else 1))
-    for name, *_ in out:
-        check_name("array", name)
-    return sorted(out)
-
-
-def build_step_meta(step: int, time_: float, producers: int,
-                    gathered: list[dict[str, tuple[str, list[BlockMeta], list]]]) -> StepMeta:
-    """Merge every rank's local block metadata into the step's global metadata (validated)."""
-    meshes: dict[str, MeshMeta] = {}
-    names = sorted({m for local in gathered for m in local})
-    for mesh in names:
-        kinds = {local[mesh][0] for local in gathered if mesh in local}
-        if len(kinds) != 1:
-            raise TransportError(f"mesh {mesh!r} mixes block kinds {sorted(kinds)} across ranks")
-        blocks: list[BlockMeta] = []
-        sigs = []
-        for local in gathered:
-            if mesh in local:
-                blocks.extend(local[mesh][1])
-                sigs.extend(local[mesh][2])
-        blocks.sort(key=lambda b: b.block_id)
-        ids = [b.block_id for b in blocks]
-        if ids != list(range(len(ids))):
-            dup = sorted({i for i in ids if ids.count(i) > 1})
-            raise TransportError(f"mesh {mesh!r}: block ids must be 0..{len(ids) - 1}, each put by exactly one "
-                                 f"rank; got {ids[:20]}{'...' if len(ids) > 20 else ''}"
-                                 + (f" (duplicates {dup})" if dup else ""))
-        distinct = {tuple(map(tuple, s)) for s in sigs}
-        if len(distinct) > 1:
-            raise TransportError(f"mesh {mesh!r}: blocks carry different arrays: {sorted(distinct)}")
-        arrays = [ArrayMeta(n, a, d, c) for n, a, d, c in (sigs[0] if sigs else [])]
-        kind = kinds.pop()
-        extent: tuple[int, ...] = ()
-        if kind == "image" and blocks:
-            e = np.array([b.extent for b in blocks])
-            extent = (int(e[:, 0].min()), int(e[:, 1].max()), int(e[:, 2].min()), int(e[:, 3].max()),
-                      int(e[:, 4].min()), int(e[:, 5].max()))
-        meshes[mesh] = MeshMeta(mesh, kind, blocks, arrays, extent)
-    return StepMeta(step, time_, producers, meshes)
-
-
-def local_meta(puts: dict[str, list[Block]], rank: int) -> dict[str, tuple[str, list[BlockMeta], list]]:
-    """This rank's part of a step's metadata: per mesh, the block kind, block metadata and array signatures."""
-    local = {}
-    for mesh, blocks in puts.items():
-        kinds = {"image" if isinstance(b, ImageBlock) else "particles" for b in blocks}
-        if len(kinds) > 1:
-            raise TransportError(f"mesh {mesh!r} mixes image and particle blocks")
-        local[mesh] = (kinds.pop(), [BlockMeta.of(b, rank) for b in blocks], [_array_sig(b) for b in blocks])
-    return local
-
-
-def gather_step_meta(comm: Any, step: int, time_: float, puts: dict[str, list[Block]]) -> StepMeta:
-    """Collective: every rank's blocks of the step merged into its validated global metadata.
-
-    A rank's invalid put is reported on every rank (so no rank is left waiting in a later collective).
-    """
-    try:
-        local = local_meta(puts, comm.rank)
-        err = ""
-    except TransportError as e:
-        local, err = {}, f"rank {comm.rank}: {e}"
-    gathered = comm.allgather((local, err))
-    errors = [e for _, e in gathered if e]
-    if errors:
-        raise TransportError("; ".join(errors))
-    return build_step_meta(step, time_, comm.size, [g for g, _ in gathered])
-
-
-def step_nbytes(meta: StepMeta) -> int:
-    total = 0
-    for mesh in meta.meshes.values():
-        for a in mesh.arrays:
-            total += mesh.offsets(a.association)[-1] * a.components * np.dtype(a.dtype).itemsize
-        if mesh.kind == "particles":
-            total += mesh.offsets("point")[-1] * 3 * 8
-    return total
-
-
-def block_payload(block: Block) -> list[tuple[str, np.ndarray]]:
-    """(dataset path inside the mesh group, data as (count, components) C-contiguous) of a block."""
-    out = []
-    if isinstance(block, ImageBlock):
-        for assoc in ("cell", "point"):
-            n = block.num_cells if assoc == "cell" else block.num_points
-            for name, arr in sorted(block.arrays(assoc).items()):
-                out.append((f"{assoc}/{name}", np.ascontiguousarray(arr).reshape(n, -1)))
-    else:
-        out.append(("geometry/positions", np.ascontiguousarray(block.positions, dtype=np.float64).reshape(-1, 3)))
-        for name, arr in sorted(block.arrays.items()):
-            out.append((f"point/{name}", np.ascontiguousarray(arr).reshape(block.num_points, -1)))
-    return out
 
 
 def dataset_layout(mesh: MeshMeta) -> list[tuple[str, str, np.dtype, int]]:
@@ -167,37 +45,7 @@ def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp
     dset.id.write(mspace, fspace, data, dxpl=dxpl)
 
 
-class BufferingWriter(Writer):
-    """A writer that collects a step's blocks in ``self._puts`` (mesh → blocks) until ``end_step``."""
-
-    def __init__(self, comm: Any, config: TransportConfig) -> None:
-        super().__init__(comm, config)
-        self._puts: dict[str, list[Block]] = {}
-        self._step_time = 0.0
-        self._step_begin = 0.0
-
-    def _do_begin_step(self, step: int, time_: float) -> None:
-        self._puts = {}
-        self._step_time = float(time_)
-        self._step_begin = time.time()
-
-    def _do_put(self, mesh: str, block: Block) -> None:
-        check_name("mesh", mesh)
-        if not isinstance(block, (ImageBlock, ParticleBlock)):
-            raise TransportError(f"put({mesh!r}, ...) needs an ImageBlock or ParticleBlock, got {type(block).__name__}")
-        self._puts.setdefault(mesh, []).append(block)
-
-
-@dataclass
-class _Decision:
-    publish: bool
-    seq: int = -1
-    reason: str = ""
-    error: str = ""
-    waited: float = 0.0
-
-
-class Hdf5Writer(BufferingWriter):
+class Hdf5Writer(Writer):
     """Publishes each step as ``step-N/`` in the staging directory, atomically, the moment it is closed."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -210,8 +58,11 @@ class Hdf5Writer(BufferingWriter):
             raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         self.staging = Staging(config.filename)
         self.events: list[dict[str, float | int | bool | str]] = []
+        self._puts = StepPuts()
         self._seq = 0
         self._published: list[Entry] = []
+        self._step_time = 0.0
+        self._step_begin = 0.0
         info = None
         error = ""
         if comm.rank == 0:
@@ -232,12 +83,20 @@ class Hdf5Writer(BufferingWriter):
         comm.Barrier()
 
     # -- steps -----------------------------------------------------------------------------------
+    def _do_begin_step(self, step: int, time_: float) -> None:
+        self._puts = StepPuts()
+        self._step_time = float(time_)
+        self._step_begin = time.time()
+
+    def _do_put(self, mesh: str, block: Block) -> None:
+        self._puts.add(mesh, block)
+
     def _do_end_step(self) -> PublishInfo:
         comm, cfg = self.comm, self.config
         t0 = time.time()
         step = self._step
         assert step is not None
-        meta = gather_step_meta(comm, step, self._step_time, self._puts)
+        meta = self._puts.gather(comm, step, self._step_time)
         nbytes = step_nbytes(meta)
 
         decision = self._admit(step, nbytes) if comm.rank == 0 else None
@@ -245,7 +104,7 @@ class Hdf5Writer(BufferingWriter):
         if decision.error:
             raise TransportError(decision.error)
         if not decision.publish:
-            self._puts = {}
+            self._puts = StepPuts()
             self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": time.time(),
                                 "published": False, "nbytes": nbytes, "reason": decision.reason})
             return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
@@ -271,18 +130,18 @@ class Hdf5Writer(BufferingWriter):
             append_line(self.staging.index,
                         f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
         published_at = comm.bcast(published_at, root=0)
-        self._puts = {}
+        self._puts = StepPuts()
         self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
                             "written": t_written, "publish": published_at, "published": True,
                             "nbytes": nbytes, "waited": decision.waited})
         return PublishInfo(step, True, nbytes, "", time.time() - t0)
 
-    def _admit(self, step: int, nbytes: int) -> _Decision:
+    def _admit(self, step: int, nbytes: int) -> Decision:
         """Rank 0: apply queue_limit / quota with the block or discard policy; garbage-collect."""
         cfg = self.config
-        if cfg.quota_bytes and nbytes > cfg.quota_bytes:
-            return _Decision(False, error=f"step {step} holds {nbytes} bytes, more than the staging quota of "
-                                          f"{cfg.quota_bytes} bytes: raise the quota")
+        error = quota_error(cfg, step, nbytes)
+        if error:
+            return Decision(False, error=error)
         t0 = time.time()
         delay = cfg.poll_min
         announced = False
@@ -296,20 +155,16 @@ class Hdf5Writer(BufferingWriter):
             # the quota bounds unreleased data; with keep="all" released steps stay on disk but do not count
             staged = sum(e.nbytes for e in self._published
                          if e.seq > released and self.staging.step_path(e.step).exists())
-            why = ""
-            if cfg.queue_limit and unreleased >= cfg.queue_limit:
-                why = f"queue full: {unreleased} unreleased steps, queue_limit {cfg.queue_limit}"
-            elif cfg.quota_bytes and staged + nbytes > cfg.quota_bytes:
-                why = f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {cfg.quota_bytes}"
+            why = queue_full(cfg, unreleased, staged, nbytes)
             if not why:
                 seq = self._seq
                 self._seq += 1
-                return _Decision(True, seq=seq, waited=time.time() - t0)
+                return Decision(True, seq=seq, waited=time.time() - t0)
             if cfg.queue_policy == "discard":
                 reason = f"step {step} discarded ({why})"
                 append_line(self.staging.index, f"D {step} {self._step_time!r} {why}")
                 print(f"h5flow: {reason}", file=sys.stderr, flush=True)
-                return _Decision(False, reason=reason)
+                return Decision(False, reason=reason)
             if not announced and time.time() - t0 > 5.0:
                 names = ", ".join(sorted(groups)) or "no consumer group attached yet"
                 print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: {names})",
@@ -328,7 +183,7 @@ class Hdf5Writer(BufferingWriter):
             for name, mesh in meta.meshes.items():
                 g = f.create_group(name)
                 g.attrs["kind"] = mesh.kind
-                mine = sorted(self._puts.get(name, []), key=lambda b: b.block_id)
+                mine = self._puts.mine(name)
                 payloads = [block_payload(b) for b in mine]
                 n_calls = comm.allreduce(len(mine), op=_max()) if cfg.collective else len(mine)
                 for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
@@ -351,7 +206,7 @@ class Hdf5Writer(BufferingWriter):
             f.attrs["rank"] = rank
             for name, mesh in meta.meshes.items():
                 g = f.create_group(name)
-                mine = sorted(self._puts.get(name, []), key=lambda b: b.block_id)
+                mine = self._puts.mine(name)
                 for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     parts = [block_payload(b)[i][1] for b in mine]
                     data = np.concatenate(parts) if parts else np.zeros((0, ncomp), dtype=dtype)

@@ -1,0 +1,222 @@
+"""Code both transports share: step metadata from the producers' puts, admission (queue_limit, quota),
+and turning received arrays back into blocks on the consumer side.
+
+Producer side: :class:`StepPuts` collects a rank's ``put`` calls; its :meth:`StepPuts.gather` builds the
+step's global :class:`~h5flow.model.StepMeta` on every rank (validated, the same on all ranks);
+:func:`block_payload` gives a block's arrays as ``(count, components)`` rows, the unit both transports
+move. :func:`admission` applies ``queue_limit`` / ``quota_bytes``. Consumer side: :func:`assemble_blocks`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from h5flow.model import ArrayMeta, Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
+from h5flow.transports.base import TransportError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
+
+
+def check_name(kind: str, name: str) -> str:
+    """Mesh and array names become HDF5 link names: keep them plain so nothing escapes its group."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise TransportError(f"{kind} name {name!r} is not allowed: use 1-128 letters, digits, '_', '.', '+', "
+                             "'-', not starting with '.', '+' or '-'")
+    return name
+
+
+_GROUP_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_group(group: str) -> str:
+    """A consumer group name: 1-64 letters, digits, '-' or '_' (it names files and appears in messages)."""
+    if not isinstance(group, str) or not _GROUP_RE.match(group):
+        raise ValueError(f"consumer group name {group!r} must be 1-64 letters, digits, '-' or '_'")
+    return group
+
+
+def array_sig(block: Block) -> list[tuple[str, str, str, int]]:
+    """(name, association, dtype, components) of every array of a block, sorted."""
+    out = []
+    if isinstance(block, ImageBlock):
+        for assoc in ("cell", "point"):
+            n = block.num_cells if assoc == "cell" else block.num_points
+            for name, arr in block.arrays(assoc).items():
+                if arr.size % n:
+                    raise TransportError(f"block {block.block_id}: {assoc} array {name!r} has {arr.size} values, "
+                                         f"not a multiple of the block's {n} {assoc}s (ghosts included)")
+                out.append((name, assoc, arr.dtype.str, arr.size // n))
+    else:
+        n = block.num_points
+        for name, arr in block.arrays.items():
+            if arr.shape[0] != n:
+                raise TransportError(f"particle block {block.block_id}: array {name!r} has {arr.shape[0]} entries "
+                                     f"for {n} particles")
+            out.append((name, "point", arr.dtype.str, arr.size // n if n else 1))
+    for name, *_ in out:
+        check_name("array", name)
+    return sorted(out)
+
+
+def build_step_meta(step: int, time_: float, producers: int,
+                    gathered: list[dict[str, tuple[str, list[BlockMeta], list]]]) -> StepMeta:
+    """Merge every rank's local block metadata into the step's global metadata (validated)."""
+    meshes: dict[str, MeshMeta] = {}
+    names = sorted({m for local in gathered for m in local})
+    for mesh in names:
+        kinds = {local[mesh][0] for local in gathered if mesh in local}
+        if len(kinds) != 1:
+            raise TransportError(f"mesh {mesh!r} mixes block kinds {sorted(kinds)} across ranks")
+        blocks: list[BlockMeta] = []
+        sigs = []
+        for local in gathered:
+            if mesh in local:
+                blocks.extend(local[mesh][1])
+                sigs.extend(local[mesh][2])
+        blocks.sort(key=lambda b: b.block_id)
+        ids = [b.block_id for b in blocks]
+        if ids != list(range(len(ids))):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise TransportError(f"mesh {mesh!r}: block ids must be 0..{len(ids) - 1}, each put by exactly one "
+                                 f"rank; got {ids[:20]}{'...' if len(ids) > 20 else ''}"
+                                 + (f" (duplicates {dup})" if dup else ""))
+        distinct = {tuple(map(tuple, s)) for s in sigs}
+        if len(distinct) > 1:
+            raise TransportError(f"mesh {mesh!r}: blocks carry different arrays: {sorted(distinct)}")
+        arrays = [ArrayMeta(n, a, d, c) for n, a, d, c in (sigs[0] if sigs else [])]
+        kind = kinds.pop()
+        extent: tuple[int, ...] = ()
+        if kind == "image" and blocks:
+            e = np.array([b.extent for b in blocks])
+            extent = (int(e[:, 0].min()), int(e[:, 1].max()), int(e[:, 2].min()), int(e[:, 3].max()),
+                      int(e[:, 4].min()), int(e[:, 5].max()))
+        meshes[mesh] = MeshMeta(mesh, kind, blocks, arrays, extent)
+    return StepMeta(step, time_, producers, meshes)
+
+
+def step_nbytes(meta: StepMeta) -> int:
+    total = 0
+    for mesh in meta.meshes.values():
+        for a in mesh.arrays:
+            total += mesh.offsets(a.association)[-1] * a.components * np.dtype(a.dtype).itemsize
+        if mesh.kind == "particles":
+            total += mesh.offsets("point")[-1] * 3 * 8
+    return total
+
+
+def block_payload(block: Block) -> list[tuple[str, np.ndarray]]:
+    """(dataset path inside the mesh group, data as (count, components) C-contiguous) of a block."""
+    out = []
+    if isinstance(block, ImageBlock):
+        for assoc in ("cell", "point"):
+            n = block.num_cells if assoc == "cell" else block.num_points
+            for name, arr in sorted(block.arrays(assoc).items()):
+                out.append((f"{assoc}/{name}", np.ascontiguousarray(arr).reshape(n, -1)))
+    else:
+        out.append(("geometry/positions", np.ascontiguousarray(block.positions, dtype=np.float64).reshape(-1, 3)))
+        for name, arr in sorted(block.arrays.items()):
+            out.append((f"point/{name}", np.ascontiguousarray(arr).reshape(block.num_points, -1)))
+    return out
+
+
+class StepPuts:
+    """The blocks one producer rank put during a step."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, list[Block]] = {}
+
+    def add(self, mesh: str, block: Block) -> None:
+        check_name("mesh", mesh)
+        if not isinstance(block, (ImageBlock, ParticleBlock)):
+            raise TransportError(f"put({mesh!r}, ...) needs an ImageBlock or ParticleBlock, got {type(block).__name__}")
+        self.blocks.setdefault(mesh, []).append(block)
+
+    def mine(self, mesh: str) -> list[Block]:
+        """This rank's blocks of ``mesh`` in block-id order."""
+        return sorted(self.blocks.get(mesh, []), key=lambda b: b.block_id)
+
+    def local_meta(self, rank: int) -> dict[str, tuple[str, list[BlockMeta], list]]:
+        local = {}
+        for mesh, blocks in self.blocks.items():
+            kinds = {"image" if isinstance(b, ImageBlock) else "particles" for b in blocks}
+            if len(kinds) > 1:
+                raise TransportError(f"mesh {mesh!r} mixes image and particle blocks")
+            local[mesh] = (kinds.pop(), [BlockMeta.of(b, rank) for b in blocks], [array_sig(b) for b in blocks])
+        return local
+
+    def gather(self, comm: Any, step: int, time_: float) -> StepMeta:
+        """Collective: every rank's block metadata merged into the step's metadata (same on every rank)."""
+        try:
+            local = self.local_meta(comm.rank)
+            err = ""
+        except TransportError as e:
+            local, err = {}, f"rank {comm.rank}: {e}"
+        gathered = comm.allgather((local, err))
+        errors = [e for _, e in gathered if e]
+        if errors:
+            raise TransportError("; ".join(errors))
+        return build_step_meta(step, time_, comm.size, [g for g, _ in gathered])
+
+
+@dataclass
+class Decision:
+    """Producer rank 0's verdict on a step, broadcast to every producer rank."""
+
+    publish: bool
+    seq: int = -1
+    reason: str = ""
+    error: str = ""
+    waited: float = 0.0
+
+
+def quota_error(config: Any, step: int, nbytes: int) -> str:
+    """The error for a step that alone exceeds ``quota_bytes`` ("" when it fits)."""
+    if config.quota_bytes and nbytes > config.quota_bytes:
+        return (f"step {step} holds {nbytes} bytes, more than the staging quota of {config.quota_bytes} bytes: "
+                "raise the quota")
+    return ""
+
+
+def queue_full(config: Any, unreleased: int, staged: int, nbytes: int) -> str:
+    """Why the queue cannot take a step of ``nbytes`` ("" when it can): ``queue_limit``, then ``quota_bytes``.
+
+    ``unreleased``: published steps some consumer group has not released; ``staged``: their bytes still held.
+    """
+    if config.queue_limit and unreleased >= config.queue_limit:
+        return f"queue full: {unreleased} unreleased steps, queue_limit {config.queue_limit}"
+    if config.quota_bytes and staged + nbytes > config.quota_bytes:
+        return f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {config.quota_bytes}"
+    return ""
+
+
+def check_association(mesh: MeshMeta, arrays: Sequence[str], association: Association) -> list[ArrayMeta]:
+    """The named arrays of ``mesh``; image arrays must have the requested association."""
+    wanted = [mesh.array(name) for name in arrays]
+    for a in wanted:
+        if mesh.kind == "image" and a.association != association:
+            raise KeyError(f"array {a.name!r} of mesh {mesh.name!r} is a {a.association} array, not {association}")
+    return wanted
+
+
+def assemble_blocks(mesh: MeshMeta, ids: Sequence[int], wanted: Sequence[ArrayMeta],
+                    values: dict[str, dict[int, np.ndarray]], positions: dict[int, np.ndarray]) -> list[Block]:
+    """Blocks ``ids`` of ``mesh`` from their arrays' ``(count, components)`` rows (``values[name][block_id]``)
+    and, for particles, their positions."""
+    out: list[Block] = []
+    for i in ids:
+        bm: BlockMeta = mesh.blocks[i]
+        if mesh.kind == "image":
+            blk = ImageBlock(i, tuple(bm.origin), tuple(bm.spacing), tuple(bm.extent), bm.ghost)  # type: ignore[arg-type]
+            for a in wanted:
+                shape = bm.shape(a.association) + ((a.components,) if a.components > 1 else ())
+                blk.arrays(a.association)[a.name] = values[a.name][i].reshape(shape)
+            out.append(blk)
+        else:
+            arrs = {a.name: (values[a.name][i] if a.components > 1 else values[a.name][i][:, 0]) for a in wanted}
+            out.append(ParticleBlock(i, positions[i], arrs))
+    return out

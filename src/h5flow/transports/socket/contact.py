@@ -1,0 +1,108 @@
+"""The contact file of a socket stream: where each producer rank listens, and the run's token.
+
+``<filename>.socket.json`` (docs/SOCKET.md), written by producer rank 0 once every producer rank serves,
+atomically (a temporary file created with mode 0600, fsync'd, renamed over the target) and removed when
+the producer closes. The token in it is the only credential: every request a consumer sends carries it,
+so only who can read this file (its owner: mode 0600) can read the stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FORMAT = "h5flow-socket"
+VERSION = 1
+SUFFIX = ".socket.json"
+LOOPBACK = "127.0.0.1"
+
+
+def contact_path(filename: str) -> Path:
+    if not filename:
+        raise ValueError("the socket transport needs a filename (the stream's name; its contact file is "
+                         f"<filename>{SUFFIX})")
+    return Path(filename + SUFFIX)
+
+
+def new_token() -> str:
+    return secrets.token_hex(32)
+
+
+def bind_address(interface: str) -> str:
+    """The zmq TCP address to bind for ``interface``: an IP address, a host name, a network interface name
+    (``eth0``, ``ib0``) or ``*`` (every interface); empty means loopback only."""
+    iface = interface.strip() or LOOPBACK
+    if any(c in iface for c in "/;\"' \t"):
+        raise ValueError(f"interface {interface!r} is not an address, host name or interface name")
+    return f"tcp://{iface}:*"
+
+
+def advertised(endpoint: str) -> str:
+    """The endpoint a consumer on another node can connect to, from a socket's bound LAST_ENDPOINT."""
+    host, _, port = endpoint.rpartition(":")
+    if host in ("tcp://0.0.0.0", "tcp://[::]", "tcp://*"):
+        return f"tcp://{socket.getfqdn()}:{port}"
+    return endpoint
+
+
+@dataclass
+class RankContact:
+    rank: int
+    endpoint: str  # tcp://host:port the rank's ROUTER socket serves
+    host: str  # the node's host name (for messages)
+    pid: int
+
+
+@dataclass
+class Contact:
+    run_id: str
+    token: str
+    producers: int
+    heartbeat: float
+    ranks: list[RankContact] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+    format: str = FORMAT
+    version: int = VERSION
+
+    def write(self, path: Path) -> None:
+        """Write atomically with mode 0600 (the token must not be readable by others, not even briefly)."""
+        parent = path.parent
+        if not parent.is_dir():
+            raise RuntimeError(f"the directory {parent} of the stream's filename does not exist: create it or "
+                               "point filename elsewhere")
+        tmp = parent / f".{path.name}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # O_CREAT's mode is only used for a new file
+            os.write(fd, json.dumps(asdict(self)).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path: Path) -> Contact:
+        """Read a contact file; FileNotFoundError when there is none, ValueError when it is not one."""
+        try:
+            text = path.read_text()
+        except PermissionError:
+            raise ValueError(f"{path}: cannot read the stream's contact file (permission denied): the consumer must "
+                             "run as the user that started the producer") from None
+        try:
+            d = json.loads(text)
+            if d.get("format") != FORMAT or d.get("version") != VERSION:
+                raise ValueError(f"{path}: not an h5flow socket stream contact file of format version {VERSION} "
+                                 f"(found {d.get('format')} version {d.get('version')})")
+            d["ranks"] = [RankContact(**r) for r in d["ranks"]]
+            c = Contact(**d)
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as e:
+            raise ValueError(f"{path}: corrupt contact file ({e})") from None
+        if len(c.ranks) != c.producers or [r.rank for r in c.ranks] != list(range(c.producers)):
+            raise ValueError(f"{path}: corrupt contact file (lists ranks {[r.rank for r in c.ranks]} for "
+                             f"{c.producers} producers)")
+        return c

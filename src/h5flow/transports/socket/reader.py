@@ -1,0 +1,340 @@
+"""Consumer side of the socket transport: find the next step, pull this rank's blocks, release."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zmq
+
+from h5flow.config import TransportConfig
+from h5flow.model import Association, Block, StepMeta
+from h5flow.transports._common import assemble_blocks, check_association, check_group
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
+from h5flow.transports.socket import protocol as P
+from h5flow.transports.socket.contact import Contact, contact_path
+
+
+class _Pinger(threading.Thread):
+    """Consumer rank 0: pings every producer rank every heartbeat/2 on sockets of its own.
+
+    The pings keep the group alive on the producers; the answers (``seen``) tell the reader a producer
+    rank is alive, even while the consumer is busy in its analysis.
+    """
+
+    def __init__(self, ctx: zmq.Context, contact: Contact, group: str) -> None:
+        super().__init__(name="h5flow-socket-pinger", daemon=True)
+        self._ctx, self._contact, self._group = ctx, contact, group
+        now = time.time()
+        self.seen = {r.rank: now for r in contact.ranks}
+        self.dropped: int | None = None  # a producer rank that declared this group lost
+        self._halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        token = self._contact.token.encode()
+        socks = [P.dealer(self._ctx, r.endpoint) for r in self._contact.ranks]
+        poller = zmq.Poller()
+        for s in socks:
+            poller.register(s, zmq.POLLIN)
+        period = self._contact.heartbeat / 2
+        try:
+            while not self._halt.is_set():
+                for s in socks:
+                    s.send_multipart(P.request(token, P.PING, group=self._group))
+                due = time.time() + period
+                while not self._halt.is_set() and (left := due - time.time()) > 0:
+                    for s, _ in poller.poll(min(left, 0.1) * 1000):
+                        kind, body, _ = P.parse_reply(s.recv_multipart())
+                        if kind == P.PONG:
+                            self.seen[int(body["rank"])] = time.time()
+                            if body.get("lost"):
+                                self.dropped = int(body["rank"])
+        finally:
+            for s in socks:
+                s.close(0)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+
+
+class _Fetcher:
+    """One consumer rank's data sockets, one per producer rank it pulls from (connected when first used)."""
+
+    def __init__(self, ctx: zmq.Context, contact: Contact) -> None:
+        self._ctx = ctx
+        self.contact = contact
+        self.token = contact.token.encode()
+        self._socks: dict[int, zmq.Socket] = {}
+        self._req = itertools.count()
+        self.timeout = 5 * contact.heartbeat + 5.0  # no answer to a data request for this long: rank lost
+
+    def sock(self, rank: int) -> zmq.Socket:
+        if rank not in self._socks:
+            self._socks[rank] = P.dealer(self._ctx, self.contact.ranks[rank].endpoint)
+        return self._socks[rank]
+
+    def get(self, seq: int, mesh: str, wanted: dict[int, list[int]], paths: list[str]) -> dict[int, list[Any]]:
+        """Ask every owner for its blocks at once, then collect: owner -> data frames, (id, path) order."""
+        reqs = {}
+        for owner, ids in wanted.items():
+            reqs[owner] = next(self._req)
+            self.sock(owner).send_multipart(P.request(self.token, P.GET, req=reqs[owner], seq=seq, mesh=mesh,
+                                                      ids=ids, paths=paths))
+        out: dict[int, list[Any]] = {}
+        for owner, req in reqs.items():
+            s = self.sock(owner)
+            while owner not in out:
+                if not s.poll(self.timeout * 1000):
+                    raise TransportError(f"producer rank {owner} did not answer a data request for sequence {seq} "
+                                         f"within {self.timeout:g} s: it is lost")
+                kind, body, frames = P.parse_reply(s.recv_multipart(copy=False))
+                if body.get("req") != req:
+                    continue  # the answer to an earlier request that was given up
+                if kind != P.DATA:
+                    raise TransportError(f"sequence {seq}, mesh {mesh!r}: {body.get('error', kind)}")
+                out[owner] = frames
+        return out
+
+    def close(self) -> None:
+        for s in self._socks.values():
+            s.close(0)
+        self._socks.clear()
+
+
+class SocketReadStep(ReadStep):
+    def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]], seq: int,
+                 fetcher: _Fetcher) -> None:
+        super().__init__(step, time_, meta, assignment)
+        self.seq = seq
+        self._fetcher = fetcher
+
+    def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
+        """This rank's blocks, pulled from the producer ranks that own them. The arrays are read-only views
+        of the received messages (no copy)."""
+        self._check_mesh(mesh)
+        m = self.meta.meshes[mesh]
+        ids = sorted(self.my_block_ids(mesh))
+        wanted = check_association(m, arrays, association)
+        layout = [(f"{a.association}/{a.name}", a.association, np.dtype(a.dtype), a.components, a.name)
+                  for a in wanted]
+        if m.kind == "particles":
+            layout.append(("geometry/positions", "point", np.dtype("<f8"), 3, ""))
+        by_owner: dict[int, list[int]] = {}
+        for i in ids:
+            by_owner.setdefault(m.blocks[i].owner, []).append(i)
+        frames = self._fetcher.get(self.seq, mesh, by_owner, [p for p, *_ in layout]) if ids else {}
+        values: dict[str, dict[int, np.ndarray]] = {a.name: {} for a in wanted}
+        positions: dict[int, np.ndarray] = {}
+        for owner, oids in by_owner.items():
+            got = frames[owner]
+            if len(got) != len(oids) * len(layout):
+                raise TransportError(f"producer rank {owner} sent {len(got)} arrays for {len(oids)} blocks of mesh "
+                                     f"{mesh!r} × {len(layout)} arrays")
+            it = iter(got)
+            for i in oids:
+                for path, assoc, dtype, ncomp, name in layout:
+                    frame = next(it)
+                    count = m.blocks[i].count(assoc)  # type: ignore[arg-type]
+                    if len(frame) != count * ncomp * dtype.itemsize:
+                        raise TransportError(f"block {i} of mesh {mesh!r}, {path}: {len(frame)} bytes received, "
+                                             f"{count * ncomp * dtype.itemsize} expected")
+                    arr = np.frombuffer(frame.buffer, dtype=dtype).reshape(count, ncomp)
+                    if name:
+                        values[name][i] = arr
+                    else:
+                        positions[i] = arr
+        return assemble_blocks(m, ids, wanted, values, positions)
+
+
+@dataclass
+class _Found:
+    status: StepStatus
+    info: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    seen: float = 0.0
+    contact: Contact | None = None
+
+
+class SocketReader(Reader):
+    """Reads the steps of a socket stream as one consumer group (all ranks of ``comm``)."""
+
+    def __init__(self, comm: Any, config: TransportConfig) -> None:
+        super().__init__(comm, config)
+        from h5flow.partitioners import make_partitioner
+
+        self.partitioner = make_partitioner(config.partitioner)
+        check_group(config.group)
+        try:
+            self.path = contact_path(config.filename)
+        except ValueError as e:
+            raise TransportError(str(e)) from None
+        self.contact: Contact | None = None
+        self.events: list[dict[str, float | int]] = []
+        self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
+        self.missed: list[int] = []  # steps published before this group attached, gone since
+        self._ctx = zmq.Context()
+        self._ctrl: list[zmq.Socket] = []  # rank 0: one per producer rank
+        self._pinger: _Pinger | None = None
+        self._fetcher: _Fetcher | None = None
+        self._next_seq = 0
+        self._floor = 0
+        self._ev = 0
+        self._waiting = False  # rank 0: a NEXT request is out
+        self._end: _Found | None = None
+        self._last_step: int | None = None
+        self._step_t0 = 0.0
+        self._info: dict[str, Any] = {}
+        self._seen = 0.0
+
+    # -- rank 0 ----------------------------------------------------------------------------------
+    def _attach(self) -> bool:
+        try:
+            contact = Contact.load(self.path)
+        except FileNotFoundError:
+            return False
+        token = contact.token.encode()
+        ctrl = [P.dealer(self._ctx, r.endpoint, linger_ms=250) for r in contact.ranks]
+        try:
+            for s in ctrl:
+                s.send_multipart(P.request(token, P.HELLO, group=self.config.group, consumers=self.comm.size))
+            wait = 1.5 * contact.heartbeat
+            deadline = time.time() + wait
+            firsts, resumed = [], False
+            for r, s in enumerate(ctrl):
+                if not s.poll(max(0.0, deadline - time.time()) * 1000):
+                    raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
+                                         f"{contact.ranks[r].endpoint} (pid {contact.ranks[r].pid} on "
+                                         f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
+                kind, body, _ = P.parse_reply(s.recv_multipart())
+                if kind != P.OK:
+                    raise TransportError(f"producer rank {r}: {body.get('error', kind)}")
+                firsts.append(int(body["first"]))
+                resumed = bool(body["resumed"])
+        except BaseException:
+            for s in ctrl:
+                s.close(0)
+            raise
+        self.contact, self._ctrl = contact, ctrl
+        self._floor = max(firsts)
+        self._next_seq = self._floor if resumed else 0  # a new group reports seqs before its first as missed
+        self._pinger = _Pinger(self._ctx, contact, self.config.group)
+        return True
+
+    def _lost(self) -> str:
+        assert self._pinger is not None and self.contact is not None
+        hb = self.contact.heartbeat
+        if self._pinger.dropped is not None:
+            return (f"producer rank {self._pinger.dropped} dropped consumer group {self.config.group!r}: it missed "
+                    f"its heartbeats (every {hb / 2:g} s) for longer than {1.5 * hb:g} s")
+        now = time.time()
+        for rank, seen in self._pinger.seen.items():
+            if now - seen > 1.5 * hb:
+                return f"producer rank {rank} lost: no heartbeat for {now - seen:.2f} s (heartbeat every {hb:g} s)"
+        return ""
+
+    def _poll(self, timeout: float | None) -> _Found:
+        cfg = self.config
+        deadline = None if timeout is None else time.time() + timeout
+        delay = cfg.poll_min
+        while self.contact is None:
+            try:
+                if self._attach():
+                    break
+            except (TransportError, ValueError, OSError) as e:
+                return _Found(StepStatus.ERROR, reason=str(e))
+            if deadline is not None and time.time() >= deadline:
+                return _Found(StepStatus.NOT_READY, reason=f"no stream yet in {self.path} after {timeout:g} s")
+            time.sleep(delay)
+            delay = min(delay * 2, cfg.poll_max)
+        ctrl = self._ctrl[0]
+        if not self._waiting:
+            ctrl.send_multipart(P.request(self.contact.token.encode(), P.NEXT, group=cfg.group, seq=self._next_seq,
+                                          floor=self._floor, ev=self._ev))
+            self._waiting = True
+        tick = min(0.05, self.contact.heartbeat / 4)
+        while True:
+            left = tick if deadline is None else min(tick, deadline - time.time())
+            if ctrl.poll(max(0.0, left) * 1000):
+                self._waiting = False
+                try:
+                    kind, body, _ = P.parse_reply(ctrl.recv_multipart())
+                except ValueError as e:
+                    return _Found(StepStatus.ERROR, reason=f"producer rank 0: {e}")
+                self.discarded.extend((int(s), str(r)) for s, r in body.get("discarded", []))
+                self.missed.extend(int(s) for s in body.get("missed", []))
+                self._ev = int(body.get("ev", self._ev))
+                if kind == P.STEP:
+                    return _Found(StepStatus.OK, body, seen=time.time())
+                if kind == P.END:
+                    return _Found(StepStatus.END_OF_STREAM)
+                return _Found(StepStatus.ERROR, reason=f"producer rank 0: {body.get('error', kind)}")
+            lost = self._lost()
+            if lost:
+                last = "none" if self._last_step is None else self._last_step
+                return _Found(StepStatus.ERROR, reason=f"{lost}; last step seen {last}")
+            if deadline is not None and time.time() >= deadline:
+                return _Found(StepStatus.NOT_READY, reason=f"waiting for sequence {self._next_seq} of {self.path} "
+                                                           f"after {timeout:g} s")
+
+    # -- the Reader contract ---------------------------------------------------------------------
+    def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
+        comm = self.comm
+        t0 = time.time()
+        found = None
+        if comm.rank == 0:
+            found = self._end or self._poll(timeout)
+            if found.status in (StepStatus.END_OF_STREAM, StepStatus.ERROR):
+                self._end = found
+            if found.status is StepStatus.OK and self._fetcher is None:
+                found.contact = self.contact
+        found = bcast_from_root(comm, found)
+        if found.contact is not None and self._fetcher is None:
+            self._fetcher = _Fetcher(self._ctx, found.contact)
+        if found.status is not StepStatus.OK:
+            return BeginStepResult(found.status, None, found.reason)
+        info = found.info
+        meta = StepMeta.from_json(info["meta"])
+        assignment = {name: self.partitioner.assign(m, comm.size, comm.rank) for name, m in meta.meshes.items()}
+        assert self._fetcher is not None
+        self._step_t0, self._seen, self._info = t0, found.seen, info
+        self._last_step = int(info["step"])
+        return BeginStepResult(StepStatus.OK, SocketReadStep(int(info["step"]), float(info["time"]), meta, assignment,
+                                                             int(info["seq"]), self._fetcher))
+
+    def _do_release(self, step: ReadStep) -> None:
+        assert isinstance(step, SocketReadStep)
+        sleepy_wait(self.comm)  # every rank has its blocks
+        now = time.time()
+        if self.comm.rank == 0:
+            assert self.contact is not None
+            token = self.contact.token.encode()
+            for s in self._ctrl:
+                s.send_multipart(P.request(token, P.RELEASE, group=self.config.group, seq=step.seq))
+        self._next_seq = self._floor = step.seq + 1
+        info = self._info
+        self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
+                            "visible": self._seen, "begin": self._step_t0, "released": now, "nbytes": info["nbytes"]})
+
+    def _do_close(self) -> None:
+        if self.comm.rank == 0 and self.contact is not None and self._end is None:
+            token = self.contact.token.encode()
+            for s in self._ctrl:  # detach: the producer stops holding steps for this group
+                s.send_multipart(P.request(token, P.BYE, group=self.config.group))
+        if self._pinger is not None:
+            self._pinger.stop()
+            self._pinger = None
+        for s in self._ctrl:
+            s.close()
+        self._ctrl = []
+        if self._fetcher is not None:
+            self._fetcher.close()
+            self._fetcher = None
+        self._ctx.term()

@@ -1,0 +1,207 @@
+"""Producer side of the socket transport: steps held in memory, served to consumers over zmq."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import zmq
+
+from h5flow.config import TransportConfig
+from h5flow.model import Block
+from h5flow.transports._common import Decision, StepPuts, block_payload, queue_full, quota_error, step_nbytes
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports.socket import protocol as P
+from h5flow.transports.socket.contact import Contact, RankContact, contact_path, new_token
+from h5flow.transports.socket.server import Held, Server, Store
+
+
+def _live_producer(path: Any, ctx: zmq.Context) -> str:
+    """A message if the contact file at ``path`` belongs to a producer that still answers, else ""."""
+    try:
+        old = Contact.load(path)
+    except (FileNotFoundError, ValueError):
+        return ""
+    s = P.dealer(ctx, old.ranks[0].endpoint)
+    try:
+        s.send_multipart(P.request(old.token.encode(), P.PING, group=""))
+        if s.poll(min(1.5 * old.heartbeat, 3.0) * 1000):
+            return (f"{path}: another producer (run {old.run_id}, pid {old.ranks[0].pid} on {old.ranks[0].host}) is "
+                    "still serving this stream; use another filename or stop it first")
+        return ""
+    finally:
+        s.close(0)
+
+
+class SocketWriter(Writer):
+    """Holds each published step in memory until every consumer group released it; serves it on demand."""
+
+    def __init__(self, comm: Any, config: TransportConfig) -> None:
+        super().__init__(comm, config)
+        if config.queue_policy not in ("block", "discard"):
+            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
+        try:
+            self.path = contact_path(config.filename)
+        except ValueError as e:
+            raise TransportError(str(e)) from None
+        self.events: list[dict[str, float | int | bool | str]] = []
+        self._puts = StepPuts()
+        self._seq = 0
+        self._step_time = 0.0
+        self._step_begin = 0.0
+        self._ctx = zmq.Context()
+        self.store = Store(comm.rank, config.heartbeat)
+        self._server: Server | None = None
+        run = None
+        error = ""
+        if comm.rank == 0:
+            error = _live_producer(self.path, self._ctx)
+            run = (new_token(), f"{time.time_ns():x}-{new_token()[:16]}")
+        run, error = comm.bcast((run, error), root=0)
+        try:
+            if error:
+                raise TransportError(error)
+            token, self.run_id = run
+            try:
+                self._server = Server(self._ctx, self.store, token.encode(), self.run_id, config.interface)
+                mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid())
+                error = ""
+            except (RuntimeError, ValueError) as e:
+                mine, error = None, f"producer rank {comm.rank}: {e}"
+            gathered = comm.allgather((mine, error))
+            errors = [e for _, e in gathered if e]
+            if errors:
+                raise TransportError("; ".join(errors))
+            error = ""
+            if comm.rank == 0:
+                self.contact = Contact(self.run_id, token, comm.size, config.heartbeat, [m for m, _ in gathered])
+                try:
+                    self.contact.write(self.path)  # the announcement: every rank serves already
+                except (OSError, RuntimeError) as e:
+                    error = f"cannot start stream {config.filename}: {e}"
+            error = comm.bcast(error, root=0)
+            if error:
+                raise TransportError(error)
+        except BaseException:
+            self._shutdown(remove=False)
+            raise
+
+    # -- steps -----------------------------------------------------------------------------------
+    def _do_begin_step(self, step: int, time_: float) -> None:
+        self._puts = StepPuts()
+        self._step_time = float(time_)
+        self._step_begin = time.time()
+
+    def _do_put(self, mesh: str, block: Block) -> None:
+        self._puts.add(mesh, block)
+
+    def _do_end_step(self) -> PublishInfo:
+        comm = self.comm
+        t0 = time.time()
+        step = self._step
+        assert step is not None
+        meta = self._puts.gather(comm, step, self._step_time)
+        nbytes = step_nbytes(meta)
+        decision = self._admit(step, nbytes) if comm.rank == 0 else None
+        decision = bcast_from_root(comm, decision)
+        if decision.error:
+            raise TransportError(decision.error)
+        if not decision.publish:
+            self._puts = StepPuts()
+            self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": time.time(),
+                                "published": False, "nbytes": nbytes, "reason": decision.reason})
+            return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
+        t_admit = time.time()
+        # One copy into buffers the transport owns: the producer may overwrite its arrays after end_step.
+        arrays = {(mesh, b.block_id): {path: np.array(data, copy=True, order="C") for path, data in block_payload(b)}
+                  for mesh in self._puts.blocks for b in self._puts.mine(mesh)}
+        self.store.add(Held(decision.seq, step, self._step_time, nbytes, arrays))
+        t_written = time.time()
+        sleepy_wait(comm)  # the step is visible only once every rank holds its blocks
+        published_at = time.time()
+        if comm.rank == 0:
+            with self.store.cond:
+                held = self.store.held.get(decision.seq)
+                if held is not None:  # (dropped at once when every consumer group is gone)
+                    held.meta_json, held.published_at = meta.to_json(), published_at
+                self.store.announced.append(step)
+            assert self._server is not None
+            self._server.wake()
+        self._puts = StepPuts()
+        self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
+                            "written": t_written, "publish": published_at, "published": True,
+                            "nbytes": nbytes, "waited": decision.waited})
+        return PublishInfo(step, True, nbytes, "", time.time() - t0)
+
+    def _admit(self, step: int, nbytes: int) -> Decision:
+        """Rank 0: apply queue_limit / quota_bytes with the block or discard policy."""
+        cfg, st = self.config, self.store
+        error = quota_error(cfg, step, nbytes)
+        if error:
+            return Decision(False, error=error)
+        t0 = time.time()
+        announced = False
+        with st.cond:
+            while True:
+                st.collect()
+                unreleased = st.unreleased()
+                why = queue_full(cfg, len(unreleased), sum(h.nbytes for h in unreleased), nbytes)
+                if not why:
+                    seq = self._seq
+                    self._seq += 1
+                    return Decision(True, seq=seq, waited=time.time() - t0)
+                if cfg.queue_policy == "discard":
+                    reason = f"step {step} discarded ({why})"
+                    st.discards.append((step, why))
+                    print(f"h5flow: {reason}", file=sys.stderr, flush=True)
+                    return Decision(False, reason=reason)
+                if not announced and time.time() - t0 > 5.0:
+                    print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: "
+                          f"{_groups(st)})", file=sys.stderr, flush=True)
+                    announced = True
+                st.cond.wait(0.5)
+
+    # -- end -------------------------------------------------------------------------------------
+    def _do_close(self) -> None:
+        comm, st = self.comm, self.store
+        if comm.rank == 0:
+            t0 = time.time()
+            announced = False
+            with st.cond:
+                while not st.drained():  # every live group has every step
+                    if not announced and time.time() - t0 > 5.0:
+                        print(f"h5flow: producer waiting for consumers to take the last steps before closing "
+                              f"(groups: {_groups(st)})", file=sys.stderr, flush=True)
+                        announced = True
+                    st.cond.wait(0.5)
+                st.end_count = len(st.announced)
+            assert self._server is not None
+            self._server.wake()
+            with st.cond:
+                while not st.told_end():  # ... and has been told the stream ended (or is gone)
+                    st.cond.wait(0.5)
+            self.path.unlink(missing_ok=True)
+        sleepy_wait(comm)  # the other ranks serve their blocks until rank 0 is done
+        self._shutdown(remove=False)
+
+    def _do_abort(self) -> None:
+        # No end of stream: the consumers see the producer lost when its heartbeats stop.
+        self._shutdown(remove=self.comm.rank == 0)
+
+    def _shutdown(self, remove: bool) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if remove:
+            self.path.unlink(missing_ok=True)
+        self._ctx.term()
+
+
+def _groups(st: Any) -> str:
+    live = sorted(name for name, g in st.groups.items() if not g.lost)
+    return ", ".join(live) or "no consumer group attached yet"
