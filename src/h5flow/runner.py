@@ -108,7 +108,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     sim = Simulation(osc, comm.rank, comm.size)
     steps = sim.num_steps()
     compute: list[tuple[int, float, float]] = []
-    io: list[tuple[int, float]] = []  # (step, seconds this rank spent in the transport, backpressure excluded)
+    io: list[tuple[int, float, float, float]] = []  # (step, start, end, backpressure wait) of each publish
     published = discarded = 0
     nbytes = 0
     with open_writer(comm, tcfg) as writer:
@@ -122,7 +122,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
             info = writer.end_step()
             events = getattr(writer, "events", None)
             waited = float(events[-1].get("waited", 0.0)) if events else 0.0
-            io.append((s, time.time() - t1 - waited))
+            io.append((s, t1, time.time(), waited))
             published += info.published
             discarded += not info.published
             nbytes += info.nbytes if info.published else 0
@@ -246,12 +246,23 @@ def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _io_seconds(part: dict[str, Any]) -> float:
-    """Seconds the transport took on one side: per step the slowest rank's time in it, summed over steps."""
-    per_step: dict[int, float] = {}
+    """Seconds the transport took on one side, summed over steps.
+
+    Producer (``(step, start, end, waited)``; publishing is collective): from the last rank's arrival to
+    the last rank's return, less the backpressure wait, so a rank waiting for a slower one's compute does
+    not count. Consumer (``(step, seconds)``): the slowest rank's reading time.
+    """
+    per_step: dict[int, list[list[float]]] = {}
     for r in part["ranks"]:
-        for step, sec in r.get("io", []):
-            per_step[step] = max(per_step.get(step, 0.0), sec)
-    return float(sum(per_step.values()))
+        for step, *t in r.get("io", []):
+            per_step.setdefault(step, []).append(t)
+    total = 0.0
+    for ts in per_step.values():
+        if len(ts[0]) == 3:
+            total += max(0.0, max(t[1] for t in ts) - max(t[0] for t in ts) - max(t[2] for t in ts))
+        else:
+            total += max(t[0] for t in ts)
+    return total
 
 
 def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished: float) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import Block, MeshMeta, StepMeta
 from h5flow.transports._common import Decision, StepPuts, block_payload, queue_full, quota_error, step_nbytes
-from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError, Writer
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, append_line,
@@ -115,12 +115,14 @@ class Hdf5Writer(Writer):
             if tmp.exists():
                 shutil.rmtree(tmp)
             tmp.mkdir()
-        comm.Barrier()
+        # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
+        # ranks (and consumers) it waits for
+        sleepy_wait(comm)
         if cfg.layout == "n-1":
             self._write_shared(tmp / "data.h5", meta)
         else:
             self._write_per_rank(tmp / f"rank-{comm.rank:05d}.h5", meta)
-            comm.Barrier()
+            sleepy_wait(comm)
         t_written = time.time()
         published_at = 0.0
         if comm.rank == 0:
@@ -129,7 +131,7 @@ class Hdf5Writer(Writer):
             published_at = time.time()
             append_line(self.staging.index,
                         f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
-        published_at = comm.bcast(published_at, root=0)
+        published_at = bcast_from_root(comm, published_at)
         self._puts = StepPuts()
         self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
                             "written": t_written, "publish": published_at, "published": True,
