@@ -72,6 +72,7 @@ class Plan:
     out: Path
     queue_limit: int
     timeout: float
+    hdf5_layout: str = "n-1"
     skipped: dict[str, str] = field(default_factory=dict)
 
     def configurations(self) -> list[tuple[int, int, int]]:
@@ -96,6 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
+    p.add_argument("--hdf5-layout", choices=["n-1", "n-n"], default="n-1",
+                   help="hdf5 transport layout: n-1 (one shared file per step, SENSEI's) or n-n (default n-1)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
@@ -138,7 +141,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise ValueError("--mib-per-rank, --producers and --ratios must be positive")
     plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), int(args.mib_per_rank * MIB), args.steps,
                 args.reps, list(dict.fromkeys(args.transports)), args.tmpfs_dir or _default_tmpfs(),
-                args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout)
+                args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout)
     if not plan.configurations():
         raise ValueError("no configuration: every ratio leaves N < 1 or a fraction; give ratios that divide M")
     for d in (plan.tmpfs, plan.disk):
@@ -200,9 +203,10 @@ def memcpy(chunk: int, count: int) -> float:
 
 # -- one run ----------------------------------------------------------------------------------------
 
-def transport_xml(transport: str, stream: str, queue_limit: int) -> str:
+def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = "n-1") -> str:
     if transport.startswith("hdf5"):
-        el = f'<transport type="hdf5" filename="{stream}" method="stream" queue_limit="{queue_limit}"/>'
+        el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{hdf5_layout}" '
+              f'queue_limit="{queue_limit}"/>')
     elif transport == "socket":
         el = f'<transport type="socket" filename="{stream}" queue_limit="{queue_limit}"/>'
     else:
@@ -219,7 +223,7 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
     work = Path(tempfile.mkdtemp(prefix=f"h5flow-transit-{transport}-", dir=base))
     try:
         config = work / "config.xml"
-        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit))
+        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, plan.hdf5_layout))
         shape = oscillator_shape(plan.bytes_per_rank, m)
         osc = ("--shape", *map(str, shape), "--blocks", str(m), "--ghost-cells", "0")
         record = run(RunOptions(config, m, n, osc, plan.steps, plan.timeout, workdir=work, show_progress=False))
@@ -271,6 +275,7 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
     doc = {"benchmark": "transit", "machine": {"cpus": os.cpu_count(), "host": os.uname().nodename},
            "plan": {"producers": plan.producers, "ratios": plan.ratios, "bytes_per_rank_step": plan.bytes_per_rank,
                     "steps": plan.steps, "reps": plan.reps, "queue_limit": plan.queue_limit,
+                    "hdf5_layout": plan.hdf5_layout,
                     "tmpfs": str(plan.tmpfs), "disk": str(plan.disk)},
            "skipped": [{"transport": t, "reason": why} for t, why in plan.skipped.items()],
            "bounds": [{"producers": m, "consumers": n, **b} for (m, n), b in bounds.items()],
