@@ -211,7 +211,9 @@ class Hdf5Writer(Writer):
                 mine = self._puts.mine(name)
                 for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     parts = [block_payload(b)[i][1] for b in mine]
-                    data = np.concatenate(parts) if parts else np.zeros((0, ncomp), dtype=dtype)
+                    # one block (the usual case) is written from the simulation's array, without a copy
+                    data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
+                            else np.zeros((0, ncomp), dtype=dtype))
                     g.create_dataset(path_, data=data.astype(dtype, copy=False))
 
     def _write_attrs(self, f: h5py.File, meta: StepMeta) -> None:
