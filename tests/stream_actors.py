@@ -2,7 +2,7 @@
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
-                                          [--sleep S] [--check] [--shape X Y Z] [--blocks B]
+                                          [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
 CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
 ``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
@@ -60,10 +60,12 @@ def consume(args: argparse.Namespace) -> None:
 
     from h5flow.analyses._histogram import Histogram, histogram_of
     from h5flow.miniapps.oscillator import Simulation
-    from h5flow.transports import StepStatus, open_reader
+    from h5flow.transports import StepStatus, TransportError, open_reader
 
     comm = MPI.COMM_WORLD
     reader = open_reader(comm, _config(args.config))
+    if args.ready and comm.rank == 0:
+        open(args.ready, "w").close()  # the test may start the producer now
     hist = Histogram(bins=10)
     hist.initialize(comm)
     ref = Simulation(_osc(args), 0, 1) if args.check else None
@@ -81,7 +83,11 @@ def consume(args: argparse.Namespace) -> None:
             print(f"HOLDING {st.step} {os.getpid()}", flush=True)
             time.sleep(120)  # the test kills -9 this process while it holds an unreleased step
         if ref is not None:
-            result = hist.execute(st)
+            try:
+                result = hist.execute(st)
+            except TransportError as e:  # socket: a producer rank died before this rank had its blocks
+                print(f"STATUS error {time.time():.4f} {e}", flush=True)
+                break
             if comm.rank == 0:
                 _, _, counts = histogram_of(ref.global_field(st.step), 10)
                 assert np.array_equal(result.counts, counts), f"step {st.step}: {result.counts} != {counts}"
@@ -112,6 +118,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--hold-at", type=int, default=None)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)
 

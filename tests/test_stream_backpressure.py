@@ -1,7 +1,9 @@
-"""Backpressure, quotas, garbage collection and consumer groups of the hdf5 stream (docs/STREAM.md).
+"""Backpressure, quotas, garbage collection and consumer groups of the streams (docs/STREAM.md, docs/SOCKET.md).
 
 Producer and consumers are separate processes (``tests/stream_actors.py``), MPI singletons or
-``mpiexec`` jobs, talking only through the staging directory ``<tmp>/s.h5flow``.
+``mpiexec`` jobs, talking only through the transport: the staging directory ``<tmp>/s.h5flow`` (hdf5) or
+sockets found through ``<tmp>/s.socket.json`` (socket). Tests parametrized with ``actors`` run for both
+transports; the others check what only the hdf5 transport has (files on disk, persistent groups).
 """
 
 from __future__ import annotations
@@ -70,13 +72,22 @@ class Result:
 class Actors:
     """Starts actor processes (each in its own session) and kills whatever is left at the end."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, transport: str = "hdf5") -> None:
+        self.transport = transport
         self.filename = str(tmp / "s")
         self.root = Path(self.filename + ".h5flow")
         self.procs: list[subprocess.Popen[str]] = []
 
+    @property
+    def hdf5(self) -> bool:
+        return self.transport == "hdf5"
+
+    def stream_files(self) -> list[Path]:
+        """What the transport leaves in the stream's directory (the staging directory, or the contact file)."""
+        return sorted(Path(self.filename).parent.glob(Path(self.filename).name + ".*"))
+
     def config(self, **kw: object) -> str:
-        return json.dumps({"filename": self.filename, "heartbeat": 2.0, **kw})
+        return json.dumps({"type": self.transport, "filename": self.filename, "heartbeat": 2.0, **kw})
 
     def start(self, role: str, config: str, *args: object, ranks: int | None = None) -> subprocess.Popen[str]:
         cmd = [sys.executable, str(ACTORS), role, config, *map(str, args)]
@@ -150,9 +161,13 @@ class Actors:
         return [ln.split() for ln in (self.root / "index").read_text().splitlines() if ln.strip()]
 
 
+TRANSPORTS = ["hdf5", "socket"]
+
+
 @pytest.fixture
-def actors(tmp_path: Path) -> Iterator[Actors]:
-    a = Actors(tmp_path)
+def actors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Actors]:
+    """hdf5 actors; ``@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)`` picks the transport."""
+    a = Actors(tmp_path, getattr(request, "param", "hdf5"))
     try:
         yield a
     finally:
@@ -178,6 +193,7 @@ def assert_ok_consumer(c: Result, steps: list[int]) -> None:
 # -- 1. queue_limit + block ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)
 def test_queue_limit_block_waits_and_loses_nothing(actors: Actors) -> None:
     cfg = actors.config(queue_limit=2, queue_policy="block")
     p, c = actors.run(("--steps", 8), ("--check", "--steps", 8, "--timeout", 10, "--sleep", 0.15), cfg)
@@ -190,12 +206,14 @@ def test_queue_limit_block_waits_and_loses_nothing(actors: Actors) -> None:
     assert_ok_consumer(c, list(range(8)))
     assert c.checked() == list(range(8)), c
     assert c.discarded() == [], c
-    assert [e[0] for e in actors.index()] == ["P"] * 8 + ["E"]
+    if actors.hdf5:
+        assert [e[0] for e in actors.index()] == ["P"] * 8 + ["E"]
 
 
 # -- 2. queue_limit + discard ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)
 def test_queue_limit_discard_drops_the_new_step(actors: Actors) -> None:
     n = 12
     cfg = actors.config(queue_limit=1, queue_policy="discard")
@@ -214,11 +232,13 @@ def test_queue_limit_discard_drops_the_new_step(actors: Actors) -> None:
     assert_ok_consumer(c, kept)
     assert c.checked() == kept, c
     assert sorted(c.steps() + c.discarded()) == list(range(n))
+    for s in dropped:
+        assert f"step {s} discarded" in p.err, p
+    if not actors.hdf5:
+        return
     d_lines = [e for e in actors.index() if e[0] == "D"]
     assert [int(e[1]) for e in d_lines] == dropped
     assert all("queue full" in " ".join(e[3:]) for e in d_lines), d_lines
-    for s in dropped:
-        assert f"step {s} discarded" in p.err, p
     # P lines carry consecutive sequence numbers over the published steps only
     p_lines = [e for e in actors.index() if e[0] == "P"]
     assert [(int(e[1]), int(e[2])) for e in p_lines] == list(enumerate(kept))
@@ -228,23 +248,28 @@ def test_queue_limit_discard_drops_the_new_step(actors: Actors) -> None:
 # -- 3. byte quota ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)
 def test_quota_smaller_than_a_step_fails_clearly(actors: Actors) -> None:
     nbytes = step_bytes()
     p = actors.wait(actors.start("produce", actors.config(quota_bytes=nbytes // 2), "--steps", 3))
     assert p.rc != 0, p
     assert "quota" in p.err and str(nbytes) in p.err and str(nbytes // 2) in p.err, p
     assert p.published() == [], p
-    assert actors.step_dirs() == []
-    assert actors.index() == []  # not even an end-of-stream: consumers see the producer lost
+    if actors.hdf5:
+        assert actors.step_dirs() == []
+        assert actors.index() == []  # not even an end-of-stream: consumers see the producer lost
+    else:
+        assert actors.stream_files() == [], "the contact file of a failed producer must go"
 
 
+@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)
 def test_quota_of_two_steps_blocks_like_a_queue(actors: Actors) -> None:
     nbytes = step_bytes()
     cfg = actors.config(quota_bytes=nbytes * 5 // 2, queue_policy="block")
     most = [0]
     stop = threading.Event()
 
-    def sample() -> None:  # the staged step directories never hold more than the quota
+    def sample() -> None:  # the staged step directories never hold more than the quota (hdf5)
         while not stop.is_set():
             most[0] = max(most[0], len(actors.step_dirs()))
             time.sleep(0.005)
@@ -262,7 +287,8 @@ def test_quota_of_two_steps_blocks_like_a_queue(actors: Actors) -> None:
     assert any(w > 0.05 for _, _, w in pub), f"the producer never waited on the quota\n{p}"
     assert_ok_consumer(c, list(range(8)))
     assert c.checked() == list(range(8)) and c.discarded() == [], c
-    assert most[0] == 2, f"at most 2 steps of {nbytes} bytes fit a quota of {nbytes * 5 // 2}; saw {most[0]}"
+    if actors.hdf5:
+        assert most[0] == 2, f"at most 2 steps of {nbytes} bytes fit a quota of {nbytes * 5 // 2}; saw {most[0]}"
 
 
 def test_quota_counts_unreleased_steps_only_with_keep_all(actors: Actors) -> None:
@@ -367,6 +393,31 @@ def test_gc_waits_for_every_group_and_a_group_resumes(actors: Actors) -> None:
     assert actors.step_dirs() == []
 
 
+@pytest.mark.parametrize("actors", ["socket"], indirect=True)
+def test_socket_two_groups_attached_first_each_get_every_step(actors: Actors) -> None:
+    """The socket stream has no group files to register ahead: both groups attach before the producer
+    starts, and the slower one (b) holds the producer back, the steps staying in memory for it."""
+    n = 4
+    cfg_a = actors.config(queue_limit=2)
+    cfg_b = actors.config(queue_limit=2, group="b")
+    # each consumer takes >= 0.3 s a step, so the other has attached before any step is released
+    ready = [Path(actors.filename + f".ready-{g}") for g in ("a", "b")]
+    a = actors.start("consume", cfg_a, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.3, "--ready", ready[0])
+    b = actors.start("consume", cfg_b, "--check", "--steps", n, "--timeout", 20, "--sleep", 0.5, "--ready", ready[1])
+    actors.until("both consumers waiting for the stream", lambda: all(r.exists() for r in ready))
+    for r in ready:
+        r.unlink()
+    p = actors.start("produce", cfg_a, "--steps", n)
+    rp, ra, rb = actors.wait(p), actors.wait(a), actors.wait(b)
+    assert rp.rc == 0, rp
+    assert all(ok for _, ok, _ in rp.published()) and len(rp.published()) == n, rp
+    assert max(w for _, _, w in rp.published()) > 0.2, rp  # held back by the slow group b
+    for r in (ra, rb):
+        assert_ok_consumer(r, list(range(n)))
+        assert r.checked() == list(range(n)) and r.discarded() == [], r
+    assert actors.stream_files() == []
+
+
 # -- 6. n-n layout ---------------------------------------------------------------------------------------
 
 
@@ -399,13 +450,14 @@ def test_n_n_two_producer_ranks(actors: Actors) -> None:
 # -- 7. a consumer that starts first ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)
 def test_consumer_before_producer_waits(actors: Actors) -> None:
     cfg = actors.config(queue_limit=2)
     # alone, a consumer only reports NOT_READY (never ERROR) when its timeout expires
     alone = actors.wait(actors.start("consume", cfg, "--timeout", 0.3))
     assert alone.rc == 0 and alone.statuses() == ["not_ready"], alone
     assert "no stream yet" in alone.out, alone
-    assert not actors.root.exists(), "a consumer must not create the staging directory"
+    assert actors.stream_files() == [], "a consumer must not create the stream's files"
     # started 1.5 s before the producer, within a 5 s timeout: it waits, then gets every step
     p, c = actors.run(("--steps", 5), ("--check", "--steps", 5, "--timeout", 5), cfg, consumer_first=1.5)
     assert p.rc == 0, p

@@ -1,7 +1,8 @@
-"""M:N through the hdf5 transport inside one MPI job (producers and consumers split from COMM_WORLD).
+"""M:N through each transport inside one MPI job (producers and consumers split from COMM_WORLD).
 
 Every step's histogram must equal the one computed in-process from the same oscillator state (no
-transport), and every block must be delivered exactly once per consumer group.
+transport), and every block must be delivered exactly once per consumer group. Each test runs for every
+transport (``hdf5`` with its layouts and transfer modes, ``socket``).
 """
 
 from __future__ import annotations
@@ -92,21 +93,36 @@ def _run_mn(comm, tmp: Path, m: int, partitioner: str, particles: int = 0, **tra
     comm.Barrier()
 
 
+SOCKET = pytest.param({"type": "socket"}, id="socket")
+
+
 @pytest.mark.mpi(n=3)
-@pytest.mark.parametrize("layout", ["n-1", "n-n"])
-def test_2_to_1(comm, mpi_tmp_path: Path, layout: str) -> None:
-    _run_mn(comm, mpi_tmp_path, 2, "block", layout=layout)
+@pytest.mark.parametrize("transport", [pytest.param({"layout": "n-1"}, id="hdf5-n-1"),
+                                       pytest.param({"layout": "n-n"}, id="hdf5-n-n"), SOCKET])
+def test_2_to_1(comm, mpi_tmp_path: Path, transport: dict) -> None:
+    _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
 
 
 @pytest.mark.mpi(n=6)
-def test_4_to_2_collective_planar(comm, mpi_tmp_path: Path) -> None:
-    _run_mn(comm, mpi_tmp_path, 4, "planar", particles=50, collective=True)
+@pytest.mark.parametrize("transport", [pytest.param({"collective": True}, id="hdf5-collective"), SOCKET])
+def test_4_to_2_planar(comm, mpi_tmp_path: Path, transport: dict) -> None:
+    _run_mn(comm, mpi_tmp_path, 4, "planar", particles=50, **transport)
 
 
 @pytest.mark.mpi(n=6)
-def test_2_to_4_block(comm, mpi_tmp_path: Path) -> None:
-    _run_mn(comm, mpi_tmp_path, 2, "block")
+@pytest.mark.parametrize("transport", [pytest.param({}, id="hdf5"), SOCKET])
+def test_2_to_4_block(comm, mpi_tmp_path: Path, transport: dict) -> None:
+    _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
 
+
+@pytest.mark.mpi(n=4, env={"H5FLOW_SOCKET_LOCAL": "0"})
+def test_2_to_2_socket_over_tcp(comm, mpi_tmp_path: Path) -> None:
+    """Same-host consumers normally use the producers' IPC endpoints; this run moves everything over TCP."""
+    from h5flow.transports.socket.contact import RankContact, local_endpoint
+
+    assert local_endpoint("run", 0) == ""
+    assert RankContact(0, "tcp://127.0.0.1:1", "h", 1, "ipc://@x").reachable() == "tcp://127.0.0.1:1"
+    _run_mn(comm, mpi_tmp_path, 2, "block", type="socket")
 
 
 @pytest.mark.mpi(n=4)

@@ -295,10 +295,14 @@ def run(opts: RunOptions) -> dict[str, Any]:
         from h5flow.transports.hdf5.staging import staging_dir
 
         shutil.rmtree(staging_dir(tcfg.filename), ignore_errors=True)
-    elif tcfg.type == "adios2":  # likewise its announcement and stream files
+    if tcfg.type == "adios2":  # likewise its announcement and stream files
         from h5flow.transports.adios2.stream import remove_run
 
         remove_run(tcfg.filename)
+    if tcfg.type == "socket":  # a dead producer's contact file would make the consumers report it lost
+        from h5flow.transports.socket.contact import contact_path
+
+        contact_path(tcfg.filename).unlink(missing_ok=True)
     rec_p, rec_c = work / "producer.record.json", work / "consumer.record.json"
     prog_p, prog_c = work / "producer.progress", work / "consumer.progress"
     for p in (rec_p, rec_c, prog_p, prog_c):

@@ -278,7 +278,7 @@ _CONSUMER_POLLING = {"heartbeat", "poll_min", "poll_max"}
 _TRANSPORT_ATTRS: dict[str, set[str]] = {
     "hdf5": _COMMON_TRANSPORT | _QUEUE | _CONSUMER_POLLING
     | {"file_name", "method", "collective", "layout", "driver", "quota", "keep"},
-    "socket": _COMMON_TRANSPORT | _QUEUE | _CONSUMER_POLLING,
+    "socket": _COMMON_TRANSPORT | _QUEUE | _CONSUMER_POLLING | {"interface", "quota"},
     "adios2": _COMMON_TRANSPORT | _QUEUE | {"engine", "buffer_size", "buffer_mode"},
     "adios1": _COMMON_TRANSPORT | {"method"},
 }
@@ -357,6 +357,9 @@ def _transport(node: _Node, kind: str) -> TransportConfig:
             attr = "poll_min" if "poll_min" in node.el.attrs else "poll_max"
             raise node.error(f"poll_min {cfg.poll_min:g} s is larger than poll_max {cfg.poll_max:g} s on "
                              f"{node.describe()}", "give poll_min <= poll_max (defaults 0.0005 and 0.02)", attr=attr)
+    if kind == "socket":
+        cfg.interface = node.string("interface", cfg.interface)
+        cfg.quota_bytes = node.nbytes("quota", cfg.quota_bytes)
     if "group" in accepted:
         group = node.get("group")
         if group is not None:

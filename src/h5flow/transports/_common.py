@@ -10,6 +10,9 @@ move. :func:`admission` applies ``queue_limit`` / ``quota_bytes``. Consumer side
 from __future__ import annotations
 
 import re
+import sys
+import time
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from h5flow.model import ArrayMeta, Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
-from h5flow.transports.base import TransportError
+from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports.base import PublishInfo, TransportError, Writer
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 
@@ -192,6 +196,99 @@ def queue_full(config: Any, unreleased: int, staged: int, nbytes: int) -> str:
     if config.quota_bytes and staged + nbytes > config.quota_bytes:
         return f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {config.quota_bytes}"
     return ""
+
+
+class StepWriter(Writer):
+    """What both writers do in ``end_step`` before moving any data: gather the step's metadata, let rank 0
+    admit it (``queue_limit`` / ``quota_bytes`` with the ``block`` or ``discard`` policy) and broadcast the
+    verdict. A transport supplies :meth:`_queue_state`, :meth:`_record_discard` and may override
+    :meth:`_wait_for_consumers`.
+    """
+
+    def __init__(self, comm: Any, config: Any) -> None:
+        super().__init__(comm, config)
+        if config.queue_policy not in ("block", "discard"):
+            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
+        self.events: list[dict[str, float | int | bool | str]] = []
+        self._puts = StepPuts()
+        self._seq = 0
+        self._step_time = 0.0
+        self._step_begin = 0.0
+
+    def _do_begin_step(self, step: int, time_: float) -> None:
+        self._puts = StepPuts()
+        self._step_time = float(time_)
+        self._step_begin = time.time()
+
+    def _do_put(self, mesh: str, block: Block) -> None:
+        self._puts.add(mesh, block)
+
+    def _admit_step(self) -> tuple[StepMeta, int, Decision, float] | PublishInfo:
+        """Collective: (the step's metadata, its payload bytes, rank 0's decision to publish, start time), or the
+        :class:`PublishInfo` of a dropped step. Raises :class:`TransportError` on every rank on a quota error."""
+        comm = self.comm
+        t0 = time.time()
+        step = self._step
+        assert step is not None
+        meta = self._puts.gather(comm, step, self._step_time)
+        nbytes = step_nbytes(meta)
+        decision = self._admit(step, nbytes) if comm.rank == 0 else None
+        decision = bcast_from_root(comm, decision)
+        if decision.error:
+            raise TransportError(decision.error)
+        if not decision.publish:
+            self._puts = StepPuts()
+            self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": time.time(),
+                                "published": False, "nbytes": nbytes, "reason": decision.reason})
+            return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
+        return meta, nbytes, decision, t0
+
+    def _published_info(self, step: int, nbytes: int, decision: Decision, times: dict[str, float]) -> PublishInfo:
+        """Record a published step in ``events`` (``times``: end_step, admitted, written, publish)."""
+        self._puts = StepPuts()
+        self.events.append({"step": step, "begin": self._step_begin, **times, "published": True, "nbytes": nbytes,
+                            "waited": decision.waited})
+        return PublishInfo(step, True, nbytes, "", time.time() - times["end_step"])
+
+    def _admit(self, step: int, nbytes: int) -> Decision:
+        """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``)."""
+        cfg = self.config
+        error = quota_error(cfg, step, nbytes)
+        if error:
+            return Decision(False, error=error)
+        t0 = time.time()
+        delay = cfg.poll_min
+        announced = False
+        while True:
+            unreleased, staged, groups = self._queue_state()
+            why = queue_full(cfg, unreleased, staged, nbytes)
+            if not why:
+                seq = self._seq
+                self._seq += 1
+                return Decision(True, seq=seq, waited=time.time() - t0)
+            if cfg.queue_policy == "discard":
+                reason = f"step {step} discarded ({why})"
+                self._record_discard(step, why)
+                print(f"h5flow: {reason}", file=sys.stderr, flush=True)
+                return Decision(False, reason=reason)
+            if not announced and time.time() - t0 > 5.0:
+                names = ", ".join(sorted(groups)) or "no consumer group attached yet"
+                print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: {names})",
+                      file=sys.stderr, flush=True)
+                announced = True
+            self._wait_for_consumers(delay)
+            delay = min(delay * 2, cfg.poll_max)
+
+    @abstractmethod
+    def _queue_state(self) -> tuple[int, int, list[str]]:
+        """Rank 0: (unreleased published steps, their bytes still held, names of the live consumer groups)."""
+
+    @abstractmethod
+    def _record_discard(self, step: int, why: str) -> None:
+        """Rank 0: tell the consumers that ``step`` was dropped."""
+
+    def _wait_for_consumers(self, delay: float) -> None:
+        time.sleep(delay)
 
 
 def check_association(mesh: MeshMeta, arrays: Sequence[str], association: Association) -> list[ArrayMeta]:

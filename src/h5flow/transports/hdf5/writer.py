@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from typing import Any
 
@@ -12,10 +11,10 @@ import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import Block, MeshMeta, StepMeta
-from h5flow.transports._common import Decision, StepPuts, block_payload, queue_full, quota_error, step_nbytes
+from h5flow.model import MeshMeta, StepMeta
+from h5flow.transports._common import StepWriter, block_payload
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
-from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, append_line,
                                             atomic_write, new_run_id)
@@ -45,7 +44,7 @@ def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp
     dset.id.write(mspace, fspace, data, dxpl=dxpl)
 
 
-class Hdf5Writer(Writer):
+class Hdf5Writer(StepWriter):
     """Publishes each step as ``step-N/`` in the staging directory, atomically, the moment it is closed."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -54,15 +53,8 @@ class Hdf5Writer(Writer):
             raise TransportError(f"{config.source or 'config'}: layout {config.layout!r}; accepted: n-1, n-n")
         if config.driver not in _h5.DRIVERS:
             raise TransportError(f"{config.source or 'config'}: driver {config.driver!r}; accepted: mpio, subfiling")
-        if config.queue_policy not in ("block", "discard"):
-            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         self.staging = Staging(config.filename)
-        self.events: list[dict[str, float | int | bool | str]] = []
-        self._puts = StepPuts()
-        self._seq = 0
         self._published: list[Entry] = []
-        self._step_time = 0.0
-        self._step_begin = 0.0
         info = None
         error = ""
         if comm.rank == 0:
@@ -83,31 +75,12 @@ class Hdf5Writer(Writer):
         comm.Barrier()
 
     # -- steps -----------------------------------------------------------------------------------
-    def _do_begin_step(self, step: int, time_: float) -> None:
-        self._puts = StepPuts()
-        self._step_time = float(time_)
-        self._step_begin = time.time()
-
-    def _do_put(self, mesh: str, block: Block) -> None:
-        self._puts.add(mesh, block)
-
     def _do_end_step(self) -> PublishInfo:
-        comm, cfg = self.comm, self.config
-        t0 = time.time()
-        step = self._step
-        assert step is not None
-        meta = self._puts.gather(comm, step, self._step_time)
-        nbytes = step_nbytes(meta)
-
-        decision = self._admit(step, nbytes) if comm.rank == 0 else None
-        decision = bcast_from_root(comm, decision)
-        if decision.error:
-            raise TransportError(decision.error)
-        if not decision.publish:
-            self._puts = StepPuts()
-            self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": time.time(),
-                                "published": False, "nbytes": nbytes, "reason": decision.reason})
-            return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
+        admitted = self._admit_step()
+        if isinstance(admitted, PublishInfo):
+            return admitted
+        meta, nbytes, decision, t0 = admitted
+        comm, cfg, step = self.comm, self.config, meta.step
         t_admit = time.time()
 
         tmp = self.staging.tmp_step(step)
@@ -132,48 +105,24 @@ class Hdf5Writer(Writer):
             append_line(self.staging.index,
                         f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
         published_at = bcast_from_root(comm, published_at)
-        self._puts = StepPuts()
-        self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
-                            "written": t_written, "publish": published_at, "published": True,
-                            "nbytes": nbytes, "waited": decision.waited})
-        return PublishInfo(step, True, nbytes, "", time.time() - t0)
+        return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
+                                                              "written": t_written, "publish": published_at})
 
-    def _admit(self, step: int, nbytes: int) -> Decision:
-        """Rank 0: apply queue_limit / quota with the block or discard policy; garbage-collect."""
+    def _queue_state(self) -> tuple[int, int, list[str]]:
         cfg = self.config
-        error = quota_error(cfg, step, nbytes)
-        if error:
-            return Decision(False, error=error)
-        t0 = time.time()
-        delay = cfg.poll_min
-        announced = False
-        while True:
-            self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
-            if cfg.keep != "all":
-                self.staging.collect_garbage(self.info.run_id, self._published)
-            groups = self.staging.groups(self.info.run_id)
-            released = min((g.released_seq for g in groups.values()), default=-1)
-            unreleased = sum(1 for e in self._published if e.seq > released)
-            # the quota bounds unreleased data; with keep="all" released steps stay on disk but do not count
-            staged = sum(e.nbytes for e in self._published
-                         if e.seq > released and self.staging.step_path(e.step).exists())
-            why = queue_full(cfg, unreleased, staged, nbytes)
-            if not why:
-                seq = self._seq
-                self._seq += 1
-                return Decision(True, seq=seq, waited=time.time() - t0)
-            if cfg.queue_policy == "discard":
-                reason = f"step {step} discarded ({why})"
-                append_line(self.staging.index, f"D {step} {self._step_time!r} {why}")
-                print(f"h5flow: {reason}", file=sys.stderr, flush=True)
-                return Decision(False, reason=reason)
-            if not announced and time.time() - t0 > 5.0:
-                names = ", ".join(sorted(groups)) or "no consumer group attached yet"
-                print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: {names})",
-                      file=sys.stderr, flush=True)
-                announced = True
-            time.sleep(delay)
-            delay = min(delay * 2, cfg.poll_max)
+        self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
+        if cfg.keep != "all":
+            self.staging.collect_garbage(self.info.run_id, self._published)
+        groups = self.staging.groups(self.info.run_id)
+        released = min((g.released_seq for g in groups.values()), default=-1)
+        unreleased = sum(1 for e in self._published if e.seq > released)
+        # the quota bounds unreleased data; with keep="all" released steps stay on disk but do not count
+        staged = sum(e.nbytes for e in self._published
+                     if e.seq > released and self.staging.step_path(e.step).exists())
+        return unreleased, staged, list(groups)
+
+    def _record_discard(self, step: int, why: str) -> None:
+        append_line(self.staging.index, f"D {step} {self._step_time!r} {why}")
 
     def _write_shared(self, path: Any, meta: StepMeta) -> None:
         comm, cfg = self.comm, self.config

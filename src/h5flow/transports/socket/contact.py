@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,12 +51,28 @@ def advertised(endpoint: str) -> str:
     return endpoint
 
 
+def use_local() -> bool:
+    """Same-host consumers connect over IPC unless ``H5FLOW_SOCKET_LOCAL=0`` (then always TCP)."""
+    return sys.platform.startswith("linux") and os.environ.get("H5FLOW_SOCKET_LOCAL", "1") != "0"
+
+
+def local_endpoint(run_id: str, rank: int) -> str:
+    """A Linux abstract-namespace IPC endpoint for consumers on the producer's own node ("" elsewhere):
+    several times faster than TCP over loopback, and it leaves no file behind."""
+    return f"ipc://@h5flow-{run_id}-{rank}" if use_local() else ""
+
+
 @dataclass
 class RankContact:
     rank: int
     endpoint: str  # tcp://host:port the rank's ROUTER socket serves
-    host: str  # the node's host name (for messages)
+    host: str  # the node's host name
     pid: int
+    local: str = ""  # the same ROUTER socket for consumers on the same host (ipc://@...), or ""
+
+    def reachable(self) -> str:
+        """The endpoint to connect to from this process: the local one on the producer's host."""
+        return self.local if self.local and self.host == socket.gethostname() and use_local() else self.endpoint
 
 
 @dataclass

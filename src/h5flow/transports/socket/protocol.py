@@ -19,7 +19,11 @@ A request whose token is missing or wrong is answered ``ERR`` (``refused``) and 
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import sys
+import time
 from typing import Any
 
 import zmq
@@ -58,3 +62,67 @@ def dealer(ctx: zmq.Context, endpoint: str, *, linger_ms: int = 0) -> zmq.Socket
     s.setsockopt(zmq.SNDHWM, 0)
     s.connect(endpoint)
     return s
+
+
+class Link:
+    """A DEALER socket to one producer rank, with a zmq monitor that notices the connection closing.
+
+    A killed producer's connections are closed by its kernel at once: :meth:`broken` turns true then,
+    long before a heartbeat could tell, so a consumer waiting for that rank's data does not wait in vain.
+    """
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, *, linger_ms: int = 0) -> None:
+        self.sock = dealer(ctx, endpoint, linger_ms=linger_ms)
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._broken = False
+
+    def broken(self) -> bool:
+        while not self._broken and self.monitor.poll(0):
+            from zmq.utils.monitor import recv_monitor_message
+
+            self._broken = recv_monitor_message(self.monitor)["event"] == zmq.EVENT_DISCONNECTED
+        return self._broken
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a reply; False on timeout or when the connection closed."""
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.monitor, zmq.POLLIN)
+        deadline = time.monotonic() + seconds
+        while True:
+            ready = dict(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+            if self.sock in ready:
+                return True
+            if self.broken() or time.monotonic() >= deadline:
+                return False
+
+    def close(self) -> None:
+        self.sock.disable_monitor()
+        self.monitor.close(0)
+        self.sock.close()
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_tuned = False
+
+
+def tune_allocator() -> None:
+    """Let glibc reuse big freed blocks instead of mapping fresh pages for every step.
+
+    Step buffers (the producer's copies, the messages zmq receives into) are tens of MiB; glibc maps each
+    allocation above 32 MiB anew and unmaps it on free, so every step pays a page fault per 4 KiB page,
+    which measured slower than the transfer itself. Raising the mmap and trim thresholds to 1 GiB keeps
+    such blocks in the heap for reuse. Once per process, Linux/glibc only; skipped when the user set
+    ``MALLOC_MMAP_THRESHOLD_`` or ``H5FLOW_SOCKET_MALLOPT=0``.
+    """
+    global _tuned
+    if _tuned or not sys.platform.startswith("linux") or os.environ.get("H5FLOW_SOCKET_MALLOPT") == "0" \
+            or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    _tuned = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    for option in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD):
+        libc.mallopt(option, 1 << 30)

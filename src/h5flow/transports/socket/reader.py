@@ -39,7 +39,7 @@ class _Pinger(threading.Thread):
 
     def run(self) -> None:
         token = self._contact.token.encode()
-        socks = [P.dealer(self._ctx, r.endpoint) for r in self._contact.ranks]
+        socks = [P.dealer(self._ctx, r.reachable()) for r in self._contact.ranks]
         poller = zmq.Poller()
         for s in socks:
             poller.register(s, zmq.POLLIN)
@@ -51,7 +51,10 @@ class _Pinger(threading.Thread):
                 due = time.time() + period
                 while not self._halt.is_set() and (left := due - time.time()) > 0:
                     for s, _ in poller.poll(min(left, 0.1) * 1000):
-                        kind, body, _ = P.parse_reply(s.recv_multipart())
+                        try:
+                            kind, body, _ = P.parse_reply(s.recv_multipart())
+                        except ValueError:
+                            continue
                         if kind == P.PONG:
                             self.seen[int(body["rank"])] = time.time()
                             if body.get("lost"):
@@ -66,36 +69,36 @@ class _Pinger(threading.Thread):
 
 
 class _Fetcher:
-    """One consumer rank's data sockets, one per producer rank it pulls from (connected when first used)."""
+    """One consumer rank's data links, one per producer rank it pulls from (connected when first used)."""
 
     def __init__(self, ctx: zmq.Context, contact: Contact) -> None:
         self._ctx = ctx
         self.contact = contact
         self.token = contact.token.encode()
-        self._socks: dict[int, zmq.Socket] = {}
+        self._links: dict[int, P.Link] = {}
         self._req = itertools.count()
         self.timeout = 5 * contact.heartbeat + 5.0  # no answer to a data request for this long: rank lost
 
-    def sock(self, rank: int) -> zmq.Socket:
-        if rank not in self._socks:
-            self._socks[rank] = P.dealer(self._ctx, self.contact.ranks[rank].endpoint)
-        return self._socks[rank]
+    def link(self, rank: int) -> P.Link:
+        if rank not in self._links:
+            self._links[rank] = P.Link(self._ctx, self.contact.ranks[rank].reachable())
+        return self._links[rank]
 
     def get(self, seq: int, mesh: str, wanted: dict[int, list[int]], paths: list[str]) -> dict[int, list[Any]]:
         """Ask every owner for its blocks at once, then collect: owner -> data frames, (id, path) order."""
         reqs = {}
         for owner, ids in wanted.items():
             reqs[owner] = next(self._req)
-            self.sock(owner).send_multipart(P.request(self.token, P.GET, req=reqs[owner], seq=seq, mesh=mesh,
-                                                      ids=ids, paths=paths))
+            self.link(owner).sock.send_multipart(P.request(self.token, P.GET, req=reqs[owner], seq=seq, mesh=mesh,
+                                                           ids=ids, paths=paths))
         out: dict[int, list[Any]] = {}
         for owner, req in reqs.items():
-            s = self.sock(owner)
+            link = self.link(owner)
             while owner not in out:
-                if not s.poll(self.timeout * 1000):
-                    raise TransportError(f"producer rank {owner} did not answer a data request for sequence {seq} "
-                                         f"within {self.timeout:g} s: it is lost")
-                kind, body, frames = P.parse_reply(s.recv_multipart(copy=False))
+                if not link.wait(self.timeout):
+                    what = "its connection closed" if link.broken() else f"no answer within {self.timeout:g} s"
+                    raise TransportError(f"producer rank {owner} lost while sequence {seq} was being read: {what}")
+                kind, body, frames = P.parse_reply(link.sock.recv_multipart(copy=False))
                 if body.get("req") != req:
                     continue  # the answer to an earlier request that was given up
                 if kind != P.DATA:
@@ -104,9 +107,9 @@ class _Fetcher:
         return out
 
     def close(self) -> None:
-        for s in self._socks.values():
-            s.close(0)
-        self._socks.clear()
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
 
 
 class SocketReadStep(ReadStep):
@@ -180,8 +183,9 @@ class SocketReader(Reader):
         self.events: list[dict[str, float | int]] = []
         self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
         self.missed: list[int] = []  # steps published before this group attached, gone since
+        P.tune_allocator()
         self._ctx = zmq.Context()
-        self._ctrl: list[zmq.Socket] = []  # rank 0: one per producer rank
+        self._ctrl: list[P.Link] = []  # rank 0: one per producer rank
         self._pinger: _Pinger | None = None
         self._fetcher: _Fetcher | None = None
         self._next_seq = 0
@@ -201,26 +205,27 @@ class SocketReader(Reader):
         except FileNotFoundError:
             return False
         token = contact.token.encode()
-        ctrl = [P.dealer(self._ctx, r.endpoint, linger_ms=250) for r in contact.ranks]
+        ctrl = [P.Link(self._ctx, r.reachable(), linger_ms=250) for r in contact.ranks]
         try:
-            for s in ctrl:
-                s.send_multipart(P.request(token, P.HELLO, group=self.config.group, consumers=self.comm.size))
+            for link in ctrl:
+                link.sock.send_multipart(P.request(token, P.HELLO, group=self.config.group,
+                                                   consumers=self.comm.size))
             wait = 1.5 * contact.heartbeat
             deadline = time.time() + wait
             firsts, resumed = [], False
-            for r, s in enumerate(ctrl):
-                if not s.poll(max(0.0, deadline - time.time()) * 1000):
+            for r, link in enumerate(ctrl):
+                if not link.sock.poll(max(0.0, deadline - time.time()) * 1000):
                     raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
-                                         f"{contact.ranks[r].endpoint} (pid {contact.ranks[r].pid} on "
+                                         f"{contact.ranks[r].reachable()} (pid {contact.ranks[r].pid} on "
                                          f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
-                kind, body, _ = P.parse_reply(s.recv_multipart())
+                kind, body, _ = P.parse_reply(link.sock.recv_multipart())
                 if kind != P.OK:
                     raise TransportError(f"producer rank {r}: {body.get('error', kind)}")
                 firsts.append(int(body["first"]))
                 resumed = bool(body["resumed"])
         except BaseException:
-            for s in ctrl:
-                s.close(0)
+            for link in ctrl:
+                link.close()
             raise
         self.contact, self._ctrl = contact, ctrl
         self._floor = max(firsts)
@@ -234,6 +239,9 @@ class SocketReader(Reader):
         if self._pinger.dropped is not None:
             return (f"producer rank {self._pinger.dropped} dropped consumer group {self.config.group!r}: it missed "
                     f"its heartbeats (every {hb / 2:g} s) for longer than {1.5 * hb:g} s")
+        for rank, link in enumerate(self._ctrl):
+            if link.broken():
+                return f"producer rank {rank} lost: its connection closed (heartbeat every {hb:g} s)"
         now = time.time()
         for rank, seen in self._pinger.seen.items():
             if now - seen > 1.5 * hb:
@@ -248,13 +256,13 @@ class SocketReader(Reader):
             try:
                 if self._attach():
                     break
-            except (TransportError, ValueError, OSError) as e:
-                return _Found(StepStatus.ERROR, reason=str(e))
+            except (TransportError, ValueError, OSError, zmq.ZMQError) as e:
+                return _Found(StepStatus.ERROR, reason=f"{self.path}: {e}" if isinstance(e, zmq.ZMQError) else str(e))
             if deadline is not None and time.time() >= deadline:
                 return _Found(StepStatus.NOT_READY, reason=f"no stream yet in {self.path} after {timeout:g} s")
             time.sleep(delay)
             delay = min(delay * 2, cfg.poll_max)
-        ctrl = self._ctrl[0]
+        ctrl = self._ctrl[0].sock
         if not self._waiting:
             ctrl.send_multipart(P.request(self.contact.token.encode(), P.NEXT, group=cfg.group, seq=self._next_seq,
                                           floor=self._floor, ev=self._ev))
@@ -316,8 +324,8 @@ class SocketReader(Reader):
         if self.comm.rank == 0:
             assert self.contact is not None
             token = self.contact.token.encode()
-            for s in self._ctrl:
-                s.send_multipart(P.request(token, P.RELEASE, group=self.config.group, seq=step.seq))
+            for link in self._ctrl:
+                link.sock.send_multipart(P.request(token, P.RELEASE, group=self.config.group, seq=step.seq))
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
@@ -326,13 +334,13 @@ class SocketReader(Reader):
     def _do_close(self) -> None:
         if self.comm.rank == 0 and self.contact is not None and self._end is None:
             token = self.contact.token.encode()
-            for s in self._ctrl:  # detach: the producer stops holding steps for this group
-                s.send_multipart(P.request(token, P.BYE, group=self.config.group))
+            for link in self._ctrl:  # detach: the producer stops holding steps for this group
+                link.sock.send_multipart(P.request(token, P.BYE, group=self.config.group))
         if self._pinger is not None:
             self._pinger.stop()
             self._pinger = None
-        for s in self._ctrl:
-            s.close()
+        for link in self._ctrl:
+            link.close()
         self._ctrl = []
         if self._fetcher is not None:
             self._fetcher.close()

@@ -22,7 +22,7 @@ import numpy as np
 import zmq
 
 from h5flow.transports.socket import protocol as P
-from h5flow.transports.socket.contact import advertised, bind_address
+from h5flow.transports.socket.contact import advertised, bind_address, local_endpoint
 
 
 @dataclass
@@ -106,6 +106,9 @@ class Store:
         last = self.stored - 1
         return all(g.released_seq >= last for g in self.groups.values() if not g.lost)
 
+    def live_groups(self) -> list[str]:
+        return sorted(name for name, g in self.groups.items() if not g.lost)
+
     def told_end(self) -> bool:
         return all(g.got_end for g in self.groups.values() if not g.lost)
 
@@ -119,6 +122,7 @@ class Server(threading.Thread):
         self._token = token
         self._run_id = run_id
         self._waiters: list[_Waiter] = []
+        self._answered = threading.Event()
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 1000)  # at close: let the last replies (END) go out
         self._router.setsockopt(zmq.SNDHWM, 0)
@@ -130,6 +134,12 @@ class Server(threading.Thread):
             self._router.close(0)
             raise RuntimeError(f"cannot listen on interface {interface or '127.0.0.1'!r}: {e}") from None
         self.endpoint = advertised(self._router.getsockopt_string(zmq.LAST_ENDPOINT))
+        self.local = local_endpoint(run_id, store.rank)
+        if self.local:
+            try:
+                self._router.bind(self.local)
+            except zmq.ZMQError:
+                self.local = ""  # consumers use TCP then
         address = f"inproc://h5flow-socket-wake-{id(self)}"
         self._wake_in = ctx.socket(zmq.PULL)
         self._wake_in.bind(address)
@@ -140,8 +150,17 @@ class Server(threading.Thread):
 
     # -- called from the producer's main thread ------------------------------------------------------
     def wake(self) -> None:
-        """Answer waiting ``NEXT`` requests now (a step was announced, or the stream ended)."""
+        """Answer waiting ``NEXT`` requests now (a step was announced, or the stream ended).
+
+        Waits (at most 50 ms) until they are answered: the serving thread needs the GIL, which a producer
+        going straight on to compute its next step would hand over only after Python's switch interval
+        (5 ms), and that would be the consumers' discovery latency.
+        """
+        waiting = bool(self._waiters)
+        self._answered.clear()
         self._wake.send(b"W")
+        if waiting:
+            self._answered.wait(0.05)
 
     def stop(self) -> None:
         if self.is_alive():
@@ -165,6 +184,7 @@ class Server(threading.Thread):
                     if stop:
                         return
                     self._answer_waiters()
+                    self._answered.set()
                 if self._router in events:
                     for _ in range(64):  # a burst, then look at the other socket again
                         try:
@@ -173,6 +193,9 @@ class Server(threading.Thread):
                             break
                         self._handle(frames)
                 self._check_groups()
+        except Exception as e:  # noqa: BLE001 - reported; the consumers then see this rank lost
+            print(f"h5flow: socket stream, producer rank {self.store.rank}: serving thread failed: "
+                  f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
             self._router.close()
             self._wake_in.close(0)
@@ -186,6 +209,7 @@ class Server(threading.Thread):
             self._refuse(ident, frames)
             return
         cmd = frames[2].bytes
+        body: Any = None
         try:
             body = json.loads(frames[3].bytes)
             if not isinstance(body, dict) or cmd not in P.COMMANDS:

@@ -12,10 +12,9 @@ import numpy as np
 import zmq
 
 from h5flow.config import TransportConfig
-from h5flow.model import Block
-from h5flow.transports._common import Decision, StepPuts, block_payload, queue_full, quota_error, step_nbytes
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
-from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports._common import StepWriter, block_payload
+from h5flow.transports._mpiutil import sleepy_wait
+from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.contact import Contact, RankContact, contact_path, new_token
 from h5flow.transports.socket.server import Held, Server, Store
@@ -27,7 +26,10 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         old = Contact.load(path)
     except (FileNotFoundError, ValueError):
         return ""
-    s = P.dealer(ctx, old.ranks[0].endpoint)
+    try:
+        s = P.dealer(ctx, old.ranks[0].reachable())
+    except zmq.ZMQError:
+        return ""  # not an endpoint anyone can serve
     try:
         s.send_multipart(P.request(old.token.encode(), P.PING, group=""))
         if s.poll(min(1.5 * old.heartbeat, 3.0) * 1000):
@@ -38,22 +40,16 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         s.close(0)
 
 
-class SocketWriter(Writer):
+class SocketWriter(StepWriter):
     """Holds each published step in memory until every consumer group released it; serves it on demand."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
-        if config.queue_policy not in ("block", "discard"):
-            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         try:
             self.path = contact_path(config.filename)
         except ValueError as e:
             raise TransportError(str(e)) from None
-        self.events: list[dict[str, float | int | bool | str]] = []
-        self._puts = StepPuts()
-        self._seq = 0
-        self._step_time = 0.0
-        self._step_begin = 0.0
+        P.tune_allocator()
         self._ctx = zmq.Context()
         self.store = Store(comm.rank, config.heartbeat)
         self._server: Server | None = None
@@ -69,7 +65,8 @@ class SocketWriter(Writer):
             token, self.run_id = run
             try:
                 self._server = Server(self._ctx, self.store, token.encode(), self.run_id, config.interface)
-                mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid())
+                mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid(),
+                                   self._server.local)
                 error = ""
             except (RuntimeError, ValueError) as e:
                 mine, error = None, f"producer rank {comm.rank}: {e}"
@@ -92,30 +89,12 @@ class SocketWriter(Writer):
             raise
 
     # -- steps -----------------------------------------------------------------------------------
-    def _do_begin_step(self, step: int, time_: float) -> None:
-        self._puts = StepPuts()
-        self._step_time = float(time_)
-        self._step_begin = time.time()
-
-    def _do_put(self, mesh: str, block: Block) -> None:
-        self._puts.add(mesh, block)
-
     def _do_end_step(self) -> PublishInfo:
-        comm = self.comm
-        t0 = time.time()
-        step = self._step
-        assert step is not None
-        meta = self._puts.gather(comm, step, self._step_time)
-        nbytes = step_nbytes(meta)
-        decision = self._admit(step, nbytes) if comm.rank == 0 else None
-        decision = bcast_from_root(comm, decision)
-        if decision.error:
-            raise TransportError(decision.error)
-        if not decision.publish:
-            self._puts = StepPuts()
-            self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": time.time(),
-                                "published": False, "nbytes": nbytes, "reason": decision.reason})
-            return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
+        admitted = self._admit_step()
+        if isinstance(admitted, PublishInfo):
+            return admitted
+        meta, nbytes, decision, t0 = admitted
+        comm, step = self.comm, meta.step
         t_admit = time.time()
         # One copy into buffers the transport owns: the producer may overwrite its arrays after end_step.
         arrays = {(mesh, b.block_id): {path: np.array(data, copy=True, order="C") for path, data in block_payload(b)}
@@ -132,39 +111,23 @@ class SocketWriter(Writer):
                 self.store.announced.append(step)
             assert self._server is not None
             self._server.wake()
-        self._puts = StepPuts()
-        self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
-                            "written": t_written, "publish": published_at, "published": True,
-                            "nbytes": nbytes, "waited": decision.waited})
-        return PublishInfo(step, True, nbytes, "", time.time() - t0)
+        return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
+                                                              "written": t_written, "publish": published_at})
 
-    def _admit(self, step: int, nbytes: int) -> Decision:
-        """Rank 0: apply queue_limit / quota_bytes with the block or discard policy."""
-        cfg, st = self.config, self.store
-        error = quota_error(cfg, step, nbytes)
-        if error:
-            return Decision(False, error=error)
-        t0 = time.time()
-        announced = False
+    def _queue_state(self) -> tuple[int, int, list[str]]:
+        st = self.store
         with st.cond:
-            while True:
-                st.collect()
-                unreleased = st.unreleased()
-                why = queue_full(cfg, len(unreleased), sum(h.nbytes for h in unreleased), nbytes)
-                if not why:
-                    seq = self._seq
-                    self._seq += 1
-                    return Decision(True, seq=seq, waited=time.time() - t0)
-                if cfg.queue_policy == "discard":
-                    reason = f"step {step} discarded ({why})"
-                    st.discards.append((step, why))
-                    print(f"h5flow: {reason}", file=sys.stderr, flush=True)
-                    return Decision(False, reason=reason)
-                if not announced and time.time() - t0 > 5.0:
-                    print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: "
-                          f"{_groups(st)})", file=sys.stderr, flush=True)
-                    announced = True
-                st.cond.wait(0.5)
+            st.collect()
+            unreleased = st.unreleased()
+            return len(unreleased), sum(h.nbytes for h in unreleased), st.live_groups()
+
+    def _record_discard(self, step: int, why: str) -> None:
+        with self.store.cond:
+            self.store.discards.append((step, why))
+
+    def _wait_for_consumers(self, delay: float) -> None:
+        with self.store.cond:  # woken early by a release, a new group or a lost one
+            self.store.cond.wait(max(delay, 0.05))
 
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
@@ -175,16 +138,22 @@ class SocketWriter(Writer):
             with st.cond:
                 while not st.drained():  # every live group has every step
                     if not announced and time.time() - t0 > 5.0:
+                        names = ", ".join(st.live_groups()) or "no consumer group attached yet"
                         print(f"h5flow: producer waiting for consumers to take the last steps before closing "
-                              f"(groups: {_groups(st)})", file=sys.stderr, flush=True)
+                              f"(groups: {names})", file=sys.stderr, flush=True)
                         announced = True
                     st.cond.wait(0.5)
                 st.end_count = len(st.announced)
             assert self._server is not None
             self._server.wake()
+            limit = time.time() + 10 * self.config.heartbeat
             with st.cond:
-                while not st.told_end():  # ... and has been told the stream ended (or is gone)
-                    st.cond.wait(0.5)
+                while not st.told_end() and time.time() < limit:  # ... and was told that the stream ended
+                    st.cond.wait(0.1)
+                if not st.told_end():  # a consumer that took every step and stopped asking
+                    untold = ", ".join(n for n, g in st.groups.items() if not g.lost and not g.got_end)
+                    print(f"h5flow: producer closing although consumer group(s) {untold} did not ask for the end of "
+                          "the stream; they will see the producer gone", file=sys.stderr, flush=True)
             self.path.unlink(missing_ok=True)
         sleepy_wait(comm)  # the other ranks serve their blocks until rank 0 is done
         self._shutdown(remove=False)
@@ -201,7 +170,3 @@ class SocketWriter(Writer):
             self.path.unlink(missing_ok=True)
         self._ctx.term()
 
-
-def _groups(st: Any) -> str:
-    live = sorted(name for name, g in st.groups.items() if not g.lost)
-    return ", ".join(live) or "no consumer group attached yet"
