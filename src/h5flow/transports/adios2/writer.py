@@ -11,15 +11,15 @@ from typing import Any
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import Block, StepMeta
+from h5flow.model import StepMeta
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, stream_name,
                                              writer_parameters)
-from h5flow.transports._common import StepPuts, block_payload, step_nbytes
-from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports._common import PutsWriter, StepPuts, block_payload, step_nbytes
+from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5.writer import dataset_layout
 
 
-class Adios2Writer(Writer):
+class Adios2Writer(PutsWriter):
     """Publishes each step with one ADIOS2 ``BeginStep``/``Put``/``EndStep`` per producer rank."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -31,12 +31,6 @@ class Adios2Writer(Writer):
             self.engine = engine_name(config)
         except ValueError as e:
             raise TransportError(str(e)) from None
-        if config.queue_policy not in ("block", "discard"):
-            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
-        self.events: list[dict[str, float | int | bool | str]] = []
-        self._puts = StepPuts()
-        self._step_time = 0.0
-        self._step_begin = 0.0
         self._vars: dict[str, Any] = {}
         info, error = None, ""
         if comm.rank == 0:
@@ -61,14 +55,6 @@ class Adios2Writer(Writer):
         # SST: returns once this stream's consumer rank has connected (RendezvousReaderCount=1)
         self._engine = self._io.Open(stream_name(config.filename, comm.rank), ab.Mode.Write)
         self._open = True
-
-    def _do_begin_step(self, step: int, time_: float) -> None:
-        self._puts = StepPuts()
-        self._step_time = float(time_)
-        self._step_begin = time.time()
-
-    def _do_put(self, mesh: str, block: Block) -> None:
-        self._puts.add(mesh, block)
 
     def _variable(self, name: str, data: np.ndarray) -> Any:
         var = self._vars.get(name)
