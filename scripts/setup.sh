@@ -25,6 +25,7 @@ DEBIAN_MIRROR="${H5FLOW_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 MPI4PY_VERSION="4.1.2"
 H5PY_VERSION="3.16.0"
 PY_BUILD_REQS=("setuptools>=77" "wheel" "Cython>=3.0.2,<4" "numpy>=2,<3" "pkgconfig")
+ADIOS2_REQ="adios2>=2.12.1,<2.13"   # optional extra: the adios2 transport (PyPI wheel, built without MPI)
 PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pytest>=8" "pytest-timeout>=2.2")
 THREADSAFE="${H5FLOW_THREADSAFE:-ON}"
 JOBS="${H5FLOW_JOBS:-$(nproc)}"
@@ -215,6 +216,20 @@ make_venv() {
   printf '%s\n' "$STAMP_TEXT" > "$VENV/.h5flow-stamp"
 }
 
+# ---- step 4b: optional extras (never fatal) ---------------------------------------------------------
+install_optional() {
+  if "$VENV/bin/python" -c 'import adios2' >/dev/null 2>&1; then
+    say ".venv: adios2 present (optional extra)"; return 0
+  fi
+  if "$VENV/bin/pip" install "$ADIOS2_REQ" >"$LOGDIR/venv-adios2.log" 2>&1; then
+    say ".venv: installed $ADIOS2_REQ (optional extra: the adios2 transport)"
+  else
+    printf '%s[setup] WARNING:%s the optional adios2 wheel (%s) could not be installed (log: %s);\n' \
+      "$c_red" "$c_off" "$ADIOS2_REQ" "$LOGDIR/venv-adios2.log" >&2
+    printf '[setup]          the adios2 transport and its tests are skipped; everything else works.\n' >&2
+  fi
+}
+
 # ---- step 5: native code (C, CMake) ---------------------------------------------------------------
 build_native() {
   say "building native/ (C11, -Wall -Wextra -Werror); log: $LOGDIR/native.log"
@@ -229,6 +244,7 @@ build_hdf5
 build_wheels
 flock -u 9
 make_venv
+install_optional
 # Environment every command of the project runs under (sourced by the Makefile and the tests).
 mkdir -p build/plugins
 cat > build/stack.env <<ENV

@@ -129,3 +129,54 @@ def test_2_to_2_socket_over_tcp(comm, mpi_tmp_path: Path) -> None:
 def test_2_to_2_subfiling(comm, mpi_tmp_path: Path) -> None:
     """HDF5's subfiling VFD on the producer communicator, read back with it on the consumer one."""
     _run_mn(comm, mpi_tmp_path, 2, "block", driver="subfiling")
+
+
+def _adios2_missing() -> str | None:
+    from h5flow.transports.adios2 import missing_reason
+
+    return missing_reason()
+
+
+needs_adios2 = pytest.mark.skipif(_adios2_missing() is not None, reason=str(_adios2_missing()))
+
+
+@needs_adios2
+@pytest.mark.mpi(n=3, timeout=120)
+@pytest.mark.parametrize("engine", ["sst", "bp5"])
+def test_adios2_2_to_1(comm, mpi_tmp_path: Path, engine: str) -> None:
+    """ADIOS2 (one stream per producer rank) through the same producer, partitioner and histogram."""
+    _run_mn(comm, mpi_tmp_path, 2, "block", type="adios2", engine=engine)
+
+
+@needs_adios2
+@pytest.mark.mpi(n=5, timeout=120)
+@pytest.mark.parametrize("engine", ["sst", "bp5"])
+def test_adios2_3_to_2_planar(comm, mpi_tmp_path: Path, engine: str) -> None:
+    """Blocks whose stream another consumer rank reads are handed over with MPI."""
+    _run_mn(comm, mpi_tmp_path, 3, "planar", particles=40, type="adios2", engine=engine)
+
+
+@needs_adios2
+@pytest.mark.mpi(n=1, timeout=60)
+def test_adios2_clear_errors(comm, mpi_tmp_path: Path) -> None:
+    from h5flow.config import TransportConfig
+    from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
+
+    with pytest.raises(TransportError, match="does not exist: create it first"):
+        open_writer(comm, TransportConfig(type="adios2", engine="sst", filename=str(mpi_tmp_path / "no" / "s")))
+    with pytest.raises(TransportError, match="adios2 engine 'bp4'; accepted: sst, bp5"):
+        open_writer(comm, TransportConfig(type="adios2", engine="bp4", filename=str(mpi_tmp_path / "s")))
+    with open_reader(comm, TransportConfig(type="adios2", engine="bp5", filename=str(mpi_tmp_path / "s"))) as r:
+        res = r.begin_step(0.2)
+        assert res.status is StepStatus.NOT_READY and "no adios2 stream yet" in res.reason
+
+
+def test_adios2_absent_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from h5flow.transports import TransportError, registry
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "adios2" else real(name, *a))
+    with pytest.raises(TransportError, match=r"needs the optional 'adios2' package.*h5flow\[adios2\]"):
+        registry.get("adios2")

@@ -108,6 +108,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     sim = Simulation(osc, comm.rank, comm.size)
     steps = sim.num_steps()
     compute: list[tuple[int, float, float]] = []
+    io: list[tuple[int, float, float, float]] = []  # (step, start, end, backpressure wait) of each publish
     published = discarded = 0
     nbytes = 0
     with open_writer(comm, tcfg) as writer:
@@ -115,9 +116,13 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
             t0 = time.time()
             t = sim.advance(s)
             compute.append((s, t0, time.time()))
+            t1 = time.time()
             writer.begin_step(s, t)
             publish_step(writer, sim, comm.rank)
             info = writer.end_step()
+            events = getattr(writer, "events", None)
+            waited = float(events[-1].get("waited", 0.0)) if events else 0.0
+            io.append((s, t1, time.time(), waited))
             published += info.published
             discarded += not info.published
             nbytes += info.nbytes if info.published else 0
@@ -127,10 +132,26 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
             "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
             "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks}
-    rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute,
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute, "io": io,
                  "events": getattr(writer, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     return part
+
+
+def _time_reads(step: Any) -> list[float]:
+    """Time the step's ``blocks()`` calls (where lazy transports read): ``[seconds]``, updated in place."""
+    total = [0.0]
+    blocks = step.blocks
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return blocks(*args, **kwargs)
+        finally:
+            total[0] += time.perf_counter() - t
+
+    step.blocks = timed
+    return total
 
 
 def default_analysis() -> AnalysisConfig:
@@ -153,6 +174,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     n = 0
     last: list[Any] = []
     analysis_times: list[tuple[int, float, float]] = []
+    io: list[tuple[int, float]] = []  # (step, seconds this rank spent reading: after discovery, blocks(), release)
     reader = open_reader(comm, tcfg)
     try:
         while True:
@@ -161,9 +183,14 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
                 status, reason = res.status.value, res.reason
                 break
             t0 = time.time()
+            reads = _time_reads(res.step)
             last = [a.execute(res.step) for a in analyses]
             analysis_times.append((res.step.step, t0, time.time()))
+            t_rel = time.time()
             reader.release()
+            events = getattr(reader, "events", None)
+            visible = float(events[-1].get("visible", t0)) if events else t0
+            io.append((res.step.step, max(0.0, t0 - visible) + reads[0] + time.time() - t_rel))
             n += 1
             if comm.rank == 0:
                 _progress(progress, n, total)
@@ -177,7 +204,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             "reason": reason, "partitioner": tcfg.partitioner.type,
             "discarded": [list(d) for d in getattr(reader, "discarded", [])],
             "missed": list(getattr(reader, "missed", [])), "last_results": results}
-    rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times,
+    rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times, "io": io,
                  "events": getattr(reader, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     if status == "error":
@@ -218,6 +245,26 @@ def _latency_stats(events: list[dict[str, Any]]) -> dict[str, float]:
             "min_s": float(a.min()), "count": len(lat), "queue_wait_median_s": float(np.median(wait))}
 
 
+def _io_seconds(part: dict[str, Any]) -> float:
+    """Seconds the transport took on one side, summed over steps.
+
+    Producer (``(step, start, end, waited)``; publishing is collective): from the last rank's arrival to
+    the last rank's return, less the backpressure wait, so a rank waiting for a slower one's compute does
+    not count. Consumer (``(step, seconds)``): the slowest rank's reading time.
+    """
+    per_step: dict[int, list[list[float]]] = {}
+    for r in part["ranks"]:
+        for step, *t in r.get("io", []):
+            per_step.setdefault(step, []).append(t)
+    total = 0.0
+    for ts in per_step.values():
+        if len(ts[0]) == 3:
+            total += max(0.0, max(t[1] for t in ts) - max(t[0] for t in ts) - max(t[2] for t in ts))
+        else:
+            total += max(t[0] for t in ts)
+    return total
+
+
 def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished: float) -> dict[str, Any]:
     """The run record: both parts, time to solution, bytes, throughput, publish→visible latency."""
     first_start = min(r["start"] for r in prod["ranks"])
@@ -229,6 +276,7 @@ def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished:
         "producers": prod["producers"], "consumers": cons["consumers"], "steps": prod["steps"],
         "steps_consumed": cons["steps"], "bytes": prod["bytes"],
         "time_to_solution": tts, "time_in_processes": last_end - first_start,
+        "transport_seconds": {"write": _io_seconds(prod), "read": _io_seconds(cons)},
         "throughput_mib_s": prod["bytes"] / (1 << 20) / tts if tts > 0 else 0.0,
         "latency": _latency_stats(rank0["events"]), "discarded": cons["discarded"], "status": cons["status"],
         "launched": launched, "finished": finished, "producer": prod, "consumer": cons,
@@ -247,6 +295,10 @@ def run(opts: RunOptions) -> dict[str, Any]:
         from h5flow.transports.hdf5.staging import staging_dir
 
         shutil.rmtree(staging_dir(tcfg.filename), ignore_errors=True)
+    if tcfg.type == "adios2":  # likewise its announcement and stream files
+        from h5flow.transports.adios2.stream import remove_run
+
+        remove_run(tcfg.filename)
     if tcfg.type == "socket":  # a dead producer's contact file would make the consumers report it lost
         from h5flow.transports.socket.contact import contact_path
 

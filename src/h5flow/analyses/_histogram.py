@@ -85,8 +85,15 @@ def _check_bins(bins: int) -> int:
 
 
 def _finite_values(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """``values`` flattened to float64 without NaN/inf, and how many were dropped."""
-    v = np.asarray(values, dtype=np.float64).ravel()
+    """``values`` flattened without NaN/inf, and how many were dropped.
+
+    Floating-point arrays keep their dtype (converting to float64 is exact, so it is left to
+    :func:`slot_counts`, chunk by chunk); other dtypes become float64 here.
+    """
+    v = np.asarray(values)
+    if v.dtype.kind != "f" or v.dtype.itemsize > 8:
+        v = v.astype(np.float64)
+    v = v.ravel()
     finite = np.isfinite(v)
     if finite.all():
         return v, 0
@@ -123,16 +130,40 @@ def bin_edges(lo: float, hi: float, bins: int) -> np.ndarray:
     return edges
 
 
+#: values binned per pass: small enough that the float64 scratch stays in cache
+_CHUNK = 1 << 16
+
+
 def slot_counts(values: np.ndarray, lo: float, hi: float, bins: int) -> np.ndarray:
-    """Counts of finite float64 ``values`` in SENSEI's ``bins + 1`` slots over ``[lo, hi]``."""
+    """Counts of finite ``values`` in SENSEI's ``bins + 1`` slots over ``[lo, hi]``, computed in float64.
+
+    Slot of ``v``: ``floor((v*s - lo*s) / width)`` clipped to ``0 .. bins`` (``s`` from :func:`_scale`),
+    evaluated in float64 over cache-sized chunks (the same arithmetic, in place, without whole-array
+    temporaries).
+    """
+    out = np.zeros(bins + 1, dtype=np.int64)
     if values.size == 0 or not lo <= hi:
-        return np.zeros(bins + 1, dtype=np.int64)
+        return out
     s = _scale(lo, hi)
     width = (hi * s - lo * s) / bins
-    scaled = values * s if s != 1.0 else values
-    idx = np.floor((scaled - lo * s) / width)
-    np.clip(idx, 0, bins, out=idx)
-    return np.bincount(idx.astype(np.int64), minlength=bins + 1).astype(np.int64, copy=False)
+    flat = values.ravel()
+    buf = np.empty(min(_CHUNK, flat.size), dtype=np.float64)
+    idx = np.empty(buf.size, dtype=np.intp)
+    for start in range(0, flat.size, _CHUNK):
+        part = flat[start : start + _CHUNK]
+        b = buf[: part.size]
+        if s != 1.0:
+            np.multiply(part, s, out=b, dtype=np.float64)
+            np.subtract(b, lo * s, out=b)
+        else:
+            np.subtract(part, lo, out=b, dtype=np.float64)
+        np.divide(b, width, out=b)
+        np.floor(b, out=b)
+        np.clip(b, 0, bins, out=b)
+        i = idx[: part.size]
+        i[...] = b
+        out += np.bincount(i, minlength=bins + 1)
+    return out
 
 
 def merge_extra_slot(slots: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw"}
+BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw", "transit": "h5flow.benchmarks.transit"}
 BENCHMARKS["perf"] = "h5flow.benchmarks.perf"
 BENCHMARKS["tuning"] = "h5flow.benchmarks.tuning"
 

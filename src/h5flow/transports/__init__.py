@@ -1,8 +1,8 @@
 """Transports: writer/reader pairs that move time steps from M producer ranks to N consumer ranks.
 
 Each transport lives in its own module or folder of this package and registers a
-``(writer_class, reader_class)`` pair in :data:`registry` under a lower-case name (``hdf5``; ``socket``
-and ``adios2`` come next). Third parties add transports through the ``h5flow.transports`` entry-point
+``(writer_class, reader_class)`` pair in :data:`registry` under a lower-case name (``hdf5``, ``socket``,
+``adios2``). Third parties add transports through the ``h5flow.transports`` entry-point
 group. Data flows one way: producer → writer → storage/socket → reader → partitioner → analysis.
 """
 
@@ -25,6 +25,15 @@ def _hdf5() -> tuple[type[Writer], type[Reader]]:
 
 
 registry.register("hdf5", _hdf5)
+
+
+def _adios2() -> tuple[type[Writer], type[Reader]]:
+    from h5flow.transports.adios2 import load
+
+    return load()
+
+
+registry.register("adios2", _adios2)
 
 
 def _socket() -> tuple[type[Writer], type[Reader]]:

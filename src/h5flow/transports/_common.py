@@ -198,12 +198,8 @@ def queue_full(config: Any, unreleased: int, staged: int, nbytes: int) -> str:
     return ""
 
 
-class StepWriter(Writer):
-    """What both writers do in ``end_step`` before moving any data: gather the step's metadata, let rank 0
-    admit it (``queue_limit`` / ``quota_bytes`` with the ``block`` or ``discard`` policy) and broadcast the
-    verdict. A transport supplies :meth:`_queue_state`, :meth:`_record_discard` and may override
-    :meth:`_wait_for_consumers`.
-    """
+class PutsWriter(Writer):
+    """A writer that collects a step's puts in ``self._puts`` until ``end_step`` and keeps ``events``."""
 
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)
@@ -211,7 +207,6 @@ class StepWriter(Writer):
             raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
         self.events: list[dict[str, float | int | bool | str]] = []
         self._puts = StepPuts()
-        self._seq = 0
         self._step_time = 0.0
         self._step_begin = 0.0
 
@@ -222,6 +217,18 @@ class StepWriter(Writer):
 
     def _do_put(self, mesh: str, block: Block) -> None:
         self._puts.add(mesh, block)
+
+
+class StepWriter(PutsWriter):
+    """What both writers do in ``end_step`` before moving any data: gather the step's metadata, let rank 0
+    admit it (``queue_limit`` / ``quota_bytes`` with the ``block`` or ``discard`` policy) and broadcast the
+    verdict. A transport supplies :meth:`_queue_state`, :meth:`_record_discard` and may override
+    :meth:`_wait_for_consumers`.
+    """
+
+    def __init__(self, comm: Any, config: Any) -> None:
+        super().__init__(comm, config)
+        self._seq = 0
 
     def _admit_step(self) -> tuple[StepMeta, int, Decision, float] | PublishInfo:
         """Collective: (the step's metadata, its payload bytes, rank 0's decision to publish, start time), or the

@@ -13,7 +13,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports._common import assemble_blocks, check_association
-from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.staging import Entry, GroupState, IndexTail, Staging, StreamInfo
@@ -244,7 +244,7 @@ class Hdf5Reader(Reader):
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, Hdf5ReadStep)
         step.close()  # collective for the shared file
-        self.comm.Barrier()
+        sleepy_wait(self.comm)
         now = time.time()
         e = self._entry
         if self.comm.rank == 0:

@@ -13,6 +13,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import MeshMeta, StepMeta
 from h5flow.transports._common import StepWriter, block_payload
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, append_line,
@@ -87,12 +88,14 @@ class Hdf5Writer(StepWriter):
             if tmp.exists():
                 shutil.rmtree(tmp)
             tmp.mkdir()
-        comm.Barrier()
+        # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
+        # ranks (and consumers) it waits for
+        sleepy_wait(comm)
         if cfg.layout == "n-1":
             self._write_shared(tmp / "data.h5", meta)
         else:
             self._write_per_rank(tmp / f"rank-{comm.rank:05d}.h5", meta)
-            comm.Barrier()
+            sleepy_wait(comm)
         t_written = time.time()
         published_at = 0.0
         if comm.rank == 0:
@@ -101,7 +104,7 @@ class Hdf5Writer(StepWriter):
             published_at = time.time()
             append_line(self.staging.index,
                         f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
-        published_at = comm.bcast(published_at, root=0)
+        published_at = bcast_from_root(comm, published_at)
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
                                                               "written": t_written, "publish": published_at})
 
@@ -157,7 +160,9 @@ class Hdf5Writer(StepWriter):
                 mine = self._puts.mine(name)
                 for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     parts = [block_payload(b)[i][1] for b in mine]
-                    data = np.concatenate(parts) if parts else np.zeros((0, ncomp), dtype=dtype)
+                    # one block (the usual case) is written from the simulation's array, without a copy
+                    data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
+                            else np.zeros((0, ncomp), dtype=dtype))
                     g.create_dataset(path_, data=data.astype(dtype, copy=False))
 
     def _write_attrs(self, f: h5py.File, meta: StepMeta) -> None:
