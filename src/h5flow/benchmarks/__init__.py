@@ -11,6 +11,8 @@ import importlib
 from types import ModuleType
 
 BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw"}
+BENCHMARKS["iotest"] = "h5flow.benchmarks.iotest"
+BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
 
 
 def load(name: str) -> ModuleType:
