@@ -31,7 +31,7 @@ static int starts_with(const char *s, const char *prefix)
 /* Remove the case's file and what the split and subfiling drivers put beside it. */
 void iot_remove_files(const char *path)
 {
-    char buf[PATH_MAX + 16];
+    char buf[2 * PATH_MAX + 512]; /* a directory, a '/', and a d_name */
     unlink(path);
     snprintf(buf, sizeof(buf), "%s-m.h5", path);
     unlink(buf);
