@@ -11,7 +11,6 @@ verifies its data. Output: hdf5-iotest's CSV per path (``csv-file``; other paths
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys

@@ -91,7 +91,7 @@ def path_env(path: StoragePath) -> tuple[dict[str, str] | None, str]:
     if path.vol not in found:
         where = os.pathsep.join(str(p) for p in connectors.plugin_path())
         return None, (f"the {path.vol} VOL connector is not built (no {path.vol} plugin in {where}); build it "
-                      f"(native/connectors/{path.vol.removeprefix('h5flow_')}) to run this path")
+                      f"(native/connectors/{path.vol}) to run this path")
     env["HDF5_VOL_CONNECTOR"] = path.vol
     env["HDF5_PLUGIN_PATH"] = str(found[path.vol].file.parent)
     return env, ""
