@@ -197,8 +197,12 @@ def _launch(args: argparse.Namespace) -> int:
             for impl in ("c", "h5py"):
                 series.setdefault(f"{impl} {e['row']}", []).append(
                     (e["ranks"], e[f"{impl}_write_mib_s"], e[f"{impl}_read_mib_s"]))
+        colours = dict(zip(sorted({e["row"] for e in bulk}), ("C0", "C1", "C2", "C3")))
+        styles = {f"{impl} {row}": {"color": colour, "linestyle": "-" if impl == "c" else "--"}
+                  for row, colour in colours.items() for impl in ("c", "h5py")}
         report.plot_throughput(out / "h5py-vs-c-throughput.png", series,
-                               f"h5py vs C, bulk I/O ({mib} MiB/rank weak, {mib} MiB strong)")
+                               f"h5py (dashed) vs C (solid), bulk I/O ({mib} MiB/rank weak, {mib} MiB strong)",
+                               what=f"{'fastest' if args.stat == 'min' else 'median'} of {reps}", styles=styles)
     console.print(f"verified: every case read back what it wrote; results in {out}/")
     return 0
 

@@ -63,7 +63,8 @@ class Case:
         align = "" if (self.align_inc, self.align_thr) == (1, 0) else f" align={self.align_inc}:{self.align_thr}"
         mblk = "" if self.mblk == 2048 else f" mblk={self.mblk}"
         return (f"rk{self.rank} {self.slowdim} {'cont' if self.layout == 'contiguous' else 'chkd'} "
-                f"fill={'T' if self.fill == 'true' else 'F'}{align}{mblk} {self.fmt_low[:3]} {self.io[:5]}")
+                f"fill={'T' if self.fill == 'true' else 'F'}{align}{mblk} {self.fmt_low[:3]} "
+                f"{ {'independent': 'indep', 'collective': 'coll'}.get(self.io, self.io)}")
 
     def line(self, file: Path, vfd: str, *, seed: int = 0, read_seed: int | None = None) -> str:
         """The case-file line (``file=`` last: it runs to the end of the line)."""

@@ -91,8 +91,10 @@ def relative_table(results: Sequence[Result], paths: Sequence[StoragePath], base
     return rows
 
 
-def plot_throughput(path: Path, series: dict[str, list[tuple[int, float, float]]], title: str) -> None:
-    """Two panels (write, read): MiB/s against process count, one line per series name."""
+def plot_throughput(path: Path, series: dict[str, list[tuple[int, float, float]]], title: str, *,
+                    what: str = "median over cases", styles: dict[str, dict[str, Any]] | None = None) -> None:
+    """Two panels (write, read): MiB/s against process count, one line per series name (``styles``: extra
+    matplotlib line arguments per series)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,9 +104,9 @@ def plot_throughput(path: Path, series: dict[str, list[tuple[int, float, float]]
     for ax, k, label in ((axes[0], 1, "write"), (axes[1], 2, "read")):
         for name, pts in sorted(series.items()):
             pts = sorted(pts)
-            ax.plot([p[0] for p in pts], [p[k] for p in pts], marker="o", label=name)
+            ax.plot([p[0] for p in pts], [p[k] for p in pts], marker="o", label=name, **(styles or {}).get(name, {}))
         ax.set_xlabel("MPI processes")
-        ax.set_ylabel(f"{label} MiB/s (slowest rank, median over cases)")
+        ax.set_ylabel(f"{label} MiB/s (slowest rank, {what})")
         ax.set_title(label)
         ax.grid(alpha=0.3)
         ax.set_xticks(sorted({p[0] for pts in series.values() for p in pts}))
