@@ -185,6 +185,7 @@ def test_verification_failure_is_an_error(tmp_path: Path, impl: str) -> None:
     with pytest.raises(BenchError, match="verification failed") as e:
         runner.run_launch(Launch(impl, StoragePath(), 2, cs), tmp_path, "v-#.h5", seed=0, read_seed=1)
     assert "case 1" in str(e.value)
+    assert not list(tmp_path.glob("v-*")), "a failed case left its file behind"
 
 
 def test_kernel_rejects_bad_case_lines(tmp_path: Path) -> None:

@@ -166,14 +166,18 @@ def _creates_at(c: dict[str, Any], s: int, a: int) -> bool:
     return s == 0 and a == 0
 
 
-def _remove(path: str) -> None:
-    """The case's file (or the container directory a VOL connector made: an existing one is refused before
-    the case starts), and what the split and subfiling drivers put beside it."""
+def remove_case_files(path: str, *, directories: bool = True) -> None:
+    """The case's file (or, with ``directories``, the container directory a VOL connector made: an existing
+    one is refused before the case starts), and what the split and subfiling drivers put beside it."""
     p = Path(path)
     if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p)
-    for q in [p, Path(path + "-m.h5"), Path(path + "-r.h5"), *p.parent.glob(p.name + ".subfile_*")]:
-        q.unlink(missing_ok=True)
+        if directories:
+            shutil.rmtree(p)
+    else:
+        p.unlink(missing_ok=True)
+    for q in [Path(path + "-m.h5"), Path(path + "-r.h5"), *p.parent.glob(p.name + ".subfile_*")]:
+        if q.is_file() or q.is_symlink():
+            q.unlink(missing_ok=True)
 
 
 def _stored_bytes(p: Path) -> float:
@@ -283,7 +287,7 @@ def run_iotest(c: dict[str, Any], comm: Any) -> tuple[list[float], float, float,
         print(f"h5flow-iotest (h5py): rank {comm.rank}, case {c['index']}: {bad} of {checked} values read back "
               "differ from what was written", file=sys.stderr, flush=True)
     if comm.rank == 0 and not c["keep"]:
-        _remove(c["file"])
+        remove_case_files(c["file"])
     comm.Barrier()
     return t, wall, fsize, checked, bad
 

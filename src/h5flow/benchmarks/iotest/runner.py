@@ -175,6 +175,10 @@ def run_launch(launch: Launch, workdir: Path, hdf5_file: str, on_result: Callabl
     if rc != 0 or len(results) != len(launch.cases):
         done = len(results)
         failed = launch.cases[done] if done < len(launch.cases) else None
+        if failed is not None:  # an aborted kernel leaves its files: remove them (never a directory)
+            from h5flow.benchmarks.iotest.h5py_kernel import remove_case_files
+
+            remove_case_files(str(workdir / case_file_name(hdf5_file, failed.index)), directories=False)
         what = f"case {failed.index} ({failed.label()})" if failed else "the run"
         kind = "verification failed (data read back differs from data written)" if rc == 3 else f"exit status {rc}"
         tail = "\n".join(stderr.strip().splitlines()[-15:])
