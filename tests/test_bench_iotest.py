@@ -178,6 +178,18 @@ def test_iotest_h5py_kernel_quick_and_restart(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "o" / "iotest.json").read_text())["results"]) == 2
 
 
+def test_iotest_grids_give_throughput_against_processes(tmp_path: Path) -> None:
+    cfg = _tiny(tmp_path, **{"dataset-rank": "4", "layout": "contiguous", "slowest-dimension": "step"})
+    proc = _bench("iotest", str(cfg), "--grid", "1x1", "--grid", "2x1", "--dir", str(tmp_path), "-o",
+                  str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    payload = json.loads((tmp_path / "o" / "iotest.json").read_text())
+    assert [p["nprocs"] for p in payload["throughput_mib_s"]["mpio+native"]] == [1, 2]
+    assert {(r["nprocs"], r["case"]["io"]) for r in payload["results"]} == {(1, "posix"), (2, "independent"),
+                                                                          (2, "collective")}
+    assert (tmp_path / "o" / "iotest-throughput.png").stat().st_size > 0
+
+
 @pytest.mark.parametrize("impl", ["c", "h5py"])
 def test_verification_failure_is_an_error(tmp_path: Path, impl: str) -> None:
     cs = cases.expand(quick(ini.IotestConfig(process_rows=2, dataset_rank=3, libver_bound_low="latest",
