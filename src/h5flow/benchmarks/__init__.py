@@ -13,6 +13,8 @@ from types import ModuleType
 BENCHMARKS: dict[str, str] = {"rw": "h5flow.benchmarks.parallel_rw", "transit": "h5flow.benchmarks.transit"}
 BENCHMARKS["perf"] = "h5flow.benchmarks.perf"
 BENCHMARKS["tuning"] = "h5flow.benchmarks.tuning"
+BENCHMARKS["iotest"] = "h5flow.benchmarks.iotest"
+BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
 
 
 def load(name: str) -> ModuleType:
