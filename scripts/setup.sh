@@ -72,6 +72,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     $SUDO apt-get install -y --no-install-recommends "${need_apt[@]}"
 fi
 command -v mpicc >/dev/null || die "mpicc not found after installing libmpich-dev"
+# A shell that sourced build/stack.env has this clone's .venv first on PATH; the venv may be rebuilt below,
+# so the base interpreter must come from outside it.
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$ROOT/.venv/bin" | paste -sd: -)
+unset VIRTUAL_ENV
 python3 -c 'import venv, ensurepip' 2>/dev/null || die "python3 cannot create virtual environments: install python3-venv (Debian) or use a Python with ensurepip"
 
 CC_ID="$(mpicc -show 2>/dev/null | awk '{print $1}') $(gcc -dumpfullversion 2>/dev/null) mpich-$(dpkg-query -W -f='${Version}' libmpich-dev)"
