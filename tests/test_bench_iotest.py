@@ -256,3 +256,20 @@ def test_shipped_examples_parse() -> None:
         assert cases.expand(cfg)
     simple = ini.parse(ROOT / "examples" / "iotest" / "simple.ini")
     assert (simple.rows, simple.columns) == (100, 200) and simple.steps * simple.arrays * 50 == 20 * 500
+
+
+def test_concurrent_runs_without_dir_do_not_share_files(tmp_path: Path) -> None:
+    """Two runs of one config at once, without --dir: each writes into a private directory it removes
+    afterwards. (A shared default directory made them truncate and delete each other's case files while
+    a rank was writing: h5flow_log then failed "cannot open the write logs of dataset ...: No such file".)"""
+    cfg = _tiny(tmp_path, **{"dataset-rank": "2", "layout": "contiguous", "slowest-dimension": "step",
+                             "hdf5-file": f"{tmp_path.name}-#.h5"})
+    cmd = [sys.executable, "-m", "h5flow.cli", "bench", "iotest", str(cfg), "--vol", "native,h5flow_log", "--no-plot"]
+    procs = [subprocess.Popen([*cmd, "-o", str(tmp_path / f"o{k}")], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for k in range(2)]
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out
+    dirs = {json.loads((tmp_path / f"o{k}" / "iotest.json").read_text())["data_dir"] for k in range(2)}
+    assert len(dirs) == 2, f"both runs wrote into {dirs}"
+    assert not any(Path(d).exists() for d in dirs), "a run left its private data directory behind"

@@ -481,3 +481,33 @@ def test_mpi_collective_metadata_consistent(comm, mpi_tmp_path: Path) -> None:
         ok = (np.array_equal(f["grid/rows"][...], want) and f["grid"].attrs["ranks"] == n
               and "tmp" not in f and f["grid/rows"].shape == (2 * n, 5))
     mpi_assert(comm, ok, "reopened container differs")
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_repeated_create_write_reopen_with_a_lagging_rank(comm, mpi_tmp_path: Path) -> None:
+    """hdf5-iotest's pattern, repeated on one container name: datasets in intermediate groups whose names
+    hold '=' are created collectively and written independently, the container is truncated by the next
+    round; rank 1 lags before each write and before closing, with its last writes still in its append
+    buffer. Every round, every rank reads every rank's rows back after close + reopen."""
+    import time
+
+    import h5py
+
+    path = mpi_tmp_path / "rounds.h5"
+    for rnd in range(4):
+        with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+            for s in range(2):
+                for a in range(3):
+                    d = f.create_dataset(f"step={s}/array={a}", shape=(comm.size, 8), dtype="i8")
+                    if comm.rank == 1:
+                        time.sleep(0.005)
+                    d[comm.rank] = 100 * rnd + 10 * s + a + comm.rank
+            if comm.rank == 1:
+                time.sleep(0.05)
+        with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+            for s in range(2):
+                for a in range(3):
+                    got = f[f"step={s}/array={a}"][:, 0]
+                    want = 100 * rnd + 10 * s + a + np.arange(comm.size)
+                    mpi_assert(comm, np.array_equal(got, want), f"round {rnd} step={s}/array={a}: {got} != {want}")
+    comm.Barrier()

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from h5flow.benchmarks.iotest import default_data_dir, report
+from h5flow.benchmarks.iotest import report, run_data_dir
 from h5flow.benchmarks.iotest.cases import Case
 from h5flow.benchmarks.iotest.runner import BenchError, Launch, Result, StoragePath, run_launch
 
@@ -72,7 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="which repetition counts: the fastest (default, as h5perf's maximum throughput) or the median")
     p.add_argument("--quick", action="store_true",
                    help="a fast check: ranks 1,2, 4 MiB, 200 files, 300 objects, 1 repetition")
-    p.add_argument("--dir", type=Path, default=None, help="directory for the HDF5 files (default /dev/shm)")
+    p.add_argument("--dir", type=Path, default=None, help="directory for the HDF5 files (default: a private "
+                   "directory made for this run under /dev/shm, removed afterwards)")
     p.add_argument("-o", "--out", type=Path, default=None,
                    help="directory for JSON, CSV and plot (default ./h5py-vs-c-UTCSTAMP)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
@@ -105,13 +106,14 @@ def plan(ranks: list[int], mib: int, files: int, objects: int) -> dict[int, list
 
 def launch(args: argparse.Namespace) -> int:
     try:
-        return _launch(args)
+        with run_data_dir(args.dir, "h5flow-h5py-vs-c-") as data_dir:
+            return _launch(args, data_dir)
     except BenchError as e:
         print(f"h5flow bench h5py-vs-c: {e}", file=sys.stderr)
         return 2
 
 
-def _launch(args: argparse.Namespace) -> int:
+def _launch(args: argparse.Namespace, data_dir: Path) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -121,9 +123,6 @@ def _launch(args: argparse.Namespace) -> int:
     files = args.files or (200 if q else 1000)
     objects = args.objects or (300 if q else 1000)
     reps = args.reps or (1 if q else 3)
-    data_dir = args.dir or default_data_dir()
-    if not data_dir.is_dir():
-        raise BenchError(f"--dir {data_dir} is not a directory")
     out = args.out or Path(f"h5py-vs-c-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     out.mkdir(parents=True, exist_ok=True)
     console = Console()

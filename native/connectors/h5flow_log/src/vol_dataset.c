@@ -1421,8 +1421,11 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
     uint64_t c = d->w ? d->w->counter : 0;
     if (c < d->min_counter)
         c = d->min_counter;
-    if (f->comm != MPI_COMM_NULL && f->size > 1)
-        MPI_Allreduce(MPI_IN_PLACE, &c, 1, MPI_UINT64_T, MPI_MAX, f->comm);
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, &c, 1, MPI_UINT64_T, MPI_MAX, f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
     d->min_counter = c + 1;
     if (d->w && d->w->counter < c + 1)
         d->w->counter = c + 1;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,16 +76,31 @@ int h5fl_collective(h5fl_file_t *f, int local_status)
     s.status = local_status;
     if (f->rank == 0 && local_status != 0)
         snprintf(s.msg, sizeof s.msg, "%s", h5fl_err_msg());
-    MPI_Bcast(&s, (int)sizeof s, MPI_BYTE, 0, f->comm);
+    MPI_Request req;
+    MPI_Ibcast(&s, (int)sizeof s, MPI_BYTE, 0, f->comm, &req);
+    h5fl_mpi_wait(&req);
     if (f->rank != 0 && s.status != 0)
         h5fl_err("%s (reported by rank 0)", s.msg);
     return s.status;
 }
 
+void h5fl_mpi_wait(MPI_Request *req)
+{
+    int done = 0;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        sched_yield();
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
 void h5fl_collective_begin(h5fl_file_t *f)
 {
-    if (f->comm != MPI_COMM_NULL && f->size > 1)
-        MPI_Barrier(f->comm);
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Ibarrier(f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
 }
 
 int h5fl_file_flush(h5fl_file_t *f, bool sync)
@@ -277,8 +293,11 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
         }
     }
     st = h5fl_collective(f, st);
-    if (st == 0 && f->comm != MPI_COMM_NULL && f->size > 1)
-        MPI_Bcast(&epoch, 1, MPI_UINT64_T, 0, f->comm);
+    if (st == 0 && f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request mreq;
+        MPI_Ibcast(&epoch, 1, MPI_UINT64_T, 0, f->comm, &mreq);
+        h5fl_mpi_wait(&mreq);
+    }
     if (st != 0) {
         file_free(f);
         h5fl_err_push(__func__);
@@ -361,8 +380,11 @@ herr_t h5fl_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl
              * wrote before it (the flush, a barrier, and indexes rebuilt from the logs). */
             h5fl_file_t *f = o->file;
             int st = h5fl_file_flush(f, true);
-            if (f->comm != MPI_COMM_NULL && f->size > 1)
-                MPI_Allreduce(MPI_IN_PLACE, &st, 1, MPI_INT, MPI_MIN, f->comm);
+            if (f->comm != MPI_COMM_NULL && f->size > 1) {
+                MPI_Request mreq;
+                MPI_Iallreduce(MPI_IN_PLACE, &st, 1, MPI_INT, MPI_MIN, f->comm, &mreq);
+                h5fl_mpi_wait(&mreq);
+            }
             for (h5fl_dset_t *d = f->open_dsets; d; d = d->next_open)
                 h5fl_dset_forget_index(d);
             if (st != 0)

@@ -11,11 +11,14 @@ verifies its data. Output: hdf5-iotest's CSV per path (``csv-file``; other paths
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -54,6 +57,24 @@ def default_data_dir() -> Path:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
+@contextlib.contextmanager
+def run_data_dir(given: Path | None, prefix: str) -> Iterator[Path]:
+    """Where one run's HDF5 files go: ``given`` (``--dir``), or else a fresh private directory under
+    :func:`default_data_dir`, removed afterwards. The files have fixed names (``hdf5-file``), so two runs
+    sharing one directory truncate and delete each other's files in the middle of a case (an h5flow_log
+    rank then fails with "cannot open the write logs ...: No such file or directory")."""
+    if given is not None:
+        if not given.is_dir():
+            raise BenchError(f"--dir {given} is not a directory")
+        yield given
+        return
+    private = Path(tempfile.mkdtemp(prefix=prefix, dir=default_data_dir()))
+    try:
+        yield private
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, metavar="CONFIG.ini", help="hdf5-iotest configuration file")
     p.add_argument("--vfd", type=_csv_list(VFDS), action="extend", default=None,
@@ -68,7 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="shrink the problem (<= 2 steps, 3 arrays, 16x32 tiles) for a fast check; same sweep")
     p.add_argument("--dir", type=Path, default=None,
-                   help="directory for the HDF5 files (default /dev/shm if writable, else the temp dir); "
+                   help="directory for the HDF5 files (default: a private directory made for this run under "
+                        "/dev/shm if writable, else the temp dir, removed afterwards); "
                         "hdf5-file is taken relative to it")
     p.add_argument("-o", "--out", type=Path, default=None,
                    help="directory for the CSV, JSON and plot (default ./iotest-results-UTCSTAMP); "
@@ -114,13 +136,14 @@ def csv_name(csv_file: str, path: StoragePath) -> str:
 
 def launch(args: argparse.Namespace) -> int:
     try:
-        return _launch(args)
+        with run_data_dir(args.dir, "h5flow-iotest-") as data_dir:
+            return _launch(args, data_dir)
     except (IniError, BenchError) as e:
         print(f"h5flow bench iotest: {e}", file=sys.stderr)
         return 2
 
 
-def _launch(args: argparse.Namespace) -> int:
+def _launch(args: argparse.Namespace, data_dir: Path) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -133,9 +156,6 @@ def _launch(args: argparse.Namespace) -> int:
     vfds = list(dict.fromkeys(args.vfd or ["mpio"]))
     vols = list(dict.fromkeys(args.vol or ["native"]))
     paths = [BASELINE] + [p for p in (StoragePath(v, o) for v in vfds for o in vols) if p != BASELINE]
-    data_dir = (args.dir or default_data_dir())
-    if not data_dir.is_dir():
-        raise BenchError(f"--dir {data_dir} is not a directory")
     out = args.out or Path(f"iotest-results-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
     out.mkdir(parents=True, exist_ok=True)
     h5name = cfg.hdf5_file
