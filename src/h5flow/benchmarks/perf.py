@@ -21,12 +21,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from h5flow import _paths
+from h5flow.benchmarks._args import csv_list
 
 MIB = 1 << 20
 LOG_CONNECTOR = "h5flow_log"
@@ -88,17 +89,6 @@ def format_size(n: int) -> str:
     return str(n)
 
 
-def _csv_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        bad = [t for t in items if t not in choices]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)} (got {text!r})")
-        return items
-
-    return parse
-
-
 def _size_list(text: str) -> list[int]:
     return [parse_size(t) for t in text.split(",") if t.strip()]
 
@@ -112,7 +102,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-x..-X range), -a/-T (alignment). Verification (-D v) is always on. -e is rounded down to a\n"
         "multiple of each transfer size. Files go to --dir (default $HDF5_PARAPREFIX, else /dev/shm)."
     )
-    p.add_argument("-A", "--api", type=_csv_list(list(APIS)), default=list(APIS),
+    p.add_argument("-A", "--api", type=csv_list(list(APIS)), default=list(APIS),
                    help=f"APIs, comma separated (default all: {','.join(APIS)})")
     p.add_argument("-p", "--min-procs", type=int, default=1, help="fewest processes (default 1)")
     p.add_argument("-P", "--max-procs", type=int, default=None,
@@ -125,7 +115,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--iterations", type=int, default=None,
                    help="iterations; the fastest counts as in h5perf's Maximum Throughput (default 3, --quick 1)")
     p.add_argument("-I", "--interleaved", action="store_true", help="interleaved pattern only (h5perf -I)")
-    p.add_argument("--patterns", type=_csv_list(PATTERNS), default=None,
+    p.add_argument("--patterns", type=csv_list(PATTERNS), default=None,
                    help="block patterns, comma separated (default contiguous,interleaved)")
     p.add_argument("-a", "--alignment", type=parse_size, default=None, help="HDF5 alignment (H5Pset_alignment)")
     p.add_argument("-T", "--threshold", type=parse_size, default=None, help="HDF5 alignment threshold")

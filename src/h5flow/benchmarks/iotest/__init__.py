@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from h5flow.benchmarks._args import csv_list
 from h5flow.benchmarks.iotest import report
 from h5flow.benchmarks.iotest.cases import Case, expand
 from h5flow.benchmarks.iotest.ini import IniError, IotestConfig, parse
@@ -29,17 +30,6 @@ from h5flow.benchmarks.iotest.runner import (IMPLS, VFDS, VOLS, BenchError, Laun
                                              run_launch, unsupported, usable)
 
 BASELINE = StoragePath("mpio", "native")
-
-
-def _csv_list(choices: tuple[str, ...]):  # noqa: ANN202
-    def conv(v: str) -> list[str]:
-        items = [x.strip() for x in v.split(",") if x.strip()]
-        bad = [x for x in items if x not in choices]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"{v!r}: accepted {', '.join(choices)} (comma-separated)")
-        return items
-
-    return conv
 
 
 def _grid(v: str) -> tuple[int, int]:
@@ -77,9 +67,9 @@ def run_data_dir(given: Path | None, prefix: str) -> Iterator[Path]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, metavar="CONFIG.ini", help="hdf5-iotest configuration file")
-    p.add_argument("--vfd", type=_csv_list(VFDS), action="extend", default=None,
+    p.add_argument("--vfd", type=csv_list(VFDS), action="extend", default=None,
                    help="storage driver(s): mpio, subfiling (comma-separated or repeated; default mpio)")
-    p.add_argument("--vol", type=_csv_list(VOLS), action="extend", default=None,
+    p.add_argument("--vol", type=csv_list(VOLS), action="extend", default=None,
                    help="VOL connector(s): native, h5flow_log (default native); h5flow_log runs with "
                         "HDF5_VOL_CONNECTOR=h5flow_log and is skipped, with the reason, when not built")
     p.add_argument("--impl", choices=IMPLS, default="c",
