@@ -1,0 +1,63 @@
+/* h5flow_log — internal interfaces between the dataset translation units (dset_*.c, vol_dataset.c). */
+#ifndef H5FL_DSET_H
+#define H5FL_DSET_H
+
+#include "h5fl.h"
+
+/* ---------------------------------------------------------------- metadata sidecar (dset_meta.c) */
+int h5fl_sidecar_write(const char *dir, hid_t type, hid_t space, hid_t dcpl, bool sync);
+int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl);
+
+/* ---------------------------------------------------------------- writer logs (dset_writer.c) */
+int h5fl_writer_open(h5fl_dset_t *d);
+int h5fl_writer_flush(h5fl_writer_t *w, bool sync);
+void h5fl_writer_free(h5fl_writer_t *w);
+int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len);
+/* An index record may only reach the disk after the data it points to. */
+int h5fl_writer_append_index(h5fl_writer_t *w, const uint8_t *rec, size_t len);
+
+/* ---------------------------------------------------------------- selections (dset_select.c) */
+typedef int (*seq_fn)(void *ctx, hsize_t off, size_t len);
+typedef struct copy_ctx {
+    uint8_t *mem;  /* user buffer */
+    uint8_t *flat; /* packed buffer */
+    size_t pos;
+    bool to_flat;
+} copy_ctx_t;
+typedef struct runs_ctx {
+    uint8_t *buf;
+    size_t n, cap;
+    uint64_t elems;
+} runs_ctx_t;
+typedef struct sel {
+    hid_t fsel, msel; /* msel may be H5S_BLOCK */
+    hsize_t n;
+} sel_t;
+
+int h5fl_for_each_seq(hid_t space, size_t esize, seq_fn fn, void *ctx);
+/* Whether the selection of `space` is one contiguous byte range; its offset in *off. */
+bool h5fl_sel_contiguous(hid_t space, size_t esize, hsize_t npoints, hsize_t *off);
+int h5fl_copy_seq(void *vctx, hsize_t off, size_t len); /* ctx: copy_ctx_t */
+int h5fl_add_run(void *vctx, hsize_t off, size_t len);  /* ctx: runs_ctx_t */
+int h5fl_resolve_sel(h5fl_dset_t *d, hid_t mspace, hid_t fspace, sel_t *s);
+
+/* ---------------------------------------------------------------- merged index (dset_index.c) */
+typedef struct ext_vec {
+    h5fl_extent_t *v;
+    size_t n, cap;
+} ext_vec_t;
+int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uint32_t log, uint64_t loff);
+int h5fl_ix_add_log(h5fl_index_t *ix, const char *path);
+void h5fl_ix_free(h5fl_index_t *ix);
+/* Build the index if needed, merge this process's pending writes, map the logs. */
+int h5fl_ix_ready(h5fl_dset_t *d);
+/* Record this process's own write in an already built index (merged lazily at the next read). */
+int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill);
+typedef struct gather_ctx {
+    h5fl_dset_t *d;
+    uint8_t *out;
+} gather_ctx_t;
+/* Copy elements [start, start+len) of the dataset (linear order) to g->out, advancing it. */
+int h5fl_gather_seq(void *vctx, hsize_t start, size_t len);
+
+#endif
