@@ -28,6 +28,7 @@
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
+#define H5FL_GONE_PREFIX "@gone." /* @gone.<epoch>.<n>: a deleted object still open somewhere */
 #define H5FL_XATTR "user.h5flow_log.meta"
 
 /* ---------------------------------------------------------------- errors (util.c) */
@@ -130,6 +131,7 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r);
 typedef struct h5fl_file h5fl_file_t;
 typedef struct h5fl_dset h5fl_dset_t;
 
+struct h5fl_file;
 typedef struct h5fl_obj {
     H5I_type_t type; /* H5I_FILE, H5I_GROUP, H5I_DATASET, H5I_ATTR */
     int rc;
@@ -137,7 +139,31 @@ typedef struct h5fl_obj {
     char *path; /* HDF5 absolute path ("/" for the root) */
     char *dir;  /* file-system directory of the object (of the owner object, for attributes) */
     bool anon;  /* created anonymously (H5Dcreate_anon), not linked yet: lives under @anon.* */
+    /* registry.c: the process's open objects; datasets and attributes are keyed by the device and inode
+     * of their directory (of the owner's, for attributes) */
+    struct h5fl_obj *reg_prev, *reg_next;
+    bool in_reg;
+    bool gone; /* its link was deleted while it was open: it lives on, unnamed, until closed */
+    dev_t dev;
+    ino_t ino;
 } h5fl_obj_t;
+
+/* ---------------------------------------------------------------- open objects (registry.c) */
+void h5fl_reg_add(h5fl_obj_t *o); /* records the identity of o->dir */
+void h5fl_reg_remove(h5fl_obj_t *o);
+h5fl_obj_t *h5fl_reg_next(h5fl_obj_t *o); /* iteration: NULL gives the first */
+/* The open object of `type` whose directory is the one `dir` names now (and that `match` accepts). */
+h5fl_obj_t *h5fl_reg_find(H5I_type_t type, const char *dir, bool (*match)(const h5fl_obj_t *, const void *),
+                          const void *arg);
+/* An open file handle on the container directory `dir` (NULL if none). */
+struct h5fl_file *h5fl_reg_find_file(const char *dir);
+/* The link at container-relative directory `from_rel` (HDF5 path `from_path`) now lives at `to_rel`
+ * (`to_path`; NULL: deleted, the objects become unnamed): rewrite every open object of container
+ * `fileno` at or under it. */
+int h5fl_reg_moved(unsigned long fileno, const char *from_rel, const char *to_rel, const char *from_path,
+                   const char *to_path);
+/* Whether an object of container `fileno` at or under `rel` is open in this process. */
+bool h5fl_reg_busy(unsigned long fileno, const char *rel);
 
 struct h5fl_file {
     h5fl_obj_t o;   /* the root group; o.type == H5I_FILE */
@@ -150,8 +176,8 @@ struct h5fl_file {
     uint64_t epoch;
     bool fsync; /* H5FLOW_LOG_FSYNC=1: fdatasync logs at flush/close and fsync metadata files */
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
+    uint64_t gone_counter; /* likewise, for H5Ldelete */
     unsigned long fileno;
-    h5fl_dset_t *open_dsets; /* for H5Fflush / close */
 };
 
 typedef struct h5fl_log {
@@ -170,7 +196,6 @@ typedef struct h5fl_writer {
     uint32_t id;
     uint64_t epoch;
     bool dirty_sync; /* written since the last fsync */
-    int users;       /* open handles of the dataset in this file sharing these logs */
     char *dpath;
 } h5fl_writer_t;
 
@@ -192,7 +217,6 @@ struct h5fl_dset {
     h5fl_writer_t *w;
     h5fl_index_t *ix;
     uint64_t min_counter; /* after a collective shrink: later writes order after its fill record */
-    h5fl_dset_t *next_open;
 };
 
 typedef struct h5fl_attr {
@@ -270,6 +294,8 @@ herr_t h5fl_dataset_close(void *, hid_t, void **);
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync);
 /* Drop the merged index: the next read rebuilds it from every writer's logs as they are now. */
 void h5fl_dset_forget_index(h5fl_dset_t *d);
+/* The dataset's directory changed (a move of it or of a group above it): follow it. */
+int h5fl_dset_moved(h5fl_dset_t *d);
 void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 /* Give an anonymous dataset its name: move its directory to `dir` (rank 0 did the rename). */
 int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path);

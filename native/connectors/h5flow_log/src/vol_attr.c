@@ -45,6 +45,13 @@ static void attr_free(h5fl_attr_t *a)
     free(a);
 }
 
+/* Drop one reference (a shared attribute stays while another handle holds it). */
+static void attr_release(h5fl_attr_t *a)
+{
+    if (--a->o.rc == 0)
+        attr_free(a);
+}
+
 /* Serialize and write the attribute file (the caller is the rank that touches the disk). */
 static int attr_store(const h5fl_attr_t *a)
 {
@@ -116,7 +123,30 @@ static h5fl_attr_t *attr_new(h5fl_file_t *f, const char *owner_dir, const char *
     return a;
 }
 
+static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const char *owner_path,
+                                   const char *name);
+
+static bool same_name(const h5fl_obj_t *o, const void *name) { return !strcmp(((const h5fl_attr_t *)o)->name, name); }
+
+/* The attribute `name` of the object at owner_dir, if a handle of it is open in this process. */
+static h5fl_attr_t *attr_find_open(const char *owner_dir, const char *name)
+{
+    return (h5fl_attr_t *)h5fl_reg_find(H5I_ATTR, owner_dir, same_name, name);
+}
+
+/* An attribute already open in this process is shared (one state, as native HDF5's one object header):
+ * a write through one handle is what every other handle reads. */
 static h5fl_attr_t *attr_load(h5fl_file_t *f, const char *owner_dir, const char *owner_path, const char *name)
+{
+    h5fl_attr_t *open = attr_find_open(owner_dir, name);
+    if (open) {
+        open->o.rc++;
+        return open;
+    }
+    return attr_read_file(f, owner_dir, owner_path, name);
+}
+
+static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const char *owner_path, const char *name)
 {
     char *path = attr_file(owner_dir, name);
     void *vb = NULL;
@@ -380,6 +410,7 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     h5fl_err_clear();
     h5fl_attr_t *a = obj;
     h5fl_file_t *f = a->o.file;
+    uint8_t *nd = NULL;
     if (!h5fl_writable(f))
         goto fail;
     h5fl_collective_begin(f);
@@ -400,8 +431,7 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
                 free(v);
                 goto fail;
             }
-        attr_data_free(a);
-        a->data = (uint8_t *)v;
+        nd = (uint8_t *)v;
     } else {
         size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype), big = es > ms ? es : ms;
         uint8_t *tmp = malloc(a->npoints * big + 1);
@@ -420,12 +450,21 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
             h5fl_err("cannot convert the memory datatype to attribute '%s''s datatype", a->name);
             goto fail;
         }
-        free(a->data);
-        a->data = tmp;
+        nd = tmp;
     }
+    /* The new values replace the old ones only once they are stored: a failed write leaves the attribute
+     * reading what the container holds. */
+    uint8_t *old = a->data;
+    a->data = nd;
     int st = f->rank == 0 ? attr_store(a) : 0;
-    if (h5fl_collective(f, st) != 0)
+    if (h5fl_collective(f, st) != 0) {
+        attr_data_free(a);
+        a->data = old;
         goto fail;
+    }
+    a->data = old;
+    attr_data_free(a);
+    a->data = nd;
     return 0;
 fail:
     h5fl_err_push(__func__);
@@ -489,7 +528,7 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
             if (g->attr_name_len)
                 *g->attr_name_len = l;
             if (t != a)
-                attr_free(t);
+                attr_release(t);
             return 0;
         }
         case H5VL_ATTR_GET_INFO: {
@@ -509,7 +548,7 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
                 break;
             fill_info(t, g->ainfo);
             if (t != a)
-                attr_free(t);
+                attr_release(t);
             return 0;
         }
         default:
@@ -555,7 +594,7 @@ static int iterate_attrs(h5fl_obj_t *o, const h5fl_loc_t *loc, H5VL_attr_iterate
         }
         H5A_info_t ai;
         fill_info(a, &ai);
-        attr_free(a);
+        attr_release(a);
         ret = it->op(id, names.v[k], &ai, it->op_data);
     }
     if (it->idx)
@@ -622,6 +661,11 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
                 st = -1;
             }
             rc = h5fl_collective(f, st);
+            if (rc == 0) { /* open handles keep their data but no longer name an attribute of the object */
+                h5fl_attr_t *open;
+                while ((open = attr_find_open(loc.dir, name)))
+                    open->o.gone = true;
+            }
             free(p);
             free(name);
             break;
@@ -646,6 +690,12 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
                 }
             }
             rc = h5fl_collective(f, st);
+            h5fl_attr_t *open = rc == 0 ? attr_find_open(loc.dir, args->args.rename.old_name) : NULL;
+            char *nn = open ? h5fl_strdup(args->args.rename.new_name) : NULL;
+            if (nn) { /* open handles follow the rename */
+                free(open->name);
+                open->name = nn;
+            }
             free(from);
             free(to);
             break;
@@ -665,9 +715,6 @@ herr_t h5fl_attr_close(void *obj, hid_t dxpl, void **req)
 {
     (void)dxpl;
     (void)req;
-    h5fl_attr_t *a = obj;
-    if (--a->o.rc > 0)
-        return 0;
-    attr_free(a);
+    attr_release(obj);
     return 0;
 }

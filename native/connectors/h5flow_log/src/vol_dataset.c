@@ -49,8 +49,6 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
     if (!d->vstr && H5Pfill_value_defined(dcpl, &fs) >= 0 && fs != H5D_FILL_VALUE_UNDEFINED)
         if (H5Pget_fill_value(dcpl, type, d->fill) < 0)
             memset(d->fill, 0, d->esize);
-    d->next_open = f->open_dsets;
-    f->open_dsets = d;
     return d;
 fail:
     H5Tclose(type);
@@ -66,14 +64,7 @@ fail:
 
 static void dset_free(h5fl_dset_t *d)
 {
-    h5fl_file_t *f = d->o.file;
-    for (h5fl_dset_t **p = &f->open_dsets; *p; p = &(*p)->next_open)
-        if (*p == d) {
-            *p = d->next_open;
-            break;
-        }
-    if (d->w && --d->w->users == 0)
-        h5fl_writer_free(d->w);
+    h5fl_writer_free(d->w);
     h5fl_ix_free(d->ix);
     H5Tclose(d->type);
     H5Sclose(d->space);
@@ -84,12 +75,42 @@ static void dset_free(h5fl_dset_t *d)
     free(d);
 }
 
+/* A dataset already open in this process (through any handle of its container) is shared: one state, so
+ * every handle sees every write, extent change and rename made through any other, as in native HDF5. */
 void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path)
 {
+    h5fl_dset_t *open = (h5fl_dset_t *)h5fl_reg_find(H5I_DATASET, dir, NULL, NULL);
+    if (open) {
+        open->o.rc++;
+        if (!h5fl_writable(open->o.file) && (f->intent & H5F_ACC_RDWR) && open->o.file->comm == f->comm) {
+            h5fl_file_t *old = open->o.file; /* opened read-only before: writes go through the writable handle */
+            f->o.rc++;
+            open->o.file = f;
+            h5fl_file_decref(old);
+        }
+        h5fl_err_clear();
+        return open;
+    }
     hid_t t, s, p;
     if (h5fl_sidecar_read(dir, &t, &s, &p) != 0)
         return NULL;
     return dset_new(f, dir, path, t, s, p, H5P_DEFAULT);
+}
+
+int h5fl_dset_moved(h5fl_dset_t *d)
+{
+    int rc = 0;
+    if (d->w) { /* open descriptors follow the renamed directory; only the names change */
+        const char *base = strrchr(d->w->dpath, '/');
+        char *dp = h5fl_join(d->o.dir, base + 1);
+        if (!dp)
+            return -1;
+        free(d->w->dpath);
+        d->w->dpath = dp;
+        rc = h5fl_writer_flush(d->w, false);
+    }
+    h5fl_dset_forget_index(d); /* log paths changed: rebuilt from the new directory at the next read */
+    return rc;
 }
 
 int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
@@ -263,21 +284,8 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
     return d;
 }
 
-/* Handles of one dataset opened twice in one file share one writer: two appenders to the same logs
- * would overwrite each other. */
-static int writer_get(h5fl_dset_t *d)
-{
-    for (h5fl_dset_t *o = d->o.file->open_dsets; o; o = o->next_open)
-        if (o != d && o->w && !strcmp(o->o.dir, d->o.dir)) {
-            d->w = o->w;
-            d->w->users++;
-            return 0;
-        }
-    if (h5fl_writer_open(d) != 0)
-        return -1;
-    d->w->users = 1;
-    return 0;
-}
+/* One writer per dataset per process: every handle shares the dataset's state (h5fl_dset_open_dir). */
+static int writer_get(h5fl_dset_t *d) { return h5fl_writer_open(d); }
 
 static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags);
 
@@ -434,10 +442,8 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     rc = h5fl_writer_append_index(w, rec, total);
     if (rec != stackrec)
         free(rec);
-    if (rc == 0)
-        for (h5fl_dset_t *o = d->o.file->open_dsets; o && rc == 0; o = o->next_open)
-            if (o->w == w) /* every handle sharing these logs sees the write at its next read */
-                rc = h5fl_ix_note_write(o, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
+    if (rc == 0) /* every handle shares this state: all see the write at their next read */
+        rc = h5fl_ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
 done:
     free(runs.buf);
     return rc;
@@ -716,19 +722,6 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     }
     H5Sclose(d->space);
     d->space = ns;
-    /* other handles of this dataset in this process see the new extent too */
-    for (h5fl_dset_t *o = f->open_dsets; o; o = o->next_open)
-        if (o != d && !strcmp(o->o.dir, d->o.dir)) {
-            hid_t c = H5Scopy(ns);
-            if (c >= 0) {
-                H5Sclose(o->space);
-                o->space = c;
-            }
-            if (o->ix && (trailing || shrink)) {
-                h5fl_ix_free(o->ix);
-                o->ix = NULL;
-            }
-        }
     if (trailing && d->ix) { /* the linear order changed: rebuild from the logs at the next read */
         if (d->w && h5fl_writer_flush(d->w, false) != 0)
             return -1;

@@ -1,6 +1,7 @@
 /* File callbacks: the container directory, its marker, the MPI communicator, flush and close. */
 #include "h5fl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -20,10 +21,13 @@ void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *p
     o->dir = dir ? h5fl_strdup(dir) : NULL;
     if (f && (void *)f != (void *)o)
         f->o.rc++;
+    if (type != H5I_FILE && o->dir)
+        h5fl_reg_add(o); /* a file registers once its container exists (set_fileno) */
 }
 
 static void file_free(h5fl_file_t *f)
 {
+    h5fl_reg_remove(&f->o);
     if (f->fapl >= 0)
         H5Pclose(f->fapl);
     if (f->fcpl >= 0)
@@ -48,6 +52,7 @@ void h5fl_file_decref(h5fl_file_t *f)
 
 void h5fl_obj_release(h5fl_obj_t *o)
 {
+    h5fl_reg_remove(o);
     free(o->path);
     free(o->dir);
     o->path = o->dir = NULL;
@@ -105,9 +110,9 @@ void h5fl_collective_begin(h5fl_file_t *f)
 
 int h5fl_file_flush(h5fl_file_t *f, bool sync)
 {
-    int rc = 0;
-    for (h5fl_dset_t *d = f->open_dsets; d; d = d->next_open)
-        if (h5fl_dset_flush(d, sync) != 0)
+    int rc = 0; /* every open dataset of the container, whichever file handle opened it */
+    for (h5fl_obj_t *o = h5fl_reg_next(NULL); o; o = h5fl_reg_next(o))
+        if (o->type == H5I_DATASET && o->file->fileno == f->fileno && h5fl_dset_flush((h5fl_dset_t *)o, sync) != 0)
             rc = -1;
     return rc;
 }
@@ -171,6 +176,28 @@ static bool is_container(const char *dir)
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && h5fl_exists(dir, H5FL_MARKER);
 }
 
+/* Objects deleted while they were open (vol_object.c link_delete) wait in @gone.* directories; a writable
+ * open removes those no handle of this process still uses. */
+static void remove_gone(h5fl_file_t *f)
+{
+    DIR *dir = opendir(f->o.dir);
+    if (!dir)
+        return;
+    struct dirent *e;
+    size_t pl = strlen(H5FL_GONE_PREFIX);
+    while ((e = readdir(dir))) {
+        if (strncmp(e->d_name, H5FL_GONE_PREFIX, pl) != 0)
+            continue;
+        char rel[NAME_MAX + 2];
+        snprintf(rel, sizeof rel, "/%s", e->d_name);
+        char *p = h5fl_join(f->o.dir, e->d_name);
+        if (p && !h5fl_reg_busy(f->fileno, rel))
+            (void)h5fl_rm_rf(p); /* best effort: a leftover is invisible (names starting with '@') */
+        free(p);
+    }
+    closedir(dir);
+}
+
 /* ---------------------------------------------------------------- create / open */
 static h5fl_file_t *file_new(const char *name, unsigned intent, hid_t fcpl, hid_t fapl)
 {
@@ -220,6 +247,7 @@ static void set_fileno(h5fl_file_t *f)
     struct stat st;
     if (stat(f->o.dir, &st) == 0)
         f->fileno = (unsigned long)st.st_ino ^ ((unsigned long)st.st_dev << 40);
+    h5fl_reg_add(&f->o);
 }
 
 void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl, hid_t dxpl, void **req)
@@ -241,7 +269,12 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
     if (f->rank == 0) {
         struct stat sb;
         if (lstat(name, &sb) == 0) {
-            if (flags & H5F_ACC_EXCL) {
+            if (h5fl_reg_find_file(name)) {
+                h5fl_err("cannot create %s: it is open in this process; close it before truncating it "
+                         "(as native HDF5, which refuses to truncate an open file)",
+                         name);
+                st = -1;
+            } else if (flags & H5F_ACC_EXCL) {
                 h5fl_err("cannot create %s: it already exists (opened with H5F_ACC_EXCL; errno = %d)", name,
                          EEXIST);
                 st = -1;
@@ -305,6 +338,8 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     }
     f->epoch = epoch;
     set_fileno(f);
+    if (f->rank == 0 && (flags & H5F_ACC_RDWR))
+        remove_gone(f);
     return f;
 }
 
@@ -319,6 +354,66 @@ static void copy_name(const char *src, size_t bufsz, char *buf, size_t *len_out)
     }
     if (len_out)
         *len_out = len;
+}
+
+/* H5Fget_obj_count / H5Fget_obj_ids: the ids of this process that name objects of this container (with
+ * H5F_OBJ_LOCAL, only those opened through this file handle). HDF5 keeps the ids; the connector
+ * recognises its own objects among them. */
+typedef struct obj_ids {
+    const h5fl_file_t *f;
+    unsigned types;
+    size_t max;
+    hid_t *out;
+    size_t count;
+} obj_ids_t;
+
+static bool is_ours(hid_t id)
+{
+    char name[sizeof H5FL_NAME + 1];
+    hid_t vol = H5VLget_connector_id(id);
+    if (vol < 0)
+        return false;
+    ssize_t n = H5VLget_connector_name(id, name, sizeof name);
+    H5VLclose(vol);
+    return n == (ssize_t)strlen(H5FL_NAME) && !strcmp(name, H5FL_NAME);
+}
+
+static herr_t obj_id_cb(hid_t id, void *udata)
+{
+    obj_ids_t *q = udata;
+    if (!is_ours(id))
+        return 0;
+    const h5fl_obj_t *o = H5VLobject(id);
+    if (!o || !o->file)
+        return 0;
+    bool local = q->types & H5F_OBJ_LOCAL;
+    if (local ? o->file != q->f : o->file->fileno != q->f->fileno)
+        return 0;
+    if (q->out && q->count >= q->max)
+        return 1; /* the caller's array is full */
+    if (q->out)
+        q->out[q->count] = id;
+    q->count++;
+    return 0;
+}
+
+static int collect_obj_ids(obj_ids_t *q)
+{
+    static const struct {
+        unsigned flag;
+        H5I_type_t type;
+    } kinds[] = {{H5F_OBJ_FILE, H5I_FILE}, {H5F_OBJ_DATASET, H5I_DATASET}, {H5F_OBJ_GROUP, H5I_GROUP},
+                 {H5F_OBJ_DATATYPE, H5I_DATATYPE}, {H5F_OBJ_ATTR, H5I_ATTR}};
+    H5E_BEGIN_TRY
+    {
+        for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+            if ((q->types & kinds[k].flag) && H5Iiterate(kinds[k].type, obj_id_cb, q) < 0) {
+                h5fl_err("cannot list the open objects");
+                return -1;
+            }
+    }
+    H5E_END_TRY
+    return 0;
 }
 
 herr_t h5fl_file_get(void *obj, H5VL_file_get_args_t *args, hid_t dxpl, void **req)
@@ -353,14 +448,22 @@ herr_t h5fl_file_get(void *obj, H5VL_file_get_args_t *args, hid_t dxpl, void **r
             copy_name(f->name, args->args.get_name.buf_size, args->args.get_name.buf,
                       args->args.get_name.file_name_len);
             return 0;
-        case H5VL_FILE_GET_OBJ_COUNT:
-            /* Objects are reference-counted by the connector; closing the file id with objects still
-             * open keeps the container alive until they close (like H5F_CLOSE_WEAK). */
-            *args->args.get_obj_count.count = 0;
+        case H5VL_FILE_GET_OBJ_COUNT: {
+            /* h5py's File.close closes what these report, as with native files */
+            obj_ids_t q = {f, args->args.get_obj_count.types, 0, NULL, 0};
+            if (collect_obj_ids(&q) != 0)
+                break;
+            *args->args.get_obj_count.count = q.count;
             return 0;
-        case H5VL_FILE_GET_OBJ_IDS:
-            *args->args.get_obj_ids.count = 0;
+        }
+        case H5VL_FILE_GET_OBJ_IDS: {
+            H5VL_file_get_obj_ids_args_t *a = &args->args.get_obj_ids;
+            obj_ids_t q = {f, a->types, a->max_objs, a->oid_list, 0};
+            if (collect_obj_ids(&q) != 0)
+                break;
+            *a->count = q.count;
             return 0;
+        }
         default:
             h5fl_err("file get operation %d is not supported by h5flow_log", (int)args->op_type);
             break;
@@ -385,8 +488,9 @@ herr_t h5fl_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl
                 MPI_Iallreduce(MPI_IN_PLACE, &st, 1, MPI_INT, MPI_MIN, f->comm, &mreq);
                 h5fl_mpi_wait(&mreq);
             }
-            for (h5fl_dset_t *d = f->open_dsets; d; d = d->next_open)
-                h5fl_dset_forget_index(d);
+            for (h5fl_obj_t *d = h5fl_reg_next(NULL); d; d = h5fl_reg_next(d))
+                if (d->type == H5I_DATASET && d->file->fileno == f->fileno)
+                    h5fl_dset_forget_index((h5fl_dset_t *)d);
             if (st != 0)
                 break;
             return 0;

@@ -38,6 +38,13 @@ int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsi
     return 0;
 }
 
+/* The container-relative part of directory `dir` of an object of file `f` ("" if it is not under it). */
+static const char *rel_dir(const h5fl_file_t *f, const char *dir)
+{
+    size_t rl = strlen(f->o.dir);
+    return strncmp(dir, f->o.dir, rl) == 0 ? dir + rl : "";
+}
+
 /* ---------------------------------------------------------------- links */
 herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc_params_t *lp, hid_t lcpl,
                         hid_t lapl, hid_t dxpl, void **req)
@@ -130,7 +137,7 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     h5fl_obj_t *so = src, *dobj = dst ? dst : src;
     h5fl_file_t *f = so->file;
     h5fl_loc_t from = {0}, parent = {0};
-    char leaf[NAME_MAX + 1];
+    char leaf[NAME_MAX + 1], *leafname = NULL;
     int st = -1;
     if (lp1->type != H5VL_OBJECT_BY_NAME || lp2->type != H5VL_OBJECT_BY_NAME) {
         h5fl_err("link move needs names");
@@ -146,17 +153,19 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
-    st = 0;
-    if (f->rank == 0) {
-        st = h5fl_resolve(so, lp1->loc_data.loc_by_name.name, &from);
-        if (st == 0 && from.type == H5I_BADID) {
-            h5fl_err("link '%s' does not exist", lp1->loc_data.loc_by_name.name);
-            st = -1;
-        }
-        if (st == 0)
-            st = h5fl_resolve_parent(dobj, lp2->loc_data.loc_by_name.name, crt ? H5FL_MKPARENTS : H5FL_CHECK,
-                                     &parent, leaf, sizeof leaf, NULL);
-        if (st == 0) {
+    /* Every rank computes both names (rank 0 checks them against the disk and renames): open objects at or
+     * under the old name follow the move on every rank. */
+    st = h5fl_resolve(so, lp1->loc_data.loc_by_name.name, &from);
+    if (st == 0 && f->rank == 0 && from.type == H5I_BADID) {
+        h5fl_err("link '%s' does not exist", lp1->loc_data.loc_by_name.name);
+        st = -1;
+    }
+    if (st == 0)
+        st = h5fl_resolve_parent(dobj, lp2->loc_data.loc_by_name.name,
+                                 f->rank != 0 ? H5FL_COMPUTE : crt ? H5FL_MKPARENTS : H5FL_CHECK, &parent, leaf,
+                                 sizeof leaf, &leafname);
+    if (st == 0 && f->rank == 0) {
+        {
             char *to = h5fl_join(parent.dir, leaf);
             size_t lf = strlen(from.dir);
             if (!to)
@@ -175,7 +184,21 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
         }
     }
     st = h5fl_collective(f, st);
+    if (st == 0) {
+        char *to = h5fl_join(parent.dir, leaf);
+        size_t a = strlen(parent.path);
+        char *np = malloc(a + strlen(leafname) + 2);
+        if (!to || !np)
+            st = -1;
+        else {
+            sprintf(np, "%s%s%s", parent.path, a == 1 ? "" : "/", leafname);
+            st = h5fl_reg_moved(f->fileno, rel_dir(f, from.dir), rel_dir(dobj->file, to), from.path, np);
+        }
+        free(to);
+        free(np);
+    }
 done:
+    free(leafname);
     h5fl_loc_free(&from);
     h5fl_loc_free(&parent);
     if (st != 0)
@@ -313,6 +336,66 @@ static int iterate(h5fl_obj_t *o, const h5fl_loc_t *loc, iter_t *it, hsize_t *id
     return ret;
 }
 
+/* Whether any rank has an object at or under `rel` open (every rank calls it). */
+static bool busy_anywhere(h5fl_file_t *f, const char *rel)
+{
+    int busy = h5fl_reg_busy(f->fileno, rel);
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Iallreduce(MPI_IN_PLACE, &busy, 1, MPI_INT, MPI_LOR, f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
+    return busy != 0;
+}
+
+/* H5Ldelete. An object still open (here or on another rank) lives on, unnamed, until its last handle
+ * closes, as in native HDF5: its directory moves to an @gone.* directory at the container root (removed
+ * by the next writable open) instead of being deleted under the open handles, which would otherwise
+ * write into an unlinked log or, once the name is reused, into another object. */
+static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
+{
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t loc = {0};
+    h5fl_collective_begin(f);
+    int st = h5fl_loc_from_params(o, lp, &loc);
+    if (st == 0 && f->rank == 0 && loc.type == H5I_BADID) {
+        h5fl_err("link '%s' does not exist", loc.path);
+        st = -1;
+    }
+    if (st == 0 && !strcmp(loc.path, "/")) {
+        h5fl_err("the root group cannot be deleted");
+        st = -1;
+    }
+    const char *rel = st == 0 ? rel_dir(f, loc.dir) : "";
+    bool busy = busy_anywhere(f, rel); /* collective: every rank reaches it */
+    char gone[64];
+    snprintf(gone, sizeof gone, "/" H5FL_GONE_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->gone_counter++);
+    if (st == 0 && f->rank == 0) {
+        if (!busy) {
+            st = h5fl_rm_rf(loc.dir);
+        } else {
+            char *to = malloc(strlen(f->o.dir) + strlen(gone) + 1);
+            if (!to) {
+                h5fl_err("out of memory");
+                st = -1;
+            } else {
+                sprintf(to, "%s%s", f->o.dir, gone);
+                if (rename(loc.dir, to) != 0) {
+                    h5fl_err("cannot delete '%s': %s", loc.path, strerror(errno));
+                    st = -1;
+                }
+                free(to);
+            }
+        }
+    }
+    st = h5fl_collective(f, st);
+    if (st == 0 && busy)
+        st = h5fl_reg_moved(f->fileno, rel, gone, loc.path, NULL);
+    h5fl_loc_free(&loc);
+    return st;
+}
+
 herr_t h5fl_link_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_link_specific_args_t *args, hid_t dxpl,
                           void **req)
 {
@@ -330,27 +413,10 @@ herr_t h5fl_link_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_link_spec
             *args->args.exists.exists = loc.type != H5I_BADID;
             rc = 0;
             break;
-        case H5VL_LINK_DELETE: {
-            if (!h5fl_writable(f))
-                break;
-            h5fl_collective_begin(f);
-            int st = 0;
-            if (f->rank == 0) {
-                st = h5fl_loc_from_params(o, lp, &loc);
-                if (st == 0 && loc.type == H5I_BADID) {
-                    h5fl_err("link '%s' does not exist", loc.path);
-                    st = -1;
-                }
-                if (st == 0 && !strcmp(loc.path, "/")) {
-                    h5fl_err("the root group cannot be deleted");
-                    st = -1;
-                }
-                if (st == 0)
-                    st = h5fl_rm_rf(loc.dir);
-            }
-            rc = h5fl_collective(f, st);
+        case H5VL_LINK_DELETE:
+            if (h5fl_writable(f))
+                rc = link_delete(o, lp);
             break;
-        }
         case H5VL_LINK_ITER: {
             H5VL_link_iterate_args_t *a = &args->args.iterate;
             if (a->idx_type == H5_INDEX_CRT_ORDER) {
