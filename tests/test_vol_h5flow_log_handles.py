@@ -244,3 +244,29 @@ def test_mpi_moves_and_second_handles(comm, mpi_tmp_path: Path) -> None:
         got = f["h/x"][...]
     want = np.array([[100 + k] + [k + 1] * 3 for k in range(comm.size)])
     mpi_assert(comm, np.array_equal(got, want), f"rank {r} read {got.tolist()}")
+
+
+def test_fill_values_match_native(tmp_path: Path) -> None:
+    """Unwritten elements read as the dataset's fill value, variable-length strings included; a fill value
+    that does not convert to the datatype is refused at creation, as native HDF5 does."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            for name, dt, fv in (("b", h5py.string_dtype("ascii"), b"bar"),
+                                 ("u", h5py.string_dtype("utf-8"), "bár".encode())):
+                d = f.create_dataset(name, (4,), dtype=dt, fillvalue=fv, maxshape=(None,), chunks=(2,))
+                d[1] = b"x"
+                out(name, [v.decode() for v in d[...]])
+                d.resize((1,)); d.resize((3,))
+                out(name + "_regrown", [v.decode() for v in d[...]])
+            out("plain", [v for v in f.create_dataset("p", (2,), dtype=h5py.string_dtype())[...]])
+            try:
+                f.create_dataset("bogus", (10,), dtype=[("a", "i4"), ("b", "f4")], fillvalue=42)
+                out("bogus", "created")
+            except (ValueError, TypeError, OSError):
+                out("bogus", "refused")
+            out("keys", sorted(f.keys()))
+            d = f.create_dataset("n", (4,), "f4", fillvalue=4.0, fill_time="never", chunks=(2,))
+            out("_never", d[...].tolist())
+    """, tmp_path)
+    assert got["b"] == ["bar", "x", "bar", "bar"] and got["u_regrown"] == ["bár", "bár", "bár"]
+    assert got["bogus"] == "refused" and got["_never"] != [4.0] * 4

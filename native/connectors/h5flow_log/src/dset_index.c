@@ -355,7 +355,7 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             k++;
             if (d->vstr) {
                 for (uint64_t i = 0; i < stop - pos; i++)
-                    if (!(((char **)g->out)[i] = h5fl_strdup("")))
+                    if (!(((char **)g->out)[i] = h5fl_strdup(d->vfill ? d->vfill : "")))
                         return -1;
                 g->out += (stop - pos) * sizeof(char *);
                 pos = stop;
@@ -366,7 +366,7 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
             if (d->vstr) { /* unwritten variable-length strings read as empty strings */
                 for (uint64_t i = 0; i < stop - pos; i++)
-                    if (!(((char **)g->out)[i] = h5fl_strdup("")))
+                    if (!(((char **)g->out)[i] = h5fl_strdup(d->vfill ? d->vfill : "")))
                         return -1;
                 g->out += (stop - pos) * sizeof(char *);
                 pos = stop;

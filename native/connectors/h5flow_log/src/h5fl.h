@@ -214,6 +214,7 @@ struct h5fl_dset {
     size_t esize; /* bytes per element in the data log (16 for variable-length strings) */
     bool vstr;    /* variable-length strings: the log holds the bytes, then (offset, length) pairs */
     uint8_t *fill;
+    char *vfill;  /* variable-length strings: the fill value (NULL: none defined, reads as "") */
     h5fl_writer_t *w;
     h5fl_index_t *ix;
     uint64_t min_counter; /* after a collective shrink: later writes order after its fill record */

@@ -25,6 +25,50 @@ int h5fl_dset_flush(h5fl_dset_t *d, bool sync)
     return d->w ? h5fl_writer_flush(d->w, sync && d->o.file->fsync) : 0;
 }
 
+/* The value unwritten elements read as: the creation property list's fill value converted to the
+ * dataset's type (variable-length strings included), zero bytes with H5D_FILL_TIME_NEVER (native HDF5
+ * leaves such storage uninitialised) or with no fill value defined. A fill value that cannot be
+ * converted to the dataset's type is an error, as in native HDF5's H5Dcreate. */
+static int load_fill(h5fl_dset_t *d)
+{
+    H5D_fill_value_t fs = H5D_FILL_VALUE_UNDEFINED;
+    H5D_fill_time_t ft = H5D_FILL_TIME_IFSET;
+    if (H5Pfill_value_defined(d->dcpl, &fs) < 0 || H5Pget_fill_time(d->dcpl, &ft) < 0) {
+        h5fl_err("cannot read the fill value settings of dataset '%s'", d->o.path);
+        return -1;
+    }
+    if (fs == H5D_FILL_VALUE_UNDEFINED)
+        return 0;
+    if (d->vstr) {
+        char *s = NULL;
+        if (H5Pget_fill_value(d->dcpl, d->type, &s) < 0) {
+            h5fl_err("the fill value of dataset '%s' cannot be converted to its string type", d->o.path);
+            return -1;
+        }
+        if (s) {
+            d->vfill = h5fl_strdup(s);
+            H5free_memory(s);
+            if (!d->vfill)
+                return -1;
+        }
+        return 0;
+    }
+    uint8_t *v = calloc(1, d->esize);
+    if (!v) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    if (H5Pget_fill_value(d->dcpl, d->type, v) < 0) {
+        free(v);
+        h5fl_err("the fill value of dataset '%s' cannot be converted to its datatype", d->o.path);
+        return -1;
+    }
+    if (ft != H5D_FILL_TIME_NEVER)
+        memcpy(d->fill, v, d->esize);
+    free(v);
+    return 0;
+}
+
 static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, hid_t type, hid_t space,
                              hid_t dcpl, hid_t dapl)
 {
@@ -45,10 +89,8 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
         h5fl_err("cannot set up dataset '%s'", path);
         goto fail;
     }
-    H5D_fill_value_t fs;
-    if (!d->vstr && H5Pfill_value_defined(dcpl, &fs) >= 0 && fs != H5D_FILL_VALUE_UNDEFINED)
-        if (H5Pget_fill_value(dcpl, type, d->fill) < 0)
-            memset(d->fill, 0, d->esize);
+    if (load_fill(d) != 0)
+        goto fail;
     return d;
 fail:
     H5Tclose(type);
@@ -57,6 +99,7 @@ fail:
     if (d->dapl >= 0)
         H5Pclose(d->dapl);
     free(d->fill);
+    free(d->vfill);
     h5fl_obj_release(&d->o);
     free(d);
     return NULL;
@@ -71,6 +114,7 @@ static void dset_free(h5fl_dset_t *d)
     H5Pclose(d->dcpl);
     H5Pclose(d->dapl);
     free(d->fill);
+    free(d->vfill);
     h5fl_obj_release(&d->o);
     free(d);
 }
@@ -171,6 +215,23 @@ static int check_supported(hid_t type, hid_t dcpl)
         if (H5Pget_external_count(dcpl) > 0) {
             h5fl_err("external storage is not supported by h5flow_log");
             return -1;
+        }
+        H5D_fill_value_t fs = H5D_FILL_VALUE_UNDEFINED;
+        if (H5Pfill_value_defined(dcpl, &fs) >= 0 && fs == H5D_FILL_VALUE_USER_DEFINED) {
+            size_t sz = H5Tget_size(type);
+            uint8_t *v = calloc(1, sz > sizeof(char *) ? sz : sizeof(char *));
+            herr_t cv = -1;
+            if (v) {
+                H5E_BEGIN_TRY { cv = H5Pget_fill_value(dcpl, type, v); }
+                H5E_END_TRY
+                if (cv >= 0 && H5Tis_variable_str(type) > 0)
+                    H5free_memory(*(char **)v);
+            }
+            free(v);
+            if (cv < 0) {
+                h5fl_err("the fill value cannot be converted to the dataset's datatype");
+                return -1;
+            }
         }
     }
     return 0;
