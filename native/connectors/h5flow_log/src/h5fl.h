@@ -50,6 +50,7 @@ void h5fl_err_term(void);
 
 /* ---------------------------------------------------------------- checksums, names, files (util.c) */
 uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t h5fl_crc32c_portable(uint32_t crc, const void *buf, size_t len); /* the table code, for tests */
 /* A property list argument that is neither H5P_DEFAULT nor of class `cls` is an error (as in native). */
 int h5fl_check_plist(hid_t id, hid_t cls, const char *what);
 /* Whether converting to/from `t` needs a background buffer (compound types). */
