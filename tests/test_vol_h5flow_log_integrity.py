@@ -225,6 +225,36 @@ def test_flipped_length_bit_in_the_middle_is_an_error_not_a_torn_tail(tmp_path: 
     proc = run_script(READ_EXPECT_ERROR, str(p), "d")
     assert "corrupt" in proc.stdout, proc.stdout
     _torn_tail_is_still_tolerated(tmp_path)
+    _reopening_writer_does_not_cut_a_damaged_log(tmp_path)
+
+
+def _reopening_writer_does_not_cut_a_damaged_log(tmp_path: Path) -> None:
+    """A dataset closed and reopened in one file open appends to the same epoch's logs: damage found there
+    is refused, not cut off with everything after it."""
+    p = tmp_path / "reopen.h5"
+    proc = run_script("""
+        import gc, glob, struct
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            d = f.create_dataset("d", shape=(1000,), dtype="i4", fillvalue=-1)
+            for i in range(10):
+                d[100 * i:100 * i + 100] = i
+            del d; gc.collect()                       # closed: its writer is gone
+            idx, = glob.glob(os.path.join(sys.argv[1], "d", "@log.*.idx"))
+            raw = bytearray(open(idx, "rb").read())
+            pos = 0
+            for _ in range(2):
+                pos += struct.unpack_from("<I", raw, pos + 4)[0]
+            raw[pos + 6] ^= 0x04                      # record 3's length runs past the end
+            open(idx, "wb").write(raw)
+            size = len(raw)
+            try:
+                f["d"][0] = 7                         # the reopened writer reads its log again
+            except (OSError, RuntimeError) as e:
+                print("error:", e)
+            assert os.path.getsize(idx) == size, "the damaged log was cut"
+        print("done")
+    """, str(p))
+    assert "error:" in proc.stdout and "corrupt" in proc.stdout and "done" in proc.stdout, proc.stdout
 
 
 def _torn_tail_is_still_tolerated(tmp_path: Path) -> None:
