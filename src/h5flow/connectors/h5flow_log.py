@@ -20,7 +20,14 @@ DSET_FILE = "@dataset"
 ATTR_PREFIX = "@attr."
 LOG_RE = re.compile(r"^@log\.(\d+)\.(\d+)\.(idx|dat)$")
 SIDECAR_MAGIC = b"H5FLDS01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # of the @dataset sidecar
+CONTAINER_FORMATS = (1, 2)  # the marker's "format" line: the versions this reader understands
+EPOCH_MAX = (1 << 63) - 1
+MARKER_RE = re.compile(rb"h5flow_log\nformat (0|[1-9][0-9]{0,19})\nepoch (0|[1-9][0-9]{0,19})\n")
+REC_MAGIC = 0x58494C48
+REC_HDR = 56
+REC_FILL, REC_COMMIT, REC_DCRC = 1, 2, 4
+COMMIT_SIZE = REC_HDR + 4
 _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+,=")
 
 
@@ -59,6 +66,68 @@ def _crc32c(data: bytes) -> int:
         for _ in range(8):
             crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
     return crc ^ 0xFFFFFFFF
+
+
+def read_marker(root: Path) -> tuple[int, int]:
+    """(format, epoch) of the container's marker, every field checked as the connector checks it."""
+    path = root / MARKER
+    m = MARKER_RE.fullmatch(path.read_bytes())
+    if not m:
+        raise ContainerError(f"{path} is malformed: expected "
+                             "'h5flow_log\\nformat <version>\\nepoch <number>\\n'")
+    version, epoch = int(m.group(1)), int(m.group(2))
+    if version not in CONTAINER_FORMATS:
+        raise ContainerError(f"{path}: format {version}; this h5flow reads formats {CONTAINER_FORMATS}")
+    if not 1 <= epoch <= EPOCH_MAX:
+        raise ContainerError(f"{path}: epoch {epoch} is not in 1..{EPOCH_MAX} (the marker is damaged)")
+    return version, epoch
+
+
+def _record_size(rank: int, nruns: int, flags: int) -> int:
+    return REC_HDR + (16 if flags & REC_DCRC else 0) + 8 * rank + 16 * nruns + 4
+
+
+def _is_commit_at(raw: bytes, q: int) -> bool:
+    if q + COMMIT_SIZE > len(raw):
+        return False
+    magic, ln = struct.unpack_from("<II", raw, q)
+    flags, = struct.unpack_from("<I", raw, q + 52)
+    at, = struct.unpack_from("<Q", raw, q + 24)
+    return (magic, ln, flags, at) == (REC_MAGIC, COMMIT_SIZE, REC_COMMIT, q) and \
+        struct.unpack_from("<I", raw, q + COMMIT_SIZE - 4)[0] == _crc32c(raw[q:q + COMMIT_SIZE - 4])
+
+
+def check_index(path: Path) -> tuple[int, bool]:
+    """Walk an index log's records as the connector does: (records, whether it ends in a torn tail).
+
+    Checks the structure (magic, lengths, flags) and tells a torn tail (an incomplete record after the
+    last commit record: a writer died while appending) from damage (an incomplete-looking record with a
+    commit record after it); record and data checksums are the connector's to check (h5py, h5dump)."""
+    raw = path.read_bytes()
+    pos = count = 0
+    magic_bytes = struct.pack("<I", REC_MAGIC)
+    while pos < len(raw):
+        if pos + 8 <= len(raw):
+            magic, ln = struct.unpack_from("<II", raw, pos)
+            if magic != REC_MAGIC or ln < REC_HDR + 4:
+                raise ContainerError(f"{path}: corrupt index record at byte {pos} (bad magic or length)")
+        else:
+            ln = len(raw) - pos + 1
+        if pos + ln > len(raw):  # incomplete: a torn tail, unless a commit record follows
+            q = raw.find(magic_bytes, pos + 1)
+            while q != -1:
+                if _is_commit_at(raw, q):
+                    raise ContainerError(f"{path}: corrupt index record at byte {pos}: its length runs past "
+                                         f"the end, but the log was committed up to byte {q}")
+                q = raw.find(magic_bytes, q + 1)
+            return count, True
+        nruns, rank, flags = struct.unpack_from("<QII", raw, pos + 40)
+        if flags & ~(REC_FILL | REC_COMMIT | REC_DCRC) or rank > 32 or nruns > ln // 16 or \
+                ln != _record_size(rank, nruns, flags):
+            raise ContainerError(f"{path}: corrupt index record at byte {pos} (inconsistent header)")
+        count += 0 if flags & REC_COMMIT else 1
+        pos += ln
+    return count, False
 
 
 @dataclass(frozen=True)
@@ -102,6 +171,7 @@ def scan(container: str | Path) -> list[Entry]:
     if not (root / MARKER).is_file():
         raise ContainerError(f"{root} is not an h5flow_log container (no {MARKER}); "
                              "was it written with HDF5_VOL_CONNECTOR=h5flow_log?")
+    read_marker(root)
     entries: list[Entry] = []
 
     def visit(d: Path, path: str) -> None:
@@ -110,7 +180,11 @@ def scan(container: str | Path) -> list[Entry]:
         if (d / DSET_FILE).is_file():
             dtype, shape, maxshape = _read_sidecar(d / DSET_FILE)
             logs = [c for c in d.iterdir() if LOG_RE.match(c.name)]
-            writers = sum(1 for c in logs if c.name.endswith(".idx"))
+            writers = 0
+            for c in logs:
+                if c.name.endswith(".idx"):
+                    check_index(c)
+                    writers += 1
             size = sum(c.stat().st_size for c in logs if c.name.endswith(".dat"))
             entries.append(Entry(path, "dataset", shape, maxshape, dtype, writers, size, attrs))
             return
@@ -154,4 +228,5 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(func=_cmd_ls)
 
 
-__all__ = ["ContainerError", "Entry", "add_command", "format_entries", "scan", "unescape"]
+__all__ = ["ContainerError", "Entry", "add_command", "check_index", "format_entries", "read_marker", "scan",
+           "unescape"]

@@ -11,6 +11,14 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl);
 /* ---------------------------------------------------------------- writer logs (dset_writer.c) */
 int h5fl_writer_open(h5fl_dset_t *d);
 int h5fl_writer_flush(h5fl_writer_t *w, bool sync);
+/* Flush, then append a commit record (if records were appended since the last one): a reader then knows
+ * that the log up to there was written completely, so an incomplete-looking record before it is damage,
+ * not a torn tail. At H5Fflush, H5Dflush and close. */
+int h5fl_writer_commit(h5fl_writer_t *w, bool sync);
+/* Set the data checksum of the record `r` of the write just appended (flags, crc_start, dcrc): the CRC32C
+ * of every data byte appended since the previous checksummed record (for variable-length strings, the
+ * strings and their pairs). Fill records are left alone. */
+int h5fl_writer_seal_data(h5fl_writer_t *w, h5fl_record_t *r);
 void h5fl_writer_free(h5fl_writer_t *w);
 int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len);
 /* An index record may only reach the disk after the data it points to. */
@@ -46,7 +54,8 @@ typedef struct ext_vec {
     h5fl_extent_t *v;
     size_t n, cap;
 } ext_vec_t;
-int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uint32_t log, uint64_t loff);
+int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uint32_t log, uint32_t rec,
+                 uint64_t loff);
 int h5fl_ix_add_log(h5fl_index_t *ix, const char *path);
 void h5fl_ix_free(h5fl_index_t *ix);
 /* Build the index if needed, merge this process's pending writes, map the logs. */

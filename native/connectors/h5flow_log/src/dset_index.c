@@ -25,6 +25,7 @@ void h5fl_ix_free(h5fl_index_t *ix)
         free(ix->logs[i].path);
     }
     free(ix->logs);
+    free(ix->recs);
     h5fl_map_free(&ix->map);
     free(ix->pending);
     free(ix);
@@ -77,7 +78,8 @@ static int log_map(h5fl_log_t *l, size_t need)
 }
 
 
-int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uint32_t log, uint64_t loff)
+int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uint32_t log, uint32_t rec,
+                 uint64_t loff)
 {
     if (e->n == e->cap) {
         size_t cap = e->cap ? 2 * e->cap : 256;
@@ -89,45 +91,157 @@ int h5fl_ev_push(ext_vec_t *e, uint64_t start, uint64_t len, h5fl_seq_t seq, uin
         e->v = nv;
         e->cap = cap;
     }
-    e->v[e->n++] = (h5fl_extent_t){start, len, seq, log, loff};
+    e->v[e->n++] = (h5fl_extent_t){start, len, seq, log, rec, loff};
     return 0;
 }
 
-/* Add a run written under extent `odims` to the index of a dataset whose extent is now `ndims`. */
+/* Add a run written under extent `odims` to the index of a dataset whose extent is now `ndims`. The run
+ * lies within odims (load_log checked it) and its data within the data log, so no sum below wraps. */
 static int add_remapped(ext_vec_t *ev, int rank, const uint64_t *odims, const hsize_t *ndims, uint64_t start,
-                        uint64_t len, h5fl_seq_t seq, uint32_t log, uint64_t loff, size_t esize)
+                        uint64_t len, h5fl_seq_t seq, uint32_t log, uint32_t rec, uint64_t loff, size_t esize)
 {
     bool same = true;
     for (int k = 1; k < rank; k++)
         same = same && odims[k] == ndims[k];
     if (same || rank <= 1)
-        return h5fl_ev_push(ev, start, len, seq, log, loff);
-    uint64_t last = odims[rank - 1];
+        return h5fl_ev_push(ev, start, len, seq, log, rec, loff);
+    uint64_t last = odims[rank - 1], stride[H5S_MAX_RANK];
     if (last == 0)
         return 0; /* an empty extent holds no element */
+    stride[rank - 1] = 1;
+    for (int k = rank - 2; k >= 0; k--)
+        stride[k] = stride[k + 1] * odims[k + 1]; /* <= the product of odims, which load_log bounded */
     while (len) {
-        uint64_t col = start % last, piece = last - col < len ? last - col : len;
         uint64_t rem = start, coords[H5S_MAX_RANK], lin = 0;
         for (int k = rank - 1; k > 0; k--) {
             coords[k] = rem % odims[k];
             rem /= odims[k];
         }
         coords[0] = rem;
-        bool inside = true;
-        for (int k = 1; k < rank; k++)
-            inside = inside && coords[k] < ndims[k];
-        if (inside) {
+        if (coords[0] >= ndims[0])
+            break; /* rows beyond the current extent: a shrink discarded them (its fill record does too) */
+        int out = 0; /* the outermost trailing dimension outside the current extent, 0 if none */
+        for (int k = 1; k < rank && !out; k++)
+            if (coords[k] >= ndims[k])
+                out = k;
+        uint64_t piece;
+        if (out) { /* skip to the next index of dimension out-1 in one step */
+            piece = (odims[out] - coords[out]) * stride[out] - start % stride[out];
+            if (piece > len)
+                piece = len;
+        } else {
+            uint64_t col = start % last;
+            piece = last - col < len ? last - col : len;
             for (int k = 0; k < rank; k++)
                 lin = lin * (k ? ndims[k] : 1) + coords[k];
             uint64_t np = ndims[rank - 1] - coords[rank - 1];
             if (np > piece)
                 np = piece;
-            if (h5fl_ev_push(ev, lin, np, seq, log, loff) != 0)
+            if (h5fl_ev_push(ev, lin, np, seq, log, rec, loff) != 0)
                 return -1;
         }
         start += piece;
         loff += piece * esize;
         len -= piece;
+    }
+    return 0;
+}
+
+/* "@log.<epoch>.<writer>.idx": the epoch and writer every record in it must carry. */
+static bool log_name(const char *name, uint64_t *epoch, uint32_t *writer)
+{
+    const char *p = name + strlen(H5FL_LOG_PREFIX);
+    uint64_t v[2];
+    for (int i = 0; i < 2; i++) {
+        if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+            return false;
+        v[i] = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (v[i] > (UINT64_MAX - 9) / 10)
+                return false;
+            v[i] = v[i] * 10 + (uint64_t)(*p - '0');
+        }
+        if (*p++ != '.')
+            return false;
+    }
+    if (strcmp(p, "idx") != 0 || v[0] < 1 || v[0] > H5FL_EPOCH_MAX || v[1] > H5FL_WRITER_MAX)
+        return false;
+    *epoch = v[0];
+    *writer = (uint32_t)v[1];
+    return true;
+}
+
+static int add_crcrec(h5fl_index_t *ix, const h5fl_record_t *r, uint32_t log, uint64_t ipos, uint32_t *out)
+{
+    if (ix->nrecs >= H5FL_NO_REC) {
+        h5fl_err("too many writes in one dataset to index (%zu)", ix->nrecs);
+        return -1;
+    }
+    if (ix->nrecs == ix->caprecs) {
+        size_t cap = ix->caprecs ? 2 * ix->caprecs : 64;
+        h5fl_crcrec_t *nv = realloc(ix->recs, cap * sizeof *nv);
+        if (!nv) {
+            h5fl_err("out of memory");
+            return -1;
+        }
+        ix->recs = nv;
+        ix->caprecs = cap;
+    }
+    ix->recs[ix->nrecs] = (h5fl_crcrec_t){r->crc_start, r->data_off + r->nbytes, ipos, log, r->dcrc, false};
+    *out = (uint32_t)ix->nrecs++;
+    return 0;
+}
+
+/* Every field of a record is checked against the log it is in, the dataset and the data log, with
+ * arithmetic that cannot wrap: a record that passes its CRC may still be crafted or written by a bug. */
+static int check_record(const h5fl_dset_t *d, const h5fl_record_t *r, int rank, uint64_t epoch, uint32_t writer,
+                        uint64_t dsize, const char **why)
+{
+    bool fill = r->flags & H5FL_REC_FILL;
+    if (r->seq.epoch != epoch || (r->seq.order & H5FL_WRITER_MAX) != writer) {
+        *why = "its epoch or writer differs from its log's name";
+        return -1;
+    }
+    if (r->flags & H5FL_REC_COMMIT) {
+        if (r->nbytes > dsize) {
+            *why = "the data log is shorter than when the log was committed (truncated)";
+            return -1;
+        }
+        return 0;
+    }
+    if ((int)r->rank != rank) {
+        *why = "rank differs from the dataset's";
+        return -1;
+    }
+    if (fill ? (r->nbytes != 0 || r->data_off != 0)
+             : (r->data_off > dsize || r->nbytes > dsize - r->data_off)) {
+        *why = fill ? "a fill record with data" : "data beyond the data log";
+        return -1;
+    }
+    uint64_t npts = 1; /* elements of the extent the write was made under */
+    for (int k = 0; k < rank; k++) {
+        if (r->dims[k] && npts > UINT64_MAX / r->dims[k]) {
+            *why = "its extent has more elements than 2^64";
+            return -1;
+        }
+        npts *= r->dims[k];
+    }
+    uint64_t total = 0;
+    for (uint64_t j = 0; j < r->nruns; j++) {
+        uint64_t s = h5fl_get_u64(r->runs + 16 * j), n = h5fl_get_u64(r->runs + 16 * j + 8);
+        if (s > npts || n > npts - s) {
+            *why = "a run lies outside the extent the write was made under";
+            return -1;
+        }
+        if (n > UINT64_MAX - total) {
+            *why = "its runs hold more than 2^64 elements";
+            return -1;
+        }
+        total += n;
+    }
+    if (!fill && (total > UINT64_MAX / d->esize || total * d->esize != r->nbytes)) {
+        *why = "runs and byte count disagree";
+        return -1;
     }
     return 0;
 }
@@ -143,6 +257,14 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
     H5Sget_simple_extent_dims(d->space, dims, NULL);
     if (!dpath)
         goto done;
+    uint64_t epoch;
+    uint32_t writer;
+    if (!log_name(idxname, &epoch, &writer)) {
+        h5fl_err("dataset '%s': %s is not a log name this format uses (@log.<epoch>.<writer>.idx, epoch "
+                 "1..%llu, writer 0..%u); move it out of the dataset directory",
+                 d->o.path, ipath, (unsigned long long)H5FL_EPOCH_MAX, H5FL_WRITER_MAX);
+        goto done;
+    }
     memcpy(dpath + strlen(dpath) - 3, "dat", 3);
     int li = h5fl_ix_add_log(ix, dpath);
     if (li < 0 || h5fl_read_file(ipath, &ib, &il) != 0)
@@ -150,40 +272,53 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
     if (d->w && !strcmp(dpath, d->w->dpath))
         ix->own_log = li;
     struct stat st;
-    if (fstat(ix->logs[li].fd, &st) != 0)
+    if (fstat(ix->logs[li].fd, &st) != 0) {
+        h5fl_err("cannot stat %s: %s", dpath, strerror(errno));
         goto done;
+    }
+    uint64_t dsize = (uint64_t)st.st_size;
     size_t pos = 0;
-    while (pos < il) {
+    bool have_prev = false;
+    uint64_t prev = 0;
+    for (;;) {
         h5fl_record_t r;
-        ssize_t k = h5fl_record_parse((uint8_t *)ib + pos, il - pos, &r);
+        ssize_t k = h5fl_index_next(ib, il, pos, &r);
         if (k == 0)
-            break; /* torn tail of a writer that died mid-append: everything before it is complete */
+            break; /* the end, or the torn tail of a writer that died mid-append */
         if (k < 0) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
             h5fl_err_clear();
-            h5fl_err("%s at byte %zu of %s (dataset '%s')", msg, pos, ipath, d->o.path);
+            h5fl_err("%s of %s (dataset '%s')", msg, ipath, d->o.path);
             goto done;
         }
-        if ((int)r.rank != rank || r.data_off > (uint64_t)st.st_size ||
-            r.nbytes > (uint64_t)st.st_size - r.data_off) {
-            h5fl_err("corrupt index record at byte %zu of %s: %s", pos, ipath,
-                     (int)r.rank != rank ? "rank differs from the dataset's" : "data beyond the data log");
+        const char *why = NULL;
+        if (check_record(d, &r, rank, epoch, writer, dsize, &why) == 0 && !(r.flags & H5FL_REC_COMMIT)) {
+            if (have_prev && r.seq.order <= prev)
+                why = "sequence numbers do not increase (a record repeated or out of place)";
+            have_prev = true;
+            prev = r.seq.order;
+        }
+        if (why) {
+            h5fl_err("corrupt index record at byte %zu of %s (dataset '%s'): %s", pos, ipath, d->o.path, why);
             goto done;
+        }
+        if (r.flags & H5FL_REC_COMMIT) {
+            pos += (size_t)k;
+            continue;
         }
         bool fill = r.flags & H5FL_REC_FILL;
-        uint64_t loff = r.data_off, total = 0;
+        uint32_t rec = H5FL_NO_REC;
+        if ((r.flags & H5FL_REC_DCRC) && add_crcrec(ix, &r, (uint32_t)li, pos, &rec) != 0)
+            goto done;
+        uint64_t loff = r.data_off;
         for (uint64_t j = 0; j < r.nruns; j++) {
             uint64_t s = h5fl_get_u64(r.runs + 16 * j), n = h5fl_get_u64(r.runs + 16 * j + 8);
-            if (add_remapped(ev, rank, r.dims, dims, s, n, r.seq, fill ? H5FL_FILL_LOG : (uint32_t)li,
-                             fill ? 0 : loff, d->esize) != 0)
+            if (n && add_remapped(ev, rank, r.dims, dims, s, n, r.seq, fill ? H5FL_FILL_LOG : (uint32_t)li,
+                                  fill ? H5FL_NO_REC : rec, fill ? 0 : loff, d->esize) != 0)
                 goto done;
-            loff += n * d->esize;
-            total += n;
-        }
-        if (!fill && total * d->esize != r.nbytes) {
-            h5fl_err("corrupt index record at byte %zu of %s: runs and byte count disagree", pos, ipath);
-            goto done;
+            if (!fill)
+                loff += n * d->esize; /* <= data_off + nbytes: checked */
         }
         pos += (size_t)k;
     }
@@ -272,7 +407,8 @@ int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, u
     for (size_t j = 0; j < runs->n; j++) {
         uint64_t s = h5fl_get_u64(runs->buf + 16 * j), n = h5fl_get_u64(runs->buf + 16 * j + 8);
         ext_vec_t v = {ix->pending, ix->npending, ix->cappending};
-        int r = h5fl_ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, fill ? 0 : loff);
+        int r = h5fl_ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, H5FL_NO_REC,
+                             fill ? 0 : loff);
         ix->pending = v.v;
         ix->npending = v.n;
         ix->cappending = v.cap;
@@ -322,6 +458,29 @@ static int strings_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from,
     return 0;
 }
 
+/* The first read that touches a checksummed write checks its data (once per index). */
+static int verify_rec(const h5fl_dset_t *d, uint32_t ri)
+{
+    h5fl_crcrec_t *c = &d->ix->recs[ri];
+    const h5fl_log_t *l = &d->ix->logs[c->log];
+    if (c->to > l->mapsize || c->from > c->to) {
+        h5fl_err("dataset '%s': data log %s is shorter (%zu bytes) than its index says (%llu)", d->o.path,
+                 l->path, l->mapsize, (unsigned long long)c->to);
+        return -1;
+    }
+    uint32_t got = h5fl_crc32c(0, l->map + c->from, (size_t)(c->to - c->from));
+    if (got != c->crc) {
+        h5fl_err("dataset '%s': data checksum mismatch in bytes %llu..%llu of %s (the write indexed at byte "
+                 "%llu of its .idx): the data log is corrupt (CRC32C %08x, recorded %08x); "
+                 "H5FLOW_LOG_VERIFY=0 in the environment reads it unchecked",
+                 d->o.path, (unsigned long long)c->from, (unsigned long long)c->to, l->path,
+                 (unsigned long long)c->ipos, got, c->crc);
+        return -1;
+    }
+    c->checked = true;
+    return 0;
+}
+
 int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
 {
     gather_ctx_t *g = vctx;
@@ -335,8 +494,11 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             const h5fl_extent_t *e = &m->ext[k];
             stop = e->start + e->len < end ? e->start + e->len : end;
             const h5fl_log_t *l = &d->ix->logs[e->log];
+            if (e->rec != H5FL_NO_REC && d->o.file->verify && !d->ix->recs[e->rec].checked &&
+                verify_rec(d, e->rec) != 0)
+                return -1;
             uint64_t from = e->loff + (pos - e->start) * es, nb = (stop - pos) * es;
-            if (from + nb > l->mapsize) {
+            if (nb > l->mapsize || from > l->mapsize - nb) {
                 h5fl_err("dataset '%s': index points beyond the mapped data log %s", d->o.path, l->path);
                 return -1;
             }

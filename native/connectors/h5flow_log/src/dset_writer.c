@@ -71,6 +71,13 @@ int h5fl_writer_open(h5fl_dset_t *d)
         return -1;
     }
     w->dfd = w->ifd = -1;
+    if (f->rank < 0 || (uint32_t)f->rank > H5FL_WRITER_MAX) {
+        h5fl_err("cannot write dataset '%s' from MPI rank %d: the index format tells at most %u writers apart "
+                 "(ranks 0..%u); write from fewer ranks",
+                 d->o.path, f->rank, H5FL_WRITER_MAX + 1, H5FL_WRITER_MAX);
+        free(w);
+        return -1;
+    }
     w->id = (uint32_t)f->rank;
     w->epoch = f->epoch;
     w->dcap = BUF_START; /* grows up to DBUF_CAP / IBUF_CAP: many open datasets stay cheap */
@@ -105,10 +112,24 @@ int h5fl_writer_open(h5fl_dset_t *d)
     size_t pos = 0;
     for (;;) {
         h5fl_record_t r;
-        ssize_t k = h5fl_record_parse((uint8_t *)ib + pos, il - pos, &r);
-        if (k <= 0)
+        ssize_t k = h5fl_index_next(ib, il, pos, &r);
+        if (k < 0) { /* never cut a damaged log: what follows the damage was written and may be repaired */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+            h5fl_err_clear();
+            h5fl_err("cannot append to the logs of dataset '%s': %s of %s; the index log is damaged (move the "
+                     "@log.%llu.%u.* pair aside to write, losing its writes)",
+                     d->o.path, msg, ipath, (unsigned long long)w->epoch, w->id);
+            free(ib);
+            goto fail;
+        }
+        if (k == 0)
             break;
         pos += (size_t)k;
+        if (r.flags & H5FL_REC_COMMIT) {
+            w->committed = pos;
+            continue;
+        }
         uint64_t c = (r.seq.order >> 20) + 1;
         if (c > w->counter)
             w->counter = c;
@@ -121,6 +142,7 @@ int h5fl_writer_open(h5fl_dset_t *d)
         goto fail;
     }
     w->iend = pos;
+    w->crc_start = w->dend; /* the next checksummed record covers the data appended from here */
     free(ipath);
     d->w = w;
     return 0;
@@ -149,6 +171,12 @@ static bool grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
     return need <= n;
 }
 
+static void crc_add(h5fl_writer_t *w, const void *src, size_t len)
+{
+    w->crc = h5fl_crc32c(w->crc, src, len);
+    w->crc_len += len;
+}
+
 int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len)
 {
     if (len < DIRECT_MIN)
@@ -156,6 +184,7 @@ int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len)
     if (w->dlen + len <= w->dcap) {
         memcpy(w->dbuf + w->dlen, src, len);
         w->dlen += len;
+        crc_add(w, src, len);
         return 0;
     }
     if (w->dlen) {
@@ -169,10 +198,50 @@ int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len)
             return -1;
         w->dend += len;
         w->dirty_sync = true;
+        crc_add(w, src, len);
         return 0;
     }
     memcpy(w->dbuf, src, len);
     w->dlen = len;
+    crc_add(w, src, len);
+    return 0;
+}
+
+int h5fl_writer_seal_data(h5fl_writer_t *w, h5fl_record_t *r)
+{
+    if (r->flags & H5FL_REC_FILL)
+        return 0; /* no data: the running checksum goes on to the next write's record */
+    uint64_t end = w->dend + w->dlen;
+    if (w->crc_start > r->data_off || r->data_off + r->nbytes != end || w->crc_start + w->crc_len != end) {
+        h5fl_err("internal error: the data checksum does not cover the write's data (bytes %llu..%llu, write "
+                 "at %llu..%llu)",
+                 (unsigned long long)w->crc_start, (unsigned long long)(w->crc_start + w->crc_len),
+                 (unsigned long long)r->data_off, (unsigned long long)(r->data_off + r->nbytes));
+        return -1;
+    }
+    r->flags |= H5FL_REC_DCRC;
+    r->crc_start = w->crc_start;
+    r->dcrc = w->crc;
+    w->crc = 0;
+    w->crc_len = 0;
+    w->crc_start = end;
+    return 0;
+}
+
+int h5fl_writer_commit(h5fl_writer_t *w, bool sync)
+{
+    if (h5fl_writer_flush(w, sync) != 0)
+        return -1;
+    if (w->iend == w->committed)
+        return 0; /* nothing new since the last commit record */
+    uint8_t rec[H5FL_COMMIT_SIZE];
+    h5fl_seq_t seq = {w->epoch, (w->counter << 20) | w->id};
+    h5fl_commit_record(rec, seq, w->iend, w->dend);
+    if (h5fl_pwrite_all(w->ifd, rec, sizeof rec, w->iend) != 0)
+        return -1;
+    w->iend += sizeof rec;
+    w->committed = w->iend;
+    w->dirty_sync = true;
     return 0;
 }
 

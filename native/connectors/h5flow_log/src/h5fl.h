@@ -18,7 +18,13 @@
 
 #define H5FL_NAME "h5flow_log"
 #define H5FL_VALUE 311 /* in the 256-511 range HDF5 reserves for testing new connectors */
-#define H5FL_FORMAT_VERSION 1
+/* Container format written (the marker's "format" line); H5FL_FORMAT_OLDEST.. are read. Format 2 added
+ * the epoch claims (@epochs/), commit records and data checksums in the index logs (docs/FORMAT.md). */
+#define H5FL_FORMAT_VERSION 2
+#define H5FL_FORMAT_OLDEST 1
+#define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
+#define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
+#define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
 /* Reserved file names inside an object directory. User link and attribute names are escaped so that
  * they never start with '@' (see h5fl_escape), hence can never collide with these. */
@@ -28,6 +34,7 @@
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
+#define H5FL_EPOCH_DIR "@epochs"  /* @epochs/<epoch>: one file per writer epoch, created O_EXCL (the claim) */
 #define H5FL_GONE_PREFIX "@gone." /* @gone.<epoch>.<n>: a deleted object still open somewhere */
 #define H5FL_XATTR "user.h5flow_log.meta"
 
@@ -43,6 +50,7 @@ void h5fl_err_term(void);
 
 /* ---------------------------------------------------------------- checksums, names, files (util.c) */
 uint32_t h5fl_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t h5fl_crc32c_portable(uint32_t crc, const void *buf, size_t len); /* the table code, for tests */
 /* A property list argument that is neither H5P_DEFAULT nor of class `cls` is an error (as in native). */
 int h5fl_check_plist(hid_t id, hid_t cls, const char *what);
 /* Whether converting to/from `t` needs a background buffer (compound types). */
@@ -89,8 +97,10 @@ typedef struct h5fl_extent {
     uint64_t start, len; /* in elements, row-major linear order of the current extent */
     h5fl_seq_t seq;
     uint32_t log;  /* index into the index's log table */
+    uint32_t rec;  /* index into the index's checksummed-record table, H5FL_NO_REC if none */
     uint64_t loff; /* byte offset in that data log of element `start` */
 } h5fl_extent_t;
+#define H5FL_NO_REC UINT32_MAX
 
 /* Sorted, non-overlapping extents: for every element, the latest write covering it. */
 typedef struct h5fl_map {
@@ -109,7 +119,10 @@ typedef struct h5fl_record {
     h5fl_seq_t seq;
     uint64_t data_off, nbytes;
     uint32_t rank;
-    uint32_t flags; /* H5FL_REC_FILL: no data, the runs read as the fill value (a shrink) */
+    uint32_t flags; /* H5FL_REC_FILL: no data, the runs read as the fill value (a shrink); H5FL_REC_COMMIT;
+                     * H5FL_REC_DCRC: crc_start and dcrc are set */
+    uint64_t crc_start; /* H5FL_REC_DCRC: dcrc is the CRC32C of data log bytes [crc_start, data_off+nbytes) */
+    uint32_t dcrc;
     uint64_t dims[H5S_MAX_RANK];
     uint64_t nruns;
     const uint8_t *runs; /* nruns * (u64 start, u64 len), little endian, in selection order */
@@ -117,15 +130,28 @@ typedef struct h5fl_record {
 
 #define H5FL_REC_MAGIC 0x58494C48u /* "HLIX" */
 #define H5FL_REC_FILL 1u
+#define H5FL_REC_COMMIT 2u /* format 2: everything before this record was completely written */
+#define H5FL_REC_DCRC 4u   /* format 2: the record carries a CRC32C of its data */
+#define H5FL_REC_KNOWN (H5FL_REC_FILL | H5FL_REC_COMMIT | H5FL_REC_DCRC)
 #define H5FL_FILL_LOG UINT32_MAX /* extent "log" of a range that reads as the fill value */
-#define H5FL_REC_HDR 56u /* magic,len | epoch,order,data_off,nbytes,nruns | rank,pad; then dims, runs, crc */
-size_t h5fl_record_size(unsigned rank, uint64_t nruns);
+#define H5FL_REC_HDR 56u /* magic,len | epoch,order,data_off,nbytes,nruns | rank,flags; [dcrc ext]; dims, runs, crc */
+#define H5FL_REC_DCRC_EXT 16u /* with H5FL_REC_DCRC: u64 crc_start, u32 dcrc, u32 0 after the header */
+#define H5FL_COMMIT_SIZE (H5FL_REC_HDR + 4u)
+/* Bytes of a record with this rank, number of runs and flags. */
+size_t h5fl_record_size(unsigned rank, uint64_t nruns, uint32_t flags);
 /* Encode a record header; the caller writes the runs at out + header size and then calls seal. */
 size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r);
 void h5fl_record_seal(uint8_t *rec, size_t total);
-/* Parse the record at buf[0..avail). Returns bytes consumed, 0 at a torn tail (incomplete record), or
- * -1 for a complete record that fails its checksum or is malformed (error recorded). */
+/* Parse the record at buf[0..avail). Returns bytes consumed, 0 at an incomplete record, or -1 for a
+ * complete record that fails its checksum or is malformed (error recorded). */
 ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r);
+/* The next record of an index log buf[0..len) at byte pos: bytes consumed, 0 at the end of the log or at
+ * a torn tail (an incomplete record after the last commit record: a writer died while appending), -1
+ * for corruption (error recorded: what and at which byte): a record that fails its checks, or one that
+ * looks incomplete although a commit record after it proves it was written completely. */
+ssize_t h5fl_index_next(const uint8_t *buf, size_t len, size_t pos, h5fl_record_t *r);
+/* Encode the commit record of a log whose index ends at byte `at` and data log at byte `dend`. */
+void h5fl_commit_record(uint8_t out[H5FL_COMMIT_SIZE], h5fl_seq_t seq, uint64_t at, uint64_t dend);
 
 /* ---------------------------------------------------------------- objects (vol_*.c) */
 typedef struct h5fl_file h5fl_file_t;
@@ -175,6 +201,7 @@ struct h5fl_file {
     int rank, size;
     uint64_t epoch;
     bool fsync; /* H5FLOW_LOG_FSYNC=1: fdatasync logs at flush/close and fsync metadata files */
+    bool verify; /* data checksums checked on read (default; H5FLOW_LOG_VERIFY=0 turns it off) */
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
     uint64_t gone_counter; /* likewise, for H5Ldelete */
     unsigned long fileno;
@@ -196,12 +223,25 @@ typedef struct h5fl_writer {
     uint32_t id;
     uint64_t epoch;
     bool dirty_sync; /* written since the last fsync */
+    uint64_t committed; /* index log bytes covered by the last commit record (0: none yet) */
+    uint32_t crc;       /* CRC32C of the data appended since the last checksummed record ... */
+    uint64_t crc_start, crc_len; /* ... which starts at this data log offset and is this long */
     char *dpath;
 } h5fl_writer_t;
+
+/* A write whose data carries a checksum (H5FL_REC_DCRC), checked the first time a read touches it. */
+typedef struct h5fl_crcrec {
+    uint64_t from, to; /* data log bytes [from, to) */
+    uint64_t ipos;     /* byte offset of the record in its index log (for the error message) */
+    uint32_t log, crc;
+    bool checked;
+} h5fl_crcrec_t;
 
 typedef struct h5fl_index {
     h5fl_log_t *logs;
     size_t nlogs;
+    h5fl_crcrec_t *recs;
+    size_t nrecs, caprecs;
     h5fl_map_t map;
     h5fl_extent_t *pending; /* own writes since the map was built */
     size_t npending, cappending;

@@ -1,18 +1,20 @@
 /* Index records (self-checking: length + CRC32C) and the merged interval map (latest write wins). */
 #include "h5fl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- records */
-size_t h5fl_record_size(unsigned rank, uint64_t nruns)
+size_t h5fl_record_size(unsigned rank, uint64_t nruns, uint32_t flags)
 {
-    return H5FL_REC_HDR + 8u * rank + 16u * (size_t)nruns + 4u;
+    return H5FL_REC_HDR + ((flags & H5FL_REC_DCRC) ? H5FL_REC_DCRC_EXT : 0) + 8u * rank + 16u * (size_t)nruns +
+           4u;
 }
 
 size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r)
 {
-    size_t total = h5fl_record_size(r->rank, r->nruns);
+    size_t total = h5fl_record_size(r->rank, r->nruns, r->flags);
     h5fl_put_u32(out, H5FL_REC_MAGIC);
     h5fl_put_u32(out + 4, (uint32_t)total);
     h5fl_put_u64(out + 8, r->seq.epoch);
@@ -22,9 +24,16 @@ size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r)
     h5fl_put_u64(out + 40, r->nruns);
     h5fl_put_u32(out + 48, r->rank);
     h5fl_put_u32(out + 52, r->flags);
+    size_t at = H5FL_REC_HDR;
+    if (r->flags & H5FL_REC_DCRC) {
+        h5fl_put_u64(out + at, r->crc_start);
+        h5fl_put_u32(out + at + 8, r->dcrc);
+        h5fl_put_u32(out + at + 12, 0);
+        at += H5FL_REC_DCRC_EXT;
+    }
     for (unsigned i = 0; i < r->rank; i++)
-        h5fl_put_u64(out + H5FL_REC_HDR + 8u * i, r->dims[i]);
-    return H5FL_REC_HDR + 8u * r->rank;
+        h5fl_put_u64(out + at + 8u * i, r->dims[i]);
+    return at + 8u * r->rank;
 }
 
 void h5fl_record_seal(uint8_t *rec, size_t total)
@@ -32,10 +41,21 @@ void h5fl_record_seal(uint8_t *rec, size_t total)
     h5fl_put_u32(rec + total - 4, h5fl_crc32c(0, rec, total - 4));
 }
 
+void h5fl_commit_record(uint8_t out[H5FL_COMMIT_SIZE], h5fl_seq_t seq, uint64_t at, uint64_t dend)
+{
+    h5fl_record_t r = {0};
+    r.seq = seq;
+    r.data_off = at; /* where the record itself lies: a copy elsewhere is not a commit of that place */
+    r.nbytes = dend;
+    r.flags = H5FL_REC_COMMIT;
+    h5fl_record_begin(out, &r);
+    h5fl_record_seal(out, H5FL_COMMIT_SIZE);
+}
+
 ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
 {
     if (avail < 8)
-        return 0; /* torn: not even the length made it */
+        return 0; /* incomplete: not even the length made it */
     if (h5fl_get_u32(buf) != H5FL_REC_MAGIC) {
         h5fl_err("corrupt index record: bad magic");
         return -1;
@@ -46,7 +66,7 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
         return -1;
     }
     if (len > avail)
-        return 0; /* torn tail: the writer died while appending this record */
+        return 0; /* incomplete (a torn tail, or a damaged length: h5fl_index_next tells them apart) */
     uint32_t want = h5fl_get_u32(buf + len - 4);
     if (h5fl_crc32c(0, buf, len - 4) != want) {
         h5fl_err("corrupt index record: checksum mismatch");
@@ -59,15 +79,87 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
     r->nruns = h5fl_get_u64(buf + 40);
     r->rank = h5fl_get_u32(buf + 48);
     r->flags = h5fl_get_u32(buf + 52);
-    if (r->rank > H5S_MAX_RANK || r->nruns > (len / 16) || len != h5fl_record_size(r->rank, r->nruns)) {
+    r->crc_start = 0;
+    r->dcrc = 0;
+    uint32_t fl = r->flags;
+    bool commit = fl & H5FL_REC_COMMIT;
+    if ((fl & ~H5FL_REC_KNOWN) || ((fl & H5FL_REC_FILL) && (fl & H5FL_REC_DCRC)) ||
+        (commit && (fl != H5FL_REC_COMMIT || r->rank || r->nruns))) {
+        h5fl_err("corrupt index record: impossible flags %#x", fl);
+        return -1;
+    }
+    if (r->rank > H5S_MAX_RANK || r->nruns > (len / 16) || len != h5fl_record_size(r->rank, r->nruns, fl)) {
         h5fl_err("corrupt index record: inconsistent header (rank %u, %llu runs, length %zu)", r->rank,
                  (unsigned long long)r->nruns, len);
         return -1;
     }
+    size_t at = H5FL_REC_HDR;
+    if (fl & H5FL_REC_DCRC) {
+        r->crc_start = h5fl_get_u64(buf + at);
+        r->dcrc = h5fl_get_u32(buf + at + 8);
+        if (h5fl_get_u32(buf + at + 12) != 0 || r->crc_start > r->data_off) {
+            h5fl_err("corrupt index record: impossible data checksum range (from byte %llu, data at %llu)",
+                     (unsigned long long)r->crc_start, (unsigned long long)r->data_off);
+            return -1;
+        }
+        at += H5FL_REC_DCRC_EXT;
+    }
     for (unsigned i = 0; i < r->rank; i++)
-        r->dims[i] = h5fl_get_u64(buf + H5FL_REC_HDR + 8u * i);
-    r->runs = buf + H5FL_REC_HDR + 8u * r->rank;
+        r->dims[i] = h5fl_get_u64(buf + at + 8u * i);
+    r->runs = buf + at + 8u * r->rank;
     return (ssize_t)len;
+}
+
+/* Whether a commit record lies somewhere in buf(pos, len): one that states its own offset and passes its
+ * checksum. Such a record was appended after everything before it had been written completely. */
+static bool commit_after(const uint8_t *buf, size_t len, size_t pos, size_t *at)
+{
+    static const uint8_t magic[4] = {0x48, 0x4C, 0x49, 0x58}; /* H5FL_REC_MAGIC, little endian */
+    for (size_t q = pos + 1; len >= H5FL_COMMIT_SIZE && q <= len - H5FL_COMMIT_SIZE; q++) {
+        const uint8_t *c = memchr(buf + q, magic[0], len - H5FL_COMMIT_SIZE + 1 - q);
+        if (!c)
+            break;
+        q = (size_t)(c - buf);
+        if (memcmp(c, magic, 4) != 0 || h5fl_get_u32(c + 4) != H5FL_COMMIT_SIZE ||
+            h5fl_get_u32(c + 52) != H5FL_REC_COMMIT || h5fl_get_u64(c + 24) != q)
+            continue;
+        if (h5fl_crc32c(0, c, H5FL_COMMIT_SIZE - 4) == h5fl_get_u32(c + H5FL_COMMIT_SIZE - 4)) {
+            *at = q;
+            return true;
+        }
+    }
+    return false;
+}
+
+ssize_t h5fl_index_next(const uint8_t *buf, size_t len, size_t pos, h5fl_record_t *r)
+{
+    if (pos >= len)
+        return 0;
+    ssize_t k = h5fl_record_parse(buf + pos, len - pos, r);
+    if (k < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+        h5fl_err_clear();
+        h5fl_err("%s at byte %zu", msg, pos);
+        return -1;
+    }
+    if (k == 0) {
+        size_t at;
+        if (commit_after(buf, len, pos, &at)) {
+            h5fl_err("corrupt index record at byte %zu: its length field (%llu) runs past the end of the "
+                     "log, but the commit record at byte %zu shows the log was written completely up to "
+                     "there",
+                     pos, (unsigned long long)(len - pos >= 8 ? h5fl_get_u32(buf + pos + 4) : 0), at);
+            return -1;
+        }
+        return 0; /* a torn tail: the writer died while appending it */
+    }
+    if ((r->flags & H5FL_REC_COMMIT) && r->data_off != pos) {
+        h5fl_err("corrupt index record at byte %zu: a commit record that belongs at byte %llu", pos,
+                 (unsigned long long)r->data_off);
+        return -1;
+    }
+    return k;
 }
 
 /* ---------------------------------------------------------------- merged map */

@@ -75,7 +75,7 @@ static int attr_store(const h5fl_attr_t *a)
         return -1;
     }
     memcpy(b, ATTR_MAGIC, 8);
-    h5fl_put_u32(b + 8, H5FL_FORMAT_VERSION);
+    h5fl_put_u32(b + 8, H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
     h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u));

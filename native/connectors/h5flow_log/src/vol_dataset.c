@@ -22,7 +22,7 @@ void h5fl_dset_forget_index(h5fl_dset_t *d)
 
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync)
 {
-    return d->w ? h5fl_writer_flush(d->w, sync && d->o.file->fsync) : 0;
+    return d->w ? h5fl_writer_commit(d->w, sync && d->o.file->fsync) : 0;
 }
 
 /* The value unwritten elements read as: the creation property list's fill value converted to the
@@ -491,7 +491,9 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     for (int k = 0; k < rank; k++)
         r.dims[k] = dims[k];
     r.nruns = runs.n;
-    size_t total = h5fl_record_size(r.rank, r.nruns);
+    if (h5fl_writer_seal_data(w, &r) != 0) /* the data checksum (flags, crc_start, dcrc) */
+        goto done;
+    size_t total = h5fl_record_size(r.rank, r.nruns, r.flags);
     uint8_t stackrec[1024], *rec = total <= sizeof stackrec ? stackrec : malloc(total);
     if (!rec) {
         h5fl_err("out of memory");

@@ -3,12 +3,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- objects and their file */
@@ -117,15 +119,68 @@ int h5fl_file_flush(h5fl_file_t *f, bool sync)
     return rc;
 }
 
-/* ---------------------------------------------------------------- the marker */
+/* ---------------------------------------------------------------- the marker and the epoch claims */
+/* Write the marker through a temporary file named after the epoch this process just claimed (unique: no
+ * two writers hold one epoch, whatever host or pid they have), then rename(2) it over the marker. */
 static int write_marker(const char *dir, uint64_t epoch, bool sync)
 {
-    char buf[128];
+    char buf[128], tmp[64];
     int n = snprintf(buf, sizeof buf, "%s\nformat %d\nepoch %llu\n", H5FL_NAME, H5FL_FORMAT_VERSION,
                      (unsigned long long)epoch);
-    return h5fl_write_file_atomic(dir, H5FL_MARKER, buf, (size_t)n, sync);
+    snprintf(tmp, sizeof tmp, "@tmp.%llu" H5FL_MARKER, (unsigned long long)epoch);
+    char *tpath = h5fl_join(dir, tmp), *path = h5fl_join(dir, H5FL_MARKER);
+    int rc = -1, fd = -1;
+    if (!tpath || !path) {
+        h5fl_err("out of memory");
+        goto done;
+    }
+    fd = open(tpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        h5fl_err("cannot create %s: %s", tpath, strerror(errno));
+        goto done;
+    }
+    if (h5fl_pwrite_all(fd, buf, (size_t)n, 0) != 0)
+        goto done;
+    if (sync && fsync(fd) != 0) {
+        h5fl_err("fsync %s: %s", tpath, strerror(errno));
+        goto done;
+    }
+    if (rename(tpath, path) != 0) {
+        h5fl_err("cannot rename %s to %s: %s", tpath, path, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0 && tpath)
+        unlink(tpath);
+    free(tpath);
+    free(path);
+    return rc;
 }
 
+/* A decimal number of 1 to 20 digits without sign, spaces or leading zeros, that fits in 64 bits. */
+static bool parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned dgt = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            return false;
+        v = v * 10 + dgt;
+    }
+    *out = v;
+    return true;
+}
+
+/* The marker is exactly "h5flow_log\nformat <V>\nepoch <N>\n"; every field is checked, nothing is
+ * guessed: an epoch outside 1..H5FL_EPOCH_MAX would make the next writer's epoch wrap (its writes would
+ * order before every earlier one and read back as the old values). */
 static int read_marker(const char *dir, uint64_t *epoch)
 {
     char *path = h5fl_join(dir, H5FL_MARKER);
@@ -147,19 +202,33 @@ static int read_marker(const char *dir, uint64_t *epoch)
     }
     if (h5fl_read_file(path, &buf, &len) != 0)
         goto done;
-    char text[128];
-    size_t n = len < sizeof text - 1 ? len : sizeof text - 1;
-    memcpy(text, buf, n);
-    text[n] = '\0';
-    int version = 0;
-    unsigned long long e = 0;
-    if (sscanf(text, H5FL_NAME "\nformat %d\nepoch %llu", &version, &e) != 2) {
-        h5fl_err("%s/%s is malformed", dir, H5FL_MARKER);
+    const char *t = buf, *end = t + len;
+    static const char head[] = H5FL_NAME "\nformat ";
+    const char *nl1 = NULL, *nl2 = NULL;
+    if (len < sizeof head - 1 || memcmp(t, head, sizeof head - 1) != 0 ||
+        !(nl1 = memchr(t + sizeof head - 1, '\n', (size_t)(end - t - (sizeof head - 1)))) ||
+        (size_t)(end - nl1 - 1) < 6 || memcmp(nl1 + 1, "epoch ", 6) != 0 ||
+        !(nl2 = memchr(nl1 + 7, '\n', (size_t)(end - nl1 - 7))) || nl2 + 1 != end) {
+        h5fl_err("%s is malformed: expected \"%s\\nformat <version>\\nepoch <number>\\n\"; restore it from "
+                 "a backup",
+                 path, H5FL_NAME);
         goto done;
     }
-    if (version != H5FL_FORMAT_VERSION) {
-        h5fl_err("%s uses h5flow_log format %d; this connector reads format %d", dir, version,
-                 H5FL_FORMAT_VERSION);
+    uint64_t version = 0, e = 0;
+    const char *vs = t + sizeof head - 1, *es = nl1 + 7;
+    if (!parse_u64(vs, (size_t)(nl1 - vs), &version) || version < H5FL_FORMAT_OLDEST ||
+        version > H5FL_FORMAT_VERSION) {
+        h5fl_err("%s: format '%.*s' is not one this connector reads (%d to %d); a newer h5flow wrote it, or "
+                 "the marker is damaged",
+                 path, (int)(nl1 - vs < 32 ? nl1 - vs : 32), vs, H5FL_FORMAT_OLDEST, H5FL_FORMAT_VERSION);
+        goto done;
+    }
+    if (!parse_u64(es, (size_t)(nl2 - es), &e) || e < 1 || e > H5FL_EPOCH_MAX) {
+        h5fl_err("%s: epoch '%.*s' is not a number in 1..%llu; the marker is damaged: set it to the largest "
+                 "epoch in the @log.<epoch>.<writer>.idx names under the container (or in %s/), or restore "
+                 "it from a backup",
+                 path, (int)(nl2 - es < 32 ? nl2 - es : 32), es, (unsigned long long)H5FL_EPOCH_MAX,
+                 H5FL_EPOCH_DIR);
         goto done;
     }
     *epoch = e;
@@ -167,6 +236,67 @@ static int read_marker(const char *dir, uint64_t *epoch)
 done:
     free(buf);
     free(path);
+    return rc;
+}
+
+/* Claim a writer epoch: create @epochs/<N> with O_CREAT|O_EXCL, which succeeds for exactly one process
+ * whichever hosts race for it (POSIX; NFSv3+, Lustre, GPFS implement exclusive creation atomically).
+ * Tries after/from the marker's epoch upwards; *epoch receives the epoch claimed. */
+static int claim_epoch(const char *dir, uint64_t from, bool sync, uint64_t *epoch)
+{
+    char *edir = h5fl_join(dir, H5FL_EPOCH_DIR);
+    int rc = -1;
+    if (!edir) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    if (mkdir(edir, 0755) != 0 && errno != EEXIST) {
+        h5fl_err("cannot create %s (writer epoch claims): %s", edir, strerror(errno));
+        goto done;
+    }
+    for (uint64_t e = from;; e++) {
+        if (e < 1 || e > H5FL_EPOCH_MAX) {
+            h5fl_err("cannot open %s for writing: no writer epoch is left (epochs are 1..%llu)", dir,
+                     (unsigned long long)H5FL_EPOCH_MAX);
+            goto done;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%llu", (unsigned long long)e);
+        char *p = h5fl_join(edir, name);
+        if (!p) {
+            h5fl_err("out of memory");
+            goto done;
+        }
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int err = errno;
+        free(p);
+        if (fd < 0 && err == EEXIST)
+            continue; /* another writer holds it (or held it): the next one */
+        if (fd < 0) {
+            h5fl_err("cannot claim writer epoch %llu in %s: %s", (unsigned long long)e, edir, strerror(err));
+            goto done;
+        }
+        /* who claimed it, for people looking at the container (informational only) */
+        char host[256] = "?", info[400];
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "?");
+        host[sizeof host - 1] = '\0';
+        int n = snprintf(info, sizeof info, "host %s\npid %ld\ntime %lld\n", host, (long)getpid(),
+                         (long long)time(NULL));
+        int wr = h5fl_pwrite_all(fd, info, (size_t)n < sizeof info ? (size_t)n : sizeof info - 1, 0);
+        if (wr == 0 && sync && fsync(fd) != 0) {
+            h5fl_err("fsync of the epoch claim %s/%s: %s", edir, name, strerror(errno));
+            wr = -1;
+        }
+        close(fd);
+        if (wr != 0)
+            goto done; /* the epoch stays claimed (unused): harmless */
+        *epoch = e;
+        rc = 0;
+        break;
+    }
+done:
+    free(edir);
     return rc;
 }
 
@@ -239,6 +369,8 @@ static h5fl_file_t *file_new(const char *name, unsigned intent, hid_t fcpl, hid_
         f->size = 1;
     const char *sync = getenv("H5FLOW_LOG_FSYNC");
     f->fsync = sync && *sync && strcmp(sync, "0") != 0;
+    const char *verify = getenv("H5FLOW_LOG_VERIFY");
+    f->verify = !(verify && !strcmp(verify, "0"));
     return f;
 }
 
@@ -291,8 +423,13 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
             h5fl_err("cannot create the container directory %s: %s", name, strerror(errno));
             st = -1;
         }
-        if (st == 0 && write_marker(name, 1, f->fsync) != 0)
+        uint64_t first = 0;
+        if (st == 0 && (claim_epoch(name, 1, f->fsync, &first) != 0 || write_marker(name, first, f->fsync) != 0))
             st = -1;
+        if (st == 0 && first != 1) {
+            h5fl_err("cannot create %s: another process created it at the same time", name);
+            st = -1;
+        }
     }
     if (h5fl_collective(f, st) != 0) {
         file_free(f);
@@ -319,10 +456,16 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     int st = 0;
     if (f->rank == 0) {
         st = read_marker(name, &epoch);
-        /* Every writable open starts a new epoch: its writes order after all earlier ones. */
+        /* Every writable open starts a new epoch, its own: its writes order after all earlier ones, and
+         * its logs (@log.<epoch>.<rank>.*) belong to it alone. The claim is what makes an epoch one
+         * writer's; the marker is the hint where to start looking (two writers may rewrite it in either
+         * order: a later claim skips epochs already taken). Rank 0 claims for the communicator. */
         if (st == 0 && (flags & H5F_ACC_RDWR)) {
-            epoch++;
-            st = write_marker(name, epoch, f->fsync);
+            uint64_t mine = 0;
+            st = claim_epoch(name, epoch + 1, f->fsync, &mine);
+            if (st == 0)
+                st = write_marker(name, mine, f->fsync);
+            epoch = mine;
         }
     }
     st = h5fl_collective(f, st);

@@ -27,7 +27,7 @@ static size_t make_record(uint8_t *buf, uint64_t epoch, uint64_t order, uint64_t
     r.dims[0] = 10;
     r.dims[1] = 20;
     r.nruns = nruns;
-    size_t total = h5fl_record_size(r.rank, nruns);
+    size_t total = h5fl_record_size(r.rank, nruns, r.flags);
     size_t hdr = h5fl_record_begin(buf, &r);
     for (uint64_t i = 0; i < nruns; i++) {
         h5fl_put_u64(buf + hdr + 16 * i, 10 * i);
@@ -93,7 +93,7 @@ static void test_map(void)
             if (start + len > SPACE)
                 len = SPACE - start;
             h5fl_seq_t s = {(uint64_t)seqs[w] / 10, (uint64_t)seqs[w] % 10};
-            batch[nb++] = (h5fl_extent_t){start, len, s, (uint32_t)(w % 3), loff};
+            batch[nb++] = (h5fl_extent_t){start, len, s, (uint32_t)(w % 3), H5FL_NO_REC, loff};
             for (uint64_t e = start; e < start + len; e++)
                 if (seqs[w] > owner_seq[e]) {
                     owner_seq[e] = seqs[w];
@@ -121,7 +121,7 @@ static void test_map(void)
     h5fl_map_t m = {0};
     h5fl_extent_t *runs = malloc(100000 * sizeof *runs);
     for (uint64_t i = 0; i < 100000; i++)
-        runs[i] = (h5fl_extent_t){i, 1, {1, i << 20}, 0, i * 8};
+        runs[i] = (h5fl_extent_t){i, 1, {1, i << 20}, 0, H5FL_NO_REC, i * 8};
     CHECK(h5fl_map_merge(&m, runs, 100000, 8) == 0);
     CHECK(m.n == 100000); /* distinct sequences: not merged */
     free(runs);
