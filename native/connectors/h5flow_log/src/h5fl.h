@@ -164,6 +164,10 @@ typedef struct h5fl_log {
 typedef struct h5fl_writer {
     int dfd, ifd;
     uint64_t dend, iend; /* file sizes reached by pwrite */
+    /* File space secured (fallocate, FALLOC_FL_KEEP_SIZE) up to these offsets: every byte a write has
+     * been acknowledged for lies below them, so flushing the buffers cannot fail for lack of space. */
+    uint64_t dres, ires;
+    bool through; /* the file system cannot reserve space: every write is flushed before it returns */
     uint8_t *dbuf, *ibuf;
     size_t dlen, dcap, ilen, icap;
     uint64_t counter;
@@ -171,7 +175,8 @@ typedef struct h5fl_writer {
     uint64_t epoch;
     bool dirty_sync; /* written since the last fsync */
     int users;       /* open handles of the dataset in this file sharing these logs */
-    char *dpath;
+    char *dpath, *ipath;
+    char *dname; /* the dataset's HDF5 path, for error messages */
 } h5fl_writer_t;
 
 typedef struct h5fl_index {
@@ -192,6 +197,10 @@ struct h5fl_dset {
     h5fl_writer_t *w;
     h5fl_index_t *ix;
     uint64_t min_counter; /* after a collective shrink: later writes order after its fill record */
+    /* HDF5 closed this handle but its final flush failed: it stays on open_dsets, holding the writer and
+     * its unwritten buffers, is flushed again at every H5Fflush and file close, and released (dset_free)
+     * by the first that succeeds. HDF5 never passes it again (its close returned success). */
+    bool closed;
     h5fl_dset_t *next_open;
 };
 
@@ -268,6 +277,8 @@ herr_t h5fl_dataset_get(void *, H5VL_dataset_get_args_t *, hid_t, void **);
 herr_t h5fl_dataset_specific(void *, H5VL_dataset_specific_args_t *, hid_t, void **);
 herr_t h5fl_dataset_close(void *, hid_t, void **);
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync);
+/* A handle HDF5 closed while its flush failed (d->closed): flush it again; on success free it (0). */
+int h5fl_dset_release_closed(h5fl_dset_t *d);
 /* Drop the merged index: the next read rebuilds it from every writer's logs as they are now. */
 void h5fl_dset_forget_index(h5fl_dset_t *d);
 void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path);
