@@ -159,8 +159,12 @@ print(json.dumps({"bad": bad[:5], "nbad": len(bad), "attrs": attrs, "group": gro
 CHECK = "from pathlib import Path\n" + CHECK
 
 
+@pytest.mark.parametrize("through", [False, True], ids=["reserve", "write_through"])
 @pytest.mark.parametrize("mode", ["tmpfs", "rlimit"])
-def test_full_disk_buffered_small_writes(mode: str, tmp_path: Path) -> None:
+def test_full_disk_buffered_small_writes(mode: str, through: bool, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # write_through: the mode of file systems without fallocate, where each write is flushed at once
+    monkeypatch.setenv("H5FLOW_LOG_WRITE_THROUGH", "1" if through else "0")
     writer, checker = run_limited(mode, tmp_path, 4 << 20, FILL, CHECK)
     w = assert_clean(writer)
     # the errors surfaced at writes (a mixed one, then a small buffered one), naming the dataset, the

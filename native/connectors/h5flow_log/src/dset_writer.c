@@ -30,8 +30,8 @@
  * writes make few fallocate calls and a log never holds much reserved space past its end: more than
  * RES_RELEASE is given back when the writer closes (ftruncate; it costs milliseconds on ext4, so smaller
  * remainders, less than an eighth of the log, stay). A file system without fallocate puts the writer
- * in write-through mode: each write is flushed before it returns. Writes of DIRECT_MIN bytes or more go
- * to the disk at once and fail there. */
+ * in write-through mode (so does H5FLOW_LOG_WRITE_THROUGH=1): each write is flushed before it returns.
+ * Writes of DIRECT_MIN bytes or more go to the disk at once and fail there. */
 #define RES_BLOCK 4096u          /* reservations end on a multiple of this */
 #define RES_RELEASE (256u << 10) /* reserved space past the end of a log given back at close */
 
@@ -229,6 +229,8 @@ int h5fl_writer_open(h5fl_dset_t *d)
         return -1;
     }
     w->dfd = w->ifd = -1;
+    const char *through = getenv("H5FLOW_LOG_WRITE_THROUGH"); /* see docs/FORMAT.md */
+    w->through = through && *through && strcmp(through, "0") != 0;
     w->id = (uint32_t)f->rank;
     w->epoch = f->epoch;
     w->dcap = BUF_START; /* grows up to DBUF_CAP / IBUF_CAP: many open datasets stay cheap */
@@ -315,33 +317,34 @@ int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len)
     uint64_t end;
     if (end_of(w, w->dfd, w->dend + w->dlen, len, &end) != 0)
         return -1;
-    if (len < DIRECT_MIN)
+    if (len < DIRECT_MIN && !w->through) {
         grow(&w->dbuf, &w->dcap, w->dlen + len, DBUF_CAP);
-    if (w->dlen + len <= w->dcap) {
-        if (reserve(w, w->dfd, w->dend, &w->dres, end, w->dcap, len) != 0)
-            return -1;
-        memcpy(w->dbuf + w->dlen, src, len);
-        w->dlen += len;
-        return 0;
-    }
-    if (flush_data(w) != 0)
-        return -1;
-    if (len >= DIRECT_MIN || len > w->dcap) {
-        if (check_fsize(w, w->dfd, w->dend + len, len) != 0)
-            return -1;
-        if (log_pwrite(w, w->dfd, src, len, w->dend) != 0) {
-            cut_tail(w->dfd, w->dend); /* the buffer is empty: nothing reserved is needed any more */
-            w->dres = w->dend;
-            return -1;
+        if (w->dlen + len > w->dcap && len <= w->dcap) { /* fits once the buffer is written */
+            if (flush_data(w) != 0)
+                return -1;
+            end = w->dend + len;
         }
-        w->dend += len;
-        w->dirty_sync = true;
-        return 0;
+        if (w->dlen + len <= w->dcap) {
+            if (reserve(w, w->dfd, w->dend, &w->dres, end, w->dcap, len) != 0)
+                return -1;
+            if (!w->through) {
+                memcpy(w->dbuf + w->dlen, src, len);
+                w->dlen += len;
+                return 0;
+            }
+        }
     }
-    if (reserve(w, w->dfd, w->dend, &w->dres, w->dend + len, w->dcap, len) != 0)
+    /* Large, or the file system cannot reserve space: to the disk now, after what is buffered. A write
+     * that fails leaves nothing behind for a later flush to trip over (and no record points at it). */
+    if (flush_data(w) != 0 || check_fsize(w, w->dfd, w->dend + len, len) != 0)
         return -1;
-    memcpy(w->dbuf, src, len);
-    w->dlen = len;
+    if (log_pwrite(w, w->dfd, src, len, w->dend) != 0) {
+        cut_tail(w->dfd, w->dend); /* the buffer is empty: nothing reserved is needed any more */
+        w->dres = w->dend;
+        return -1;
+    }
+    w->dend += len;
+    w->dirty_sync = true;
     return 0;
 }
 
