@@ -217,6 +217,10 @@ typedef struct h5fl_log {
 typedef struct h5fl_writer {
     int dfd, ifd;
     uint64_t dend, iend; /* file sizes reached by pwrite */
+    /* File space secured (fallocate, FALLOC_FL_KEEP_SIZE) up to these offsets: every byte a write has
+     * been acknowledged for lies below them, so flushing the buffers cannot fail for lack of space. */
+    uint64_t dres, ires;
+    bool through; /* the file system cannot reserve space: every write is flushed before it returns */
     uint8_t *dbuf, *ibuf;
     size_t dlen, dcap, ilen, icap;
     uint64_t counter;
@@ -226,7 +230,8 @@ typedef struct h5fl_writer {
     uint64_t committed; /* index log bytes covered by the last commit record (0: none yet) */
     uint32_t crc;       /* CRC32C of the data appended since the last checksummed record ... */
     uint64_t crc_start, crc_len; /* ... which starts at this data log offset and is this long */
-    char *dpath;
+    char *dpath, *ipath;
+    char *dname; /* the dataset's HDF5 path, for error messages */
 } h5fl_writer_t;
 
 /* A write whose data carries a checksum (H5FL_REC_DCRC), checked the first time a read touches it. */
@@ -258,6 +263,10 @@ struct h5fl_dset {
     h5fl_writer_t *w;
     h5fl_index_t *ix;
     uint64_t min_counter; /* after a collective shrink: later writes order after its fill record */
+    /* HDF5 closed its last handle but the final flush failed: it stays in the registry, holding the
+     * writer and its unwritten buffers, is flushed again at every H5Fflush and file close of its
+     * container, and released (dset_free) by the first that succeeds; opening it again revives it. */
+    bool closed;
 };
 
 typedef struct h5fl_attr {
@@ -333,6 +342,8 @@ herr_t h5fl_dataset_get(void *, H5VL_dataset_get_args_t *, hid_t, void **);
 herr_t h5fl_dataset_specific(void *, H5VL_dataset_specific_args_t *, hid_t, void **);
 herr_t h5fl_dataset_close(void *, hid_t, void **);
 int h5fl_dset_flush(h5fl_dset_t *d, bool sync);
+/* A handle HDF5 closed while its flush failed (d->closed): flush it again; on success free it (0). */
+int h5fl_dset_release_closed(h5fl_dset_t *d);
 /* Drop the merged index: the next read rebuilds it from every writer's logs as they are now. */
 void h5fl_dset_forget_index(h5fl_dset_t *d);
 /* The dataset's directory changed (a move of it or of a group above it): follow it. */

@@ -416,6 +416,8 @@ int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* Nothing of a failed write stays behind: the temporary file is removed on every error path (ENOSPC at
+ * the write, at the fsync or, on NFS, at the close) and the destination keeps its previous contents. */
 int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync)
 {
     char tmp[PATH_MAX], dst[PATH_MAX];
@@ -426,21 +428,48 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        h5fl_err("cannot create %s: %s", tmp, strerror(errno));
+        int e = errno;
+        h5fl_err("cannot write %s: creating %s failed: %s (errno %d)", dst, tmp, strerror(e), e);
         return -1;
     }
-    int rc = h5fl_pwrite_all(fd, buf, len, 0);
+    int rc = 0, e = 0;
+    const char *step = "";
+    const uint8_t *p = buf;
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pwrite(fd, p + done, len - done, (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            e = n < 0 ? errno : EIO;
+            step = "writing";
+            rc = -1;
+            break;
+        }
+        done += (size_t)n;
+    }
     if (rc == 0 && sync && fsync(fd) != 0) {
-        h5fl_err("fsync %s: %s", tmp, strerror(errno));
+        e = errno;
+        step = "fsync of";
         rc = -1;
     }
-    close(fd);
+    if (close(fd) != 0 && rc == 0) {
+        e = errno;
+        step = "closing";
+        rc = -1;
+    }
     if (rc == 0 && rename(tmp, dst) != 0) {
-        h5fl_err("cannot rename %s to %s: %s", tmp, dst, strerror(errno));
+        e = errno;
+        step = "renaming";
         rc = -1;
     }
-    if (rc != 0)
+    if (rc != 0) {
         unlink(tmp);
+        h5fl_err("cannot write %s (%zu bytes): %s %s failed: %s (errno %d)%s", dst, len, step, tmp,
+                 strerror(e), e,
+                 (e == ENOSPC || e == EDQUOT) ? "; free space on the file system"
+                 : e == EFBIG                 ? "; the file size limit (ulimit -f) is too low"
+                                              : "");
+    }
     return rc;
 }
 

@@ -125,7 +125,12 @@ void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path)
 {
     h5fl_dset_t *open = (h5fl_dset_t *)h5fl_reg_find(H5I_DATASET, dir, NULL, NULL);
     if (open) {
-        open->o.rc++;
+        if (open->closed) { /* closed with its data unwritten (see h5fl_dataset_close): HDF5 holds it again */
+            open->closed = false;
+            open->o.rc = 1;
+        } else {
+            open->o.rc++;
+        }
         if (!h5fl_writable(open->o.file) && (f->intent & H5F_ACC_RDWR) && open->o.file->comm == f->comm) {
             h5fl_file_t *old = open->o.file; /* opened read-only before: writes go through the writable handle */
             f->o.rc++;
@@ -145,13 +150,23 @@ int h5fl_dset_moved(h5fl_dset_t *d)
 {
     int rc = 0;
     if (d->w) { /* open descriptors follow the renamed directory; only the names change */
-        const char *base = strrchr(d->w->dpath, '/');
-        char *dp = h5fl_join(d->o.dir, base + 1);
-        if (!dp)
+        h5fl_writer_t *w = d->w;
+        char *dp = h5fl_join(d->o.dir, strrchr(w->dpath, '/') + 1);
+        char *ip = h5fl_join(d->o.dir, strrchr(w->ipath, '/') + 1);
+        char *dn = h5fl_strdup(d->o.gone ? "(deleted while open)" : d->o.path);
+        if (!dp || !ip || !dn) {
+            free(dp);
+            free(ip);
+            free(dn);
             return -1;
-        free(d->w->dpath);
-        d->w->dpath = dp;
-        rc = h5fl_writer_flush(d->w, false);
+        }
+        free(w->dpath);
+        free(w->ipath);
+        free(w->dname);
+        w->dpath = dp;
+        w->ipath = ip;
+        w->dname = dn;
+        rc = h5fl_writer_flush(w, false);
     }
     h5fl_dset_forget_index(d); /* log paths changed: rebuilt from the new directory at the next read */
     return rc;
@@ -160,15 +175,18 @@ int h5fl_dset_moved(h5fl_dset_t *d)
 int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
 {
     char *nd = h5fl_strdup(dir), *np = h5fl_strdup(path);
-    char *dp = NULL;
-    if (nd && d->w) {
-        const char *base = strrchr(d->w->dpath, '/');
-        dp = h5fl_join(nd, base + 1);
+    char *dp = NULL, *ip = NULL, *dn = NULL;
+    if (nd && np && d->w) {
+        dp = h5fl_join(nd, strrchr(d->w->dpath, '/') + 1);
+        ip = h5fl_join(nd, strrchr(d->w->ipath, '/') + 1);
+        dn = h5fl_strdup(*np ? np : "(anonymous)");
     }
-    if (!nd || !np || (d->w && !dp)) {
+    if (!nd || !np || (d->w && (!dp || !ip || !dn))) {
         free(nd);
         free(np);
         free(dp);
+        free(ip);
+        free(dn);
         return -1;
     }
     free(d->o.dir);
@@ -176,9 +194,13 @@ int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
     d->o.dir = nd;
     d->o.path = np;
     d->o.anon = false;
-    if (dp) { /* open descriptors follow the renamed directory; only the name changes */
+    if (dp) { /* open descriptors follow the renamed directory; only the names change */
         free(d->w->dpath);
+        free(d->w->ipath);
+        free(d->w->dname);
         d->w->dpath = dp;
+        d->w->ipath = ip;
+        d->w->dname = dn;
     }
     return 0;
 }
@@ -830,6 +852,35 @@ herr_t h5fl_dataset_specific(void *obj, H5VL_dataset_specific_args_t *args, hid_
     return rc;
 }
 
+/* Release a handle whose data is on disk (or that was never linked: like HDF5, it goes away). */
+static void dset_release(h5fl_dset_t *d)
+{
+    if (d->o.anon && d->o.file->rank == 0)
+        h5fl_rm_rf(d->o.dir);
+    dset_free(d);
+}
+
+int h5fl_dset_release_closed(h5fl_dset_t *d)
+{
+    if (!d->closed || h5fl_dset_flush(d, true) != 0)
+        return -1;
+    dset_release(d);
+    return 0;
+}
+
+/* A dataset close never fails: in HDF5 1.14.5, H5D__close_cb frees the dataset's VOL wrapper whatever
+ * this callback returns; H5Dclose then drops the id, but H5Idec_ref (h5py) and H5Oclose keep it, stale,
+ * and the next H5Idec_ref or H5close dereferences the freed wrapper (and, through it, the freed H5VL_t)
+ * inside HDF5: a crash no connector can prevent. So when the final flush fails, the handle is handed to
+ * the file instead of being freed: it stays in the registry with d->closed set, holding its writer, its
+ * buffered data and its file reference; h5fl_file_flush retries it at every H5Fflush and at the file's
+ * close, which fail (and can be retried: HDF5 keeps a file whose close failed) until the data is written,
+ * and releases it at the first success. Only when no file id is left to report through is the error
+ * printed on stderr (and the data dropped). Writes rarely get here: their space is secured before they
+ * return (dset_writer.c), so this takes an I/O error or a file size limit lowered after the write.
+ * Invariant relied on: a dataset in the registry owns its writer and one reference on its file, whether
+ * HDF5 still holds it (d->closed false) or not; HDF5 never passes a closed one again (a new open of the
+ * same dataset revives it: h5fl_dset_open_dir). */
 herr_t h5fl_dataset_close(void *obj, hid_t dxpl, void **req)
 {
     (void)dxpl;
@@ -838,11 +889,26 @@ herr_t h5fl_dataset_close(void *obj, hid_t dxpl, void **req)
     h5fl_dset_t *d = obj;
     if (--d->o.rc > 0)
         return 0;
-    int rc = h5fl_dset_flush(d, true);
-    if (d->o.anon && d->o.file->rank == 0) /* never linked: like HDF5, the object goes away */
-        h5fl_rm_rf(d->o.dir);
-    dset_free(d);
-    if (rc != 0)
-        h5fl_err_push(__func__);
-    return rc;
+    /* never linked: its data goes away with it, a failed flush loses nothing */
+    if (d->o.anon || h5fl_dset_flush(d, true) == 0) {
+        dset_release(d);
+        return 0;
+    }
+    if (d->o.file->handles > 0) { /* the file's flush and close report it, with the same message */
+        h5fl_err_clear();
+        d->closed = true;
+        h5fl_dset_forget_index(d);
+        return 0;
+    }
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+    h5fl_err_clear();
+    h5fl_err("closing dataset '%s' after its file: %s; no file id is left to report this through, so the "
+             "buffered data is lost",
+             d->o.path, msg);
+    h5fl_err_push(__func__);
+    H5Eprint2(H5E_DEFAULT, NULL);
+    H5Eclear2(H5E_DEFAULT);
+    dset_release(d);
+    return 0;
 }

@@ -110,12 +110,36 @@ void h5fl_collective_begin(h5fl_file_t *f)
     }
 }
 
+/* Flush every dataset handle of the file, including those HDF5 closed while their flush failed
+ * (d->closed): these are released once their data is written. Every handle is tried; the first error
+ * is reported. The file stays alive throughout: the caller holds a reference on it. */
 int h5fl_file_flush(h5fl_file_t *f, bool sync)
 {
-    int rc = 0; /* every open dataset of the container, whichever file handle opened it */
-    for (h5fl_obj_t *o = h5fl_reg_next(NULL); o; o = h5fl_reg_next(o))
-        if (o->type == H5I_DATASET && o->file->fileno == f->fileno && h5fl_dset_flush((h5fl_dset_t *)o, sync) != 0)
+    /* every open dataset of the container, whichever file handle opened it; collected first, since a
+     * release frees registry entries */
+    size_t n = 0, cap = 0;
+    h5fl_dset_t **v = NULL;
+    for (h5fl_obj_t *o = h5fl_reg_next(NULL); o; o = h5fl_reg_next(o)) {
+        if (o->type != H5I_DATASET || o->file->fileno != f->fileno)
+            continue;
+        if (n == cap) {
+            h5fl_dset_t **nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *nv);
+            if (!nv) {
+                free(v);
+                h5fl_err("out of memory");
+                return -1;
+            }
+            v = nv;
+        }
+        v[n++] = (h5fl_dset_t *)o;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        h5fl_dset_t *d = v[i];
+        if (d->closed ? h5fl_dset_release_closed(d) != 0 : h5fl_dset_flush(d, sync) != 0)
             rc = -1;
+    }
+    free(v);
     return rc;
 }
 
@@ -679,10 +703,19 @@ herr_t h5fl_file_close(void *obj, hid_t dxpl, void **req)
     (void)req;
     h5fl_err_clear();
     h5fl_file_t *f = obj;
-    int rc = h5fl_file_flush(f, true);
+    /* A failed close changes nothing: HDF5 1.14.5 keeps the file id and its VOL wrapper when this
+     * callback fails (H5F__close_cb frees the wrapper only on success; H5Fclose and H5Idec_ref keep
+     * the id), so the application's next H5Fclose, or H5close at exit, calls here again and retries. */
+    if (h5fl_file_flush(f, true) != 0) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+        h5fl_err_clear();
+        h5fl_err("%s; the file %s stays open with the unwritten data: fix the cause and close it again", msg,
+                 f->name);
+        h5fl_err_push(__func__);
+        return -1;
+    }
     f->handles--;
     h5fl_file_decref(f);
-    if (rc != 0)
-        h5fl_err_push(__func__);
-    return rc;
+    return 0;
 }
