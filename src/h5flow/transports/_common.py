@@ -239,7 +239,7 @@ class StepWriter(PutsWriter):
         assert step is not None
         meta = self._puts.gather(comm, step, self._step_time)
         nbytes = step_nbytes(meta)
-        decision = self._admit(step, nbytes) if comm.rank == 0 else None
+        decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
         decision = bcast_from_root(comm, decision)
         if decision.error:
             raise TransportError(decision.error)
@@ -257,8 +257,10 @@ class StepWriter(PutsWriter):
                             "waited": decision.waited})
         return PublishInfo(step, True, nbytes, "", time.time() - times["end_step"])
 
-    def _admit(self, step: int, nbytes: int) -> Decision:
-        """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``)."""
+    def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
+        """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``).
+
+        ``meta`` (the step's metadata) lets a transport estimate more than the payload (file overhead)."""
         cfg = self.config
         error = quota_error(cfg, step, nbytes)
         if error:
