@@ -344,7 +344,7 @@ class Staging:
             self.release_space()
             if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # cannot tell: let the write find out
                 return ""
-            return f"{e.strerror or e}"
+            return f"{e.strerror or e}" + ("" if is_waitable_full_error(e) else " (waiting does not help)")
         return ""
 
     def release_space(self) -> None:

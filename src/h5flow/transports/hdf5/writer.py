@@ -240,6 +240,8 @@ class Hdf5Writer(StepWriter):
                 return ""
             message = after or (f"step {step} was not published: no room for it in {root} (it needs about {need} "
                                 f"bytes, {free_bytes(root)} bytes free): {why}")
+            if why.endswith("(waiting does not help)"):
+                return f"{message}; the stream is stopped"
             if cfg.queue_policy != "block":
                 return (f"{message}; the stream is stopped (queue_policy='{cfg.queue_policy}' does not wait for "
                         "room; with 'block' the producer waits until there is)")
