@@ -56,7 +56,10 @@ class RssSampler:
 
 def _progress(path: str | None, done: int, total: int | None) -> None:
     if path:
-        atomic_write(Path(path), json.dumps({"done": done, "total": total}))
+        try:
+            atomic_write(Path(path), json.dumps({"done": done, "total": total}))
+        except OSError:
+            pass  # only the progress bar's; a full file system must not stop the run
 
 
 def _gather_and_write(comm: Any, part: dict[str, Any], rank_data: dict[str, Any], record: str | None) -> None:
@@ -291,10 +294,10 @@ def run(opts: RunOptions) -> dict[str, Any]:
     tcfg = cfg.transport()
     work = opts.workdir or Path(tcfg.filename).parent
     work.mkdir(parents=True, exist_ok=True)
-    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one
-        from h5flow.transports.hdf5.staging import staging_dir
+    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one (refused
+        from h5flow.transports.hdf5.staging import Staging  # while another producer holds the stream)
 
-        shutil.rmtree(staging_dir(tcfg.filename), ignore_errors=True)
+        Staging(tcfg.filename).clear()
     if tcfg.type == "adios2":  # likewise its announcement and stream files
         from h5flow.transports.adios2.stream import remove_run
 
