@@ -154,8 +154,8 @@ class Hdf5Writer(StepWriter):
     def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
-        rank is decided together, after
-        every rank has made the same collective HDF5 calls, so none is left waiting in one."""
+        rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
+        waiting in one."""
         comm, cfg, step = self.comm, self.config, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
