@@ -1,6 +1,7 @@
 """Producer and consumer programs for the stream tests, run as separate processes (and MPI jobs).
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
+                                          [--fsize-limit BYTES [--fsize-rank R]]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
@@ -41,6 +42,12 @@ def produce(args: argparse.Namespace) -> None:
     from h5flow.transports import open_writer
 
     comm = MPI.COMM_WORLD
+    if args.fsize_limit is not None and args.fsize_rank in (-1, comm.rank):
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize_limit, args.fsize_limit))
     sim = Simulation(_osc(args), comm.rank, comm.size)
     with open_writer(comm, _config(args.config)) as w:
         for s in range(args.steps):
@@ -118,6 +125,8 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--hold-at", type=int, default=None)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--fsize-limit", type=int, default=None, help="produce: RLIMIT_FSIZE in bytes (files larger fail)")
+    p.add_argument("--fsize-rank", type=int, default=-1, help="produce: the rank --fsize-limit applies to (-1: all)")
     p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)

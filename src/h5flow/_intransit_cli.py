@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -21,16 +22,57 @@ DEMO_XML = """<sensei>
 """
 
 
+def _shown(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def integer(lo: int, hi: int) -> Any:
+    """An argparse type: an integer in [lo, hi]; the error gives the accepted range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{_shown(text)}: accepted: an integer from {lo} to {hi}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def seconds(lo: float, hi: float) -> Any:
+    """An argparse type: a finite number of seconds in [lo, hi] (nan and inf refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"{_shown(text)}: accepted: a finite number from {lo:g} to {hi:g}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+RANKS = integer(1, 4096)
+TIMEOUT = seconds(0.001, 1e6)
+
+
 def add_oscillator_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("oscillator (SENSEI's miniapp)")
     g.add_argument("--deck", type=Path, default=None, help="oscillator deck (.osc); default: the built-in sample")
-    g.add_argument("--shape", type=int, nargs=3, metavar=("X", "Y", "Z"), default=None,
+    g.add_argument("--shape", type=integer(1, 1 << 20), nargs=3, metavar=("X", "Y", "Z"), default=None,
                    help="global cells (default 64 64 64)")
-    g.add_argument("--blocks", type=int, default=None, help="number of blocks (default: producer ranks)")
-    g.add_argument("--steps", type=int, default=None, help="number of steps (default: t_end/dt)")
-    g.add_argument("--dt", type=float, default=None, help="time step (default 0.01)")
-    g.add_argument("--t-end", type=float, default=None, help="end time (default 10)")
-    g.add_argument("--ghost-cells", type=int, default=None, help="ghost layers (default 1)")
+    g.add_argument("--blocks", type=integer(1, 1 << 24), default=None,
+                   help="number of blocks (default: producer ranks)")
+    g.add_argument("--steps", type=integer(1, 10**9), default=None, help="number of steps (default: t_end/dt)")
+    g.add_argument("--dt", type=seconds(1e-12, 1e12), default=None, help="time step (default 0.01)")
+    g.add_argument("--t-end", type=seconds(1e-12, 1e12), default=None, help="end time (default 10)")
+    g.add_argument("--ghost-cells", type=integer(0, 64), default=None, help="ghost layers (default 1)")
     g.add_argument("--seed", type=int, default=None, help="random seed")
     g.add_argument("--particles", type=int, default=None,
                    help="particles advected by the field, published as mesh 'particles' (default 0; "
@@ -148,14 +190,20 @@ def _summary(record: dict[str, Any]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from h5flow.runner import RunOptions, run
+    from h5flow.runner import RunFailed, RunOptions, run
 
     _load(args.config)  # fail fast, with the file and line, before launching anything
     consumer_cfg = args.consumer_config or args.config
     _with_analyses(_load(consumer_cfg), args.analysis)
-    record = run(RunOptions(args.config, args.producers, args.consumers, oscillator_argv(args), args.steps,
-                            args.timeout, show_progress=sys.stderr.isatty() or args.progress,
-                            consumer_config=args.consumer_config, analysis=tuple(args.analysis or ())))
+    try:
+        record = run(RunOptions(args.config, args.producers, args.consumers, oscillator_argv(args), args.steps,
+                                args.timeout, show_progress=sys.stderr.isatty() or args.progress,
+                                consumer_config=args.consumer_config, analysis=tuple(args.analysis or ())))
+    except RunFailed as e:
+        if args.json:  # the record of a failed run: exit codes and what each job wrote
+            args.json.write_text(json.dumps(e.record))
+            print(f"run record (failed run): {args.json}", file=sys.stderr)
+        raise
     _summary(record)
     if args.json:
         args.json.write_text(json.dumps(record))
@@ -222,7 +270,7 @@ def add_commands(sub: Any) -> None:
     c.add_argument("config", type=Path, help="SENSEI-style XML with <transport> and <analysis> elements")
     c.add_argument("--analysis", "-a", type=Path, action="append", default=None, metavar="XML",
                    help="XML file with <analysis> elements to run (repeatable; as SENSEIEndPoint -a)")
-    c.add_argument("--timeout", type=float, default=60.0,
+    c.add_argument("--timeout", type=TIMEOUT, default=60.0,
                    help="give up when no step arrives for this many seconds (default 60)")
     c.add_argument("--record", default=None, help="write the consumer's part record (JSON) here")
     c.add_argument("--progress-file", default=None, help=argparse.SUPPRESS)
@@ -233,13 +281,13 @@ def add_commands(sub: Any) -> None:
                        description="Launch `h5flow produce` on M ranks and `h5flow consume` on N ranks at once "
                        "(two mpiexec jobs, as the paper does) and report time to solution.")
     r.add_argument("config", type=Path, help="SENSEI-style XML (transport + analyses)")
-    r.add_argument("--producers", "-M", type=int, default=2, help="producer ranks (default 2)")
-    r.add_argument("--consumers", "-N", type=int, default=1, help="consumer ranks (default 1)")
+    r.add_argument("--producers", "-M", type=RANKS, default=2, help="producer ranks (default 2)")
+    r.add_argument("--consumers", "-N", type=RANKS, default=1, help="consumer ranks (default 1)")
     r.add_argument("--consumer-config", type=Path, default=None, metavar="XML",
                    help="the consumers' XML (<transport> with its <partitioner>); default: CONFIG")
     r.add_argument("--analysis", "-a", type=Path, action="append", default=None, metavar="XML",
                    help="XML file with the consumers' <analysis> elements (repeatable)")
-    r.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
+    r.add_argument("--timeout", type=TIMEOUT, default=120.0, help="consumer step timeout in seconds (default 120)")
     r.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the run record here")
     r.add_argument("--progress", action="store_true", help="show progress bars even when not on a terminal")
     add_oscillator_arguments(r)
@@ -248,10 +296,10 @@ def add_commands(sub: Any) -> None:
     d = sub.add_parser("demo", help="the embedded default in-transit run (what `make demo` runs)",
                        description="Oscillator on 2 producer ranks → hdf5 stream staged under /dev/shm → "
                        "histogram on 1 consumer rank; prints the summary and writes plots.")
-    d.add_argument("--producers", type=int, default=2, help="producer ranks (default 2)")
-    d.add_argument("--consumers", type=int, default=1, help="consumer ranks (default 1)")
-    d.add_argument("--steps", type=int, default=40, help="steps (default 40)")
-    d.add_argument("--shape", type=int, nargs=3, default=[128, 128, 128], metavar=("X", "Y", "Z"),
+    d.add_argument("--producers", type=RANKS, default=2, help="producer ranks (default 2)")
+    d.add_argument("--consumers", type=RANKS, default=1, help="consumer ranks (default 1)")
+    d.add_argument("--steps", type=integer(1, 10**9), default=40, help="steps (default 40)")
+    d.add_argument("--shape", type=integer(1, 1 << 20), nargs=3, default=[128, 128, 128], metavar=("X", "Y", "Z"),
                    help="global cells (default 128 128 128: 8 MiB per step)")
     d.add_argument("--out", type=Path, default=Path("h5flow-demo"), help="output directory (default ./h5flow-demo)")
     d.set_defaults(func=cmd_demo)

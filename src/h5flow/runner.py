@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -56,7 +55,10 @@ class RssSampler:
 
 def _progress(path: str | None, done: int, total: int | None) -> None:
     if path:
-        atomic_write(Path(path), json.dumps({"done": done, "total": total}))
+        try:
+            atomic_write(Path(path), json.dumps({"done": done, "total": total}))
+        except OSError:
+            pass  # only the progress bar's; a full file system must not stop the run
 
 
 def _gather_and_write(comm: Any, part: dict[str, Any], rank_data: dict[str, Any], record: str | None) -> None:
@@ -194,6 +196,20 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             n += 1
             if comm.rank == 0:
                 _progress(progress, n, total)
+    except Exception as e:
+        # this rank leaves (the job is then aborted): the others may be in a collective call, so this rank
+        # writes what it knows itself instead of gathering
+        if record:
+            part = {"role": "consumer", "transport": tcfg.type, "consumers": comm.size, "steps": n,
+                    "status": "error", "reason": f"consumer rank {comm.rank}: {e}", "incomplete": True,
+                    "partitioner": tcfg.partitioner.type, "discarded": [], "missed": [], "last_results": [],
+                    "ranks": [{"rank": comm.rank, "start": start, "end": time.time(), "analysis": analysis_times,
+                               "io": io, "events": getattr(reader, "events", []), "rss": rss.stop()}]}
+            try:
+                atomic_write(Path(record), json.dumps(part, default=_json_default))
+            except OSError:
+                pass
+        raise
     finally:
         reader.close()
     for a in analyses:
@@ -291,10 +307,10 @@ def run(opts: RunOptions) -> dict[str, Any]:
     tcfg = cfg.transport()
     work = opts.workdir or Path(tcfg.filename).parent
     work.mkdir(parents=True, exist_ok=True)
-    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one
-        from h5flow.transports.hdf5.staging import staging_dir
+    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one (refused
+        from h5flow.transports.hdf5.staging import Staging  # while another producer holds the stream)
 
-        shutil.rmtree(staging_dir(tcfg.filename), ignore_errors=True)
+        Staging(tcfg.filename).clear()
     if tcfg.type == "adios2":  # likewise its announcement and stream files
         from h5flow.transports.adios2.stream import remove_run
 
@@ -317,6 +333,22 @@ def run(opts: RunOptions) -> dict[str, Any]:
             "--record", str(rec_c), "--progress-file", str(prog_c), "--quiet"]
     launched = time.time()
     procs = [subprocess.Popen(cmd, start_new_session=True) for cmd in (pcmd, ccmd)]
+    received: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        """SIGTERM/SIGHUP/SIGINT to `h5flow run` goes to both jobs (each in its own session): no orphans."""
+        received.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, forward) for sig in handled}
     try:
         _watch(procs, prog_p, prog_c, opts)
     except BaseException:
@@ -324,12 +356,54 @@ def run(opts: RunOptions) -> dict[str, Any]:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _reap(procs)
     finished = time.time()
     codes = [p.returncode for p in procs]
-    if codes != [0, 0]:
-        raise RuntimeError(f"in-transit run failed: producer job exit {codes[0]}, consumer job exit {codes[1]} "
-                           f"(their messages are above)")
+    if received or codes != [0, 0]:
+        why = (f"interrupted by signal {signal.Signals(received[0]).name} (forwarded to both jobs)" if received
+               else "in-transit run failed")
+        raise RunFailed(f"{why}: producer job exit {codes[0]}, consumer job exit {codes[1]} (their messages are "
+                        "above)", _partial_record(rec_p, rec_c, codes, launched, finished, why))
     return merge(json.loads(rec_p.read_text()), json.loads(rec_c.read_text()), launched, finished)
+
+
+class RunFailed(RuntimeError):
+    """``h5flow run`` failed; ``record`` holds what the jobs wrote (the run record of a failed run)."""
+
+    def __init__(self, message: str, record: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def _reap(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """Wait for both jobs; one that does not exit within ``grace`` seconds of a signal is killed."""
+    deadline = time.time() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def _partial_record(rec_p: Path, rec_c: Path, codes: list[int | None], launched: float, finished: float,
+                    why: str) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    for name, path in (("producer", rec_p), ("consumer", rec_c)):
+        try:
+            parts[name] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            parts[name] = None
+    consumer = parts["consumer"] or {}
+    return {"status": "failed", "reason": why, "exit_codes": {"producer": codes[0], "consumer": codes[1]},
+            "consumer_status": consumer.get("status"), "consumer_reason": consumer.get("reason"),
+            "launched": launched, "finished": finished, **parts}
 
 
 def _read_progress(path: Path) -> tuple[int, int | None]:

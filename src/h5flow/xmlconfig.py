@@ -157,7 +157,8 @@ class _Node:
 
     def bad_value(self, attr: str, hint: str, what: str = "") -> ConfigError:
         raw = self.el.attrs[attr]
-        return self.error(f"bad value {raw!r} for attribute '{attr}' on {self.describe()}{what}", hint, attr=attr)
+        shown = repr(raw) if len(raw) <= 60 else f"{raw[:60]!r}... ({len(raw)} characters)"
+        return self.error(f"bad value {shown} for attribute '{attr}' on {self.describe()}{what}", hint, attr=attr)
 
     # -- structure ---------------------------------------------------------------------------------
 
@@ -237,7 +238,7 @@ class _Node:
             raise self.bad_value(name, f"accepted: an integer >= {minimum}")
         return int(value)
 
-    def seconds(self, name: str, default: float) -> float:
+    def seconds(self, name: str, default: float, *, minimum: float, maximum: float) -> float:
         value = self.get(name)
         if value is None:
             return default
@@ -245,8 +246,8 @@ class _Node:
             seconds = float(value)
         except ValueError:
             seconds = math.nan
-        if not (math.isfinite(seconds) and seconds > 0):
-            raise self.bad_value(name, "accepted: a number of seconds > 0, e.g. 0.5 or 2")
+        if not (math.isfinite(seconds) and minimum <= seconds <= maximum):
+            raise self.bad_value(name, f"accepted: a number of seconds from {minimum:g} to {maximum:g}")
         return seconds
 
     def choice(self, name: str, default: str, choices: Sequence[str], *, hint: str = "") -> str:
@@ -271,6 +272,9 @@ class _Node:
 # The schema
 
 
+#: heartbeat period: below 0.05 s file time stamps and scheduling make a live producer look lost
+HEARTBEAT_RANGE = (0.05, 3600.0)
+POLL_RANGE = (1e-5, 60.0)
 _TRANSPORT_TYPES = ("adios1", "adios2", "hdf5", "socket")
 _COMMON_TRANSPORT = {"type", "enabled", "filename"}
 _QUEUE = {"queue_limit", "queue_policy", "group"}
@@ -350,9 +354,10 @@ def _transport(node: _Node, kind: str) -> TransportConfig:
     elif kind in ("hdf5", "socket"):
         cfg.queue_limit = node.integer("queue_limit", cfg.queue_limit, minimum=0)
         cfg.queue_policy = node.choice("queue_policy", cfg.queue_policy, ("block", "discard"))
-        cfg.heartbeat = node.seconds("heartbeat", cfg.heartbeat)
-        cfg.poll_min = node.seconds("poll_min", cfg.poll_min)
-        cfg.poll_max = node.seconds("poll_max", cfg.poll_max)
+        cfg.heartbeat = node.seconds("heartbeat", cfg.heartbeat, minimum=HEARTBEAT_RANGE[0],
+                                     maximum=HEARTBEAT_RANGE[1])
+        cfg.poll_min = node.seconds("poll_min", cfg.poll_min, minimum=POLL_RANGE[0], maximum=POLL_RANGE[1])
+        cfg.poll_max = node.seconds("poll_max", cfg.poll_max, minimum=POLL_RANGE[0], maximum=POLL_RANGE[1])
         if cfg.poll_min > cfg.poll_max:
             attr = "poll_min" if "poll_min" in node.el.attrs else "poll_max"
             raise node.error(f"poll_min {cfg.poll_min:g} s is larger than poll_max {cfg.poll_max:g} s on "

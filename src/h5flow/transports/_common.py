@@ -29,7 +29,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 def check_name(kind: str, name: str) -> str:
     """Mesh and array names become HDF5 link names: keep them plain so nothing escapes its group."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise TransportError(f"{kind} name {name!r} is not allowed: use 1-128 letters, digits, '_', '.', '+', "
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 140 else \
+            f"{name[:128]!r}... ({len(name)} characters)"
+        raise TransportError(f"{kind} name {shown} is not allowed: use 1-128 letters, digits, '_', '.', '+', "
                              "'-', not starting with '.', '+' or '-'")
     return name
 
@@ -40,7 +42,9 @@ _GROUP_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 def check_group(group: str) -> str:
     """A consumer group name: 1-64 letters, digits, '-' or '_' (it names files and appears in messages)."""
     if not isinstance(group, str) or not _GROUP_RE.match(group):
-        raise ValueError(f"consumer group name {group!r} must be 1-64 letters, digits, '-' or '_'")
+        shown = repr(group) if not isinstance(group, str) or len(group) <= 70 else \
+            f"{group[:64]!r}... ({len(group)} characters)"
+        raise ValueError(f"consumer group name {shown} must be 1-64 letters, digits, '-' or '_'")
     return group
 
 
@@ -239,7 +243,7 @@ class StepWriter(PutsWriter):
         assert step is not None
         meta = self._puts.gather(comm, step, self._step_time)
         nbytes = step_nbytes(meta)
-        decision = self._admit(step, nbytes) if comm.rank == 0 else None
+        decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
         decision = bcast_from_root(comm, decision)
         if decision.error:
             raise TransportError(decision.error)
@@ -257,8 +261,10 @@ class StepWriter(PutsWriter):
                             "waited": decision.waited})
         return PublishInfo(step, True, nbytes, "", time.time() - times["end_step"])
 
-    def _admit(self, step: int, nbytes: int) -> Decision:
-        """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``)."""
+    def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
+        """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``).
+
+        ``meta`` (the step's metadata) lets a transport estimate more than the payload (file overhead)."""
         cfg = self.config
         error = quota_error(cfg, step, nbytes)
         if error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import Entry, GroupState, IndexTail, Staging, StreamInfo
+from h5flow.transports.hdf5.staging import Entry, GroupState, IndexTail, Staging, StreamInfo, is_full_error
 
 
 @dataclass
@@ -133,6 +134,11 @@ class Hdf5Reader(Reader):
         self._state: GroupState | None = None
         self._step_t0 = 0.0
         self._seen = 0.0
+        self._stopped: str | None = None  # the producer's X line: it stopped on this error
+        self._last_seen: Entry | None = None  # the last P line read from the index
+        self._delivered = 0
+        self._last_delivered: int | None = None
+        self._unsaved = False  # the group file could not be written (full file system): retried on release
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -151,18 +157,41 @@ class Hdf5Reader(Reader):
             state.consumers = self.comm.size
         self._state = state
         self._next_seq = state.released_seq + 1  # a restarted group resumes at its first unreleased step
-        self.staging.save_group(self.config.group, state)
+        self._save_group()
         return True
+
+    def _save_group(self) -> None:
+        """Write the group file. Reading needs no free space: on a full file system the group reads on and
+        retries at its next release (until then the producer counts the group at its previous state,
+        or, not registered yet, not at all, so steps it deletes are reported as ``missed``)."""
+        assert self._state is not None
+        try:
+            self.staging.save_group(self.config.group, self._state)
+            if self._unsaved:
+                print(f"h5flow: consumer group '{self.config.group}' state saved again in {self.staging.consumers}",
+                      file=sys.stderr, flush=True)
+            self._unsaved = False
+        except OSError as e:
+            if not is_full_error(e):
+                raise
+            if not self._unsaved:
+                print(f"h5flow: consumer group '{self.config.group}' cannot save its state in "
+                      f"{self.staging.consumers} ({e.strerror}); reading on, retrying at each release",
+                      file=sys.stderr, flush=True)
+            self._unsaved = True
 
     def _scan(self) -> _Found | None:
         assert self._tail is not None and self.info is not None
         for e in self._tail.read_new():
             if e.kind == "P":
                 self._pending.append(e)
+                self._last_seen = e
             elif e.kind == "D":
                 self.discarded.append((e.step, e.reason))
             elif e.kind == "E":
                 self._end_count = e.count
+            elif e.kind == "X":
+                self._stopped = e.reason
         while self._pending:
             e = self._pending[0]
             if e.seq < self._next_seq:
@@ -175,7 +204,16 @@ class Hdf5Reader(Reader):
             self._next_seq = e.seq + 1
         if self._end_count is not None and self._next_seq >= self._end_count:
             return _Found(StepStatus.END_OF_STREAM)
+        if self._stopped is not None:  # every step published before the error was delivered
+            return _Found(StepStatus.ERROR, reason=f"the producer stopped the stream: {self._stopped}; "
+                                                   f"{self._progress_text()}")
         return None
+
+    def _progress_text(self) -> str:
+        last = "none" if self._last_delivered is None else str(self._last_delivered)
+        published = "none" if self._last_seen is None else f"{self._last_seen.step} (sequence {self._last_seen.seq})"
+        return (f"last step delivered {last} ({self._delivered} steps delivered to this reader), "
+                f"last step published {published}")
 
     def _poll(self, timeout: float | None) -> _Found:
         cfg = self.config
@@ -193,8 +231,7 @@ class Hdf5Reader(Reader):
                         found = self._scan()  # the producer may have ended just before its beat stopped
                         if found is not None:
                             return found
-                        return _Found(StepStatus.ERROR, reason=f"{lost}; last step seen "
-                                      f"{self._pending[-1].step if self._pending else 'none'}")
+                        return _Found(StepStatus.ERROR, reason=f"{lost}; {self._progress_text()}")
             except (TransportError, ValueError, OSError) as e:
                 return _Found(StepStatus.ERROR, reason=str(e))
             if deadline is not None and time.time() >= deadline:
@@ -250,10 +287,12 @@ class Hdf5Reader(Reader):
         if self.comm.rank == 0:
             assert self._state is not None and self.info is not None
             self._state.released_seq = step.seq
-            self.staging.save_group(self.config.group, self._state)
+            self._save_group()
             if self.config.keep != "all":
                 self.staging.collect_garbage(self.info.run_id, [x for x in [e] if x is not None])
         self._next_seq = step.seq + 1
+        self._delivered += 1
+        self._last_delivered = step.step
         self.events.append({"step": step.step, "seq": step.seq, "published": e.published_at, "visible": self._seen,
                             "begin": self._step_t0, "released": now, "nbytes": e.nbytes})
 

@@ -7,10 +7,14 @@ Layout of ``<filename>.h5flow/`` (format version 1, documented in docs/STREAM.md
                                P <seq> <step> <time> <nbytes> <publish_unix_time>   step published
                                D <step> <time> <reason...>                          step discarded
                                E <published_count>                                  end of stream
+                               X <time> <reason...>                                 producer stopped on an error
     step-<step:09d>/         a published step: data.h5 (n-1) or rank-<r:05d>.h5 (n-n), meta.json
     .step-<step:09d>.tmp/    a step being written: never looked at by consumers
     hb/<rank>                producer heartbeats: mtime refreshed every heartbeat/2 by a helper
-                             process; content "host pid"
+                             process while the producer makes progress; content "host pid"
+    owner                    the producer's claim: flock-ed by producer rank 0 while it runs; content: who
+    .reserve                 a small preallocated file freed to make room for the last index lines when
+                             the file system is full
     consumers/<group>.json   per consumer group: run_id, released_seq (every seq <= it is released)
 
 A step becomes visible by ``rename(.step-N.tmp, step-N)`` followed by its ``P`` line: a consumer only
@@ -20,6 +24,7 @@ opens steps listed in the index, so a partial step is never visible. Steps are d
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -32,6 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from h5flow.transports._claim import Claim, ClaimError
 from h5flow.transports._common import check_group
 
 FORMAT = "h5flow-stream"
@@ -49,30 +55,79 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:09d}"
 
 
+#: errno values that mean "the file system has no room for this": full, over quota, file size limit
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_FULL_TEXT = tuple(os.strerror(e) for e in FULL_ERRNOS)  # as HDF5 and MPI-IO quote them in their messages
+EMERGENCY_RESERVE = 64 * 1024
+
+
+def is_full_error(e: BaseException) -> bool:
+    """Whether ``e`` says the file system is out of space, over quota, or over the file size limit
+    (an ``OSError`` with that errno, or an HDF5/MPI-IO error quoting its text)."""
+    if isinstance(e, OSError) and e.errno in FULL_ERRNOS:
+        return True
+    return any(t in str(e) for t in _FULL_TEXT)
+
+
+def is_waitable_full_error(e: BaseException) -> bool:
+    """A full file system or quota (room may come back) rather than a file size limit (it will not)."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(os.strerror(n) in str(e) for n in (errno.ENOSPC, errno.EDQUOT))
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes available to this user on the file system of ``path`` (-1 when unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
+
+
 def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (write a temporary file, fsync, rename)."""
+    """Replace ``path`` with ``text`` atomically (write a temporary file, fsync, rename).
+
+    On failure (a full file system included) the temporary file is removed and ``path`` is unchanged.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append one complete line with a single O_APPEND write (readers never see half a line)."""
+    """Append one complete line with a single O_APPEND write (readers never see half a line).
+
+    A write that fails or is cut short (a full file system) is undone: the file is truncated back to
+    its previous length, so no partial line stays in the log, and ``OSError`` is raised.
+    """
     data = (line.rstrip("\n") + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size  # only one process (producer rank 0) appends
+        try:
+            n = os.write(fd, data)
+            if n != len(data):
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {n} of {len(data)} bytes)",
+                              str(path))
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, size)
+            raise
     finally:
         os.close(fd)
 
 
 @dataclass
 class Entry:
-    kind: str  # "P", "D" or "E"
+    kind: str  # "P", "D", "E" or "X"
     seq: int = -1
     step: int = -1
     time: float = 0.0
@@ -90,6 +145,8 @@ def parse_line(line: str) -> Entry:
         return Entry("D", step=int(parts[1]), time=float(parts[2]), reason=" ".join(parts[3:]))
     if parts[0] == "E" and len(parts) == 2:
         return Entry("E", count=int(parts[1]))
+    if parts[0] == "X" and len(parts) >= 3:
+        return Entry("X", time=float(parts[1]), reason=" ".join(parts[2:]))
     raise ValueError(f"corrupt stream index line: {line!r}")
 
 
@@ -155,47 +212,143 @@ class Staging:
         self.index = self.root / "index"
         self.hb = self.root / "hb"
         self.consumers = self.root / "consumers"
+        self.owner = self.root / "owner"
+        self.emergency = self.root / ".reserve"
+        self.space = self.root / ".space"
+        self.claim: Claim | None = None
 
     # -- producer side ---------------------------------------------------------------------------
-    def reset(self) -> None:
-        """Prepare a new run: clear what an earlier run left (steps, index, groups, heartbeats).
-
-        The run is announced by :meth:`announce` once every producer rank beats, so a consumer never
-        sees a stream whose heartbeats do not exist yet.
-        """
+    def _check_parent(self) -> None:
         parent = self.root.parent
         if not parent.is_dir():
             raise RuntimeError(f"the directory {parent} of the stream's filename does not exist: create it (on fast "
                                "storage: a burst buffer, NVMe, /dev/shm) or point filename elsewhere")
+
+    def claim_stream(self, run_id: str = "") -> Claim:
+        """Claim the stream for this process (atomic; :class:`ClaimError` names the current owner)."""
+        self._check_parent()
         self.root.mkdir(exist_ok=True)
-        if self.stream_json.exists():
-            self._refuse_if_live()
+        if self.claim is None or not self.claim.held:
+            self.claim = Claim.acquire(self.owner, f"stream {self.root}", run_id)
+        return self.claim
+
+    def release_claim(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+
+    def reset(self, run_id: str = "") -> None:
+        """Claim the stream and prepare a new run: clear what an earlier run left (steps, index, groups,
+        heartbeats). Raises :class:`ClaimError` when another producer holds the stream.
+
+        The run is announced by :meth:`announce` once every producer rank beats, so a consumer never
+        sees a stream whose heartbeats do not exist yet.
+        """
+        self.claim_stream(run_id)
+        try:
+            if self.stream_json.exists():
+                self._refuse_if_live()
+            self._clear()
+            self.index.touch()
+            self._make_emergency_reserve()
+        except BaseException:
+            self.release_claim()
+            raise
+
+    def clear(self) -> None:
+        """Remove an earlier run's files (for ``h5flow run`` before it launches): refused while a producer
+        holds the stream; the claim is taken for the time of the removal only."""
+        if not self.root.is_dir():
+            return
+        self.claim_stream()
+        try:
+            if self.stream_json.exists():
+                self._refuse_if_live()
+            self._clear()
+            for d in (self.hb, self.consumers):
+                d.rmdir()
+        finally:
+            self.release_claim()
+
+    def _clear(self) -> None:
         self.stream_json.unlink(missing_ok=True)  # first: readers stop trusting the old run
         for p in self.root.iterdir():
             if p.name.startswith(("step-", ".step-")) and p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
-        for p in (self.index,):
+        for p in (self.index, self.emergency, self.space):
             p.unlink(missing_ok=True)
         for d in (self.hb, self.consumers):
             shutil.rmtree(d, ignore_errors=True)
             d.mkdir()
-        self.index.touch()
 
     def announce(self, info: StreamInfo) -> None:
         atomic_write(self.stream_json, json.dumps(info.__dict__))
 
     def _refuse_if_live(self) -> None:
+        """Second line behind the claim (whose ``flock`` may not reach across hosts on every file system):
+        a run that has not ended and whose producer ranks all beat is live."""
         try:
             old = StreamInfo.load(self.stream_json)
         except (ValueError, OSError, TypeError):
             return
-        ended = any(e.kind == "E" for e in read_index(self.index))
+        ended = any(e.kind in ("E", "X") for e in read_index(self.index))
         lost = self.lost_producer(old)
         if not ended and lost is None:
-            raise RuntimeError(
-                f"{self.root}: another producer (run {old.run_id}) is still writing this stream "
-                "(its heartbeats are fresh and it has not ended); use another filename or stop it first"
-            )
+            try:
+                host, pid = (self.hb / "0").read_text().split()[:2]
+                who = f"host {host}, pid {pid}, "
+            except (OSError, ValueError):
+                who = ""
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(old.created))
+            raise ClaimError(
+                f"{self.root}: another producer ({who}started {started}, run {old.run_id}) is still writing this "
+                "stream (its heartbeats are fresh and it has not ended); use another filename or stop it first",
+                None)
+
+    # -- room on a full file system --------------------------------------------------------------
+    def _make_emergency_reserve(self) -> None:
+        """Preallocate :data:`EMERGENCY_RESERVE` bytes, freed when an index line finds no room."""
+        try:
+            fd = os.open(self.emergency, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, EMERGENCY_RESERVE)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self.emergency.unlink(missing_ok=True)
+            if is_full_error(e):
+                raise OSError(e.errno, f"no room for the stream in {self.root} "
+                              f"({free_bytes(self.root)} bytes free): {e.strerror}") from None
+            # a file system without fallocate: go on without the reserve
+
+    def append(self, line: str) -> None:
+        """Append an index line; when the file system is full, free the emergency reserve and retry once."""
+        try:
+            append_line(self.index, line)
+        except OSError as e:
+            if not is_full_error(e) or not self.emergency.exists():
+                raise
+            self.emergency.unlink(missing_ok=True)
+            append_line(self.index, line)
+
+    def reserve_space(self, nbytes: int) -> str:
+        """Allocate ``nbytes`` for the next step (kept until :meth:`release_space`): "" on success, else why
+        not (the file system is full, over quota or over the file size limit)."""
+        self.release_space()
+        try:
+            fd = os.open(self.space, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, max(1, nbytes))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self.release_space()
+            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # cannot tell: let the write find out
+                return ""
+            return f"{e.strerror or e}" + ("" if is_waitable_full_error(e) else " (waiting does not help)")
+        return ""
+
+    def release_space(self) -> None:
+        self.space.unlink(missing_ok=True)
 
     def tmp_step(self, step: int) -> Path:
         return self.root / f".{step_dir_name(step)}.tmp"
@@ -220,6 +373,11 @@ class Staging:
         for rank, age in self.heartbeat_ages(info.producers).items():
             if age > limit:
                 what = "never started" if age == float("inf") else f"no heartbeat for {age:.2f} s"
+                try:
+                    stalled = (self.hb / f"{rank}.stalled").read_text().strip()
+                    what += f", stalled: no progress in {stalled}" if stalled else ", stalled"
+                except OSError:
+                    pass
                 return f"producer rank {rank} lost: {what} (heartbeat every {info.heartbeat:g} s)"
         return None
 
@@ -260,32 +418,81 @@ class Staging:
 
 
 class Heartbeat:
-    """A helper process that refreshes ``hb/<rank>`` while this process lives.
+    """A helper process that refreshes ``hb/<rank>`` while this process makes progress.
 
     A separate process rather than a thread: a thread would starve while this process sits in a long
     MPI or HDF5 call holding the GIL, and a starved heartbeat would look like a crash. The helper
-    exits by itself when its parent dies, so a killed producer stops beating at once.
+    exits by itself when its parent dies (its stdin pipe closes or its parent pid changes), so a killed
+    producer stops beating at once.
+
+    "Alive" is not enough: a producer deadlocked inside a collective HDF5 call is alive for ever. Before
+    such a call the producer sets a *lease* (:meth:`expect_progress`): if it has not come back within
+    that many seconds the helper stops beating and writes ``hb/<rank>.stalled`` (what it was doing), so
+    consumers report the producer lost instead of waiting for it. :meth:`progress_done` lifts the lease.
     """
 
     _SCRIPT = (
-        "import os,sys,time\n"
+        "import os,select,sys,time\n"
         "path,period,parent=sys.argv[1],float(sys.argv[2]),int(sys.argv[3])\n"
+        "fd=sys.stdin.fileno()\n"
+        "deadline,what,buf,stalled=None,'',b'',False\n"
         "while os.getppid()==parent:\n"
-        "    try:\n"
-        "        os.utime(path)\n"
-        "    except FileNotFoundError:\n"
-        "        break\n"
-        "    time.sleep(period)\n"
+        "    if deadline is None or time.time()<deadline:\n"
+        "        try:\n"
+        "            os.utime(path)\n"
+        "        except FileNotFoundError:\n"
+        "            break\n"
+        "    elif not stalled:\n"
+        "        stalled=True\n"
+        "        try:\n"
+        "            with open(path+'.stalled','w') as f:\n"
+        "                f.write(what+'\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    r=select.select([fd],[],[],period)[0]\n"
+        "    if r:\n"
+        "        data=os.read(fd,4096)\n"
+        "        if not data:\n"
+        "            break\n"
+        "        buf+=data\n"
+        "        *lines,buf=buf.split(b'\\n')\n"
+        "        for line in lines:\n"
+        "            secs,_,what=line.decode().partition(' ')\n"
+        "            deadline=None if float(secs)<0 else time.time()+float(secs)\n"
+        "            if stalled:\n"
+        "                stalled=False\n"
+        "                try:\n"
+        "                    os.unlink(path+'.stalled')\n"
+        "                except OSError:\n"
+        "                    pass\n"
     )
 
     def __init__(self, path: Path, interval: float) -> None:
         path.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+        Path(f"{path}.stalled").unlink(missing_ok=True)
         self.path = path
         self.proc = subprocess.Popen(
             [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             close_fds=True, env={"PATH": os.environ.get("PATH", "")},
         )
+
+    def _tell(self, line: str) -> None:
+        if self.proc.stdin is None or self.proc.poll() is not None:
+            return
+        try:
+            self.proc.stdin.write((line.replace("\n", " ") + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def expect_progress(self, seconds: float, what: str) -> None:
+        """Stop beating unless :meth:`progress_done` (or another lease) comes within ``seconds``."""
+        self._tell(f"{max(seconds, 0.0)!r} {what}")
+
+    def progress_done(self) -> None:
+        """Lift the lease: beat while this process lives."""
+        self._tell("-1")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -295,6 +502,11 @@ class Heartbeat:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
 
 
 def new_run_id() -> str:

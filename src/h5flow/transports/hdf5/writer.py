@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import h5py
@@ -12,14 +14,27 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import MeshMeta, StepMeta
-from h5flow.transports._common import StepWriter, block_payload
+from h5flow.transports._common import Decision, StepWriter, block_payload
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, append_line,
-                                            atomic_write, new_run_id)
+from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
+                                            free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
+#: room reserved per step file beyond its payload (superblock, object headers, B-trees, page rounding)
+FILE_OVERHEAD = 64 * 1024
+DATASET_OVERHEAD = 8 * 1024
+#: the write of one step must finish within this + its bytes at WRITE_RATE, or the heartbeat stops
+WRITE_LEASE_MIN = 30.0
+WRITE_RATE = 20e6
+#: a step whose write found the file system full although its room was reserved is retried (queue_policy
+#: "block") with twice the room each time, at most this many times, before the stream stops
+WRITE_RETRIES = 3
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def dataset_layout(mesh: MeshMeta) -> list[tuple[str, str, np.dtype, int]]:
@@ -60,7 +75,7 @@ class Hdf5Writer(StepWriter):
         if comm.rank == 0:
             info = StreamInfo(new_run_id(), comm.size, config.layout, config.driver, config.heartbeat, time.time())
             try:
-                self.staging.reset()
+                self.staging.reset(info.run_id)
             except (OSError, RuntimeError) as e:
                 error = f"cannot start stream in {self.staging.root}: {e}"
         info, error = comm.bcast((info, error), root=0)
@@ -68,45 +83,190 @@ class Hdf5Writer(StepWriter):
             raise TransportError(error)
         self.info: StreamInfo = info
         self._tail = IndexTail(self.staging.index)
-        self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), config.heartbeat)
-        comm.Barrier()
-        if comm.rank == 0:
-            self.staging.announce(info)
-        comm.Barrier()
+        self._stopped = False
+        error = ""
+        try:
+            self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), config.heartbeat)
+        except OSError as e:
+            error = f"rank {comm.rank}: cannot start its heartbeat in {self.staging.hb}: {e}"
+        errors = [e for e in comm.allgather(error) if e]
+        if not errors and comm.rank == 0:
+            try:
+                self.staging.announce(info)
+            except OSError as e:
+                errors = [f"cannot announce the stream in {self.staging.root}: {e}"]
+        errors = bcast_from_root(comm, errors)
+        if errors:
+            if hasattr(self, "_heartbeat"):
+                self._heartbeat.stop()
+            if comm.rank == 0:
+                self.staging.release_claim()
+            raise TransportError("; ".join(errors))
 
     # -- steps -----------------------------------------------------------------------------------
     def _do_end_step(self) -> PublishInfo:
-        admitted = self._admit_step()
+        admitted = self._admit_step()  # rank 0 has also reserved the step's room on disk (see _admit)
         if isinstance(admitted, PublishInfo):
             return admitted
         meta, nbytes, decision, t0 = admitted
         comm, cfg, step = self.comm, self.config, meta.step
         t_admit = time.time()
-
         tmp = self.staging.tmp_step(step)
-        if comm.rank == 0:
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir()
-        # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
-        # ranks (and consumers) it waits for
-        sleepy_wait(comm)
-        if cfg.layout == "n-1":
-            self._write_shared(tmp / "data.h5", meta)
-        else:
-            self._write_per_rank(tmp / f"rank-{comm.rank:05d}.h5", meta)
-            sleepy_wait(comm)
+        attempt = 0
+        while True:
+            failure = self._write_step(tmp, meta, nbytes)  # the same on every rank: they agreed on it
+            if failure is None:
+                break
+            waitable, message = failure
+            attempt += 1
+            error = ""
+            if comm.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)  # never published, and its room is needed
+                if waitable and cfg.queue_policy == "block" and attempt <= WRITE_RETRIES:
+                    error = self._wait_for_space(step, self._need(meta, nbytes) << attempt, after=message)
+                elif waitable and cfg.queue_policy == "block":
+                    error = f"{message}; the stream is stopped after {attempt} attempts to write it"
+                else:
+                    error = message
+                if error:
+                    self._stop_stream(error)
+            error = bcast_from_root(comm, error)
+            if error:
+                raise TransportError(error)
         t_written = time.time()
-        published_at = 0.0
+        published_at, error = 0.0, ""
         if comm.rank == 0:
-            atomic_write(tmp / "meta.json", meta.to_json())
-            os.replace(tmp, self.staging.step_path(step))
-            published_at = time.time()
-            append_line(self.staging.index,
-                        f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
-        published_at = bcast_from_root(comm, published_at)
+            try:
+                os.replace(tmp, self.staging.step_path(step))
+                published_at = time.time()
+                self.staging.append(f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
+            except OSError as e:
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(self.staging.step_path(step), ignore_errors=True)  # no P line: never visible
+                error = f"step {step}: publishing it in {self.staging.root} failed: {e}"
+                self._stop_stream(error)
+        published_at, error = bcast_from_root(comm, (published_at, error))
+        if error:
+            raise TransportError(error)
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
                                                               "written": t_written, "publish": published_at})
+
+    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int) -> tuple[bool, str] | None:
+        """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
+        may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
+        rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
+        waiting in one."""
+        comm, cfg, step = self.comm, self.config, meta.step
+        lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
+        self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
+        try:
+            error = ""
+            if comm.rank == 0:
+                try:
+                    if tmp.exists():
+                        shutil.rmtree(tmp)
+                    tmp.mkdir()
+                except OSError as e:
+                    error = f"rank 0: cannot create {tmp}: {e}"
+                finally:
+                    self.staging.release_space()  # the room reserved at admission is the step's now
+            # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
+            # ranks (and consumers) it waits for
+            start_error = bcast_from_root(comm, error)
+            if not start_error:
+                if cfg.layout == "n-1":
+                    try:
+                        error = self._write_shared(tmp / "data.h5", meta)
+                    except Exception as e:  # noqa: BLE001 - out of step with the others: the lease catches a hang
+                        error = f"rank {comm.rank}: writing {tmp / 'data.h5'}: {e}"
+                else:
+                    path = tmp / f"rank-{comm.rank:05d}.h5"
+                    try:
+                        self._write_per_rank(path, meta)
+                    except Exception as e:  # noqa: BLE001 - decided together below
+                        error = f"rank {comm.rank}: writing {path}: {e}"
+                if comm.rank == 0 and not error:
+                    try:
+                        atomic_write(tmp / "meta.json", meta.to_json())
+                    except OSError as e:
+                        error = f"rank 0: writing {tmp / 'meta.json'}: {e}"
+            sleepy_wait(comm)
+            errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
+        finally:
+            self._heartbeat.progress_done()
+        if not errors:
+            return None
+        full = any(is_full_error(RuntimeError(e)) for e in errors)
+        errors = [e for e in errors if not e.endswith("another rank failed")] or errors
+        waitable = all(is_waitable_full_error(RuntimeError(e)) for e in errors)
+        need = self._need(meta, nbytes)
+        free = free_bytes(self.staging.root)
+        what = ("the file system is full" if waitable else "a file size limit" if full else "an I/O error")
+        message = (f"step {step} was not published: {what} while writing it in {self.staging.root} "
+                   f"(the step needs about {need} bytes, {free} bytes free now): "
+                   + "; ".join(_short(e) for e in errors[:4]) + (f"; and {len(errors) - 4} more" if len(errors) > 4
+                                                                  else ""))
+        return full and waitable, message
+
+    # -- room on disk ----------------------------------------------------------------------------
+    def _need(self, meta: StepMeta, nbytes: int) -> int:
+        """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
+        files = 1 if self.config.layout == "n-1" else self.comm.size
+        datasets = sum(len(dataset_layout(m)) + 1 for m in meta.meshes.values()) + 1
+        return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
+
+    def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
+        """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written)."""
+        decision = super()._admit(step, nbytes, meta)
+        if decision.publish and meta is not None:
+            error = self._wait_for_space(step, self._need(meta, nbytes))
+            if error:
+                self._stop_stream(error)
+                return Decision(False, error=error)
+        return decision
+
+    def _wait_for_space(self, step: int, need: int, after: str = "") -> str:
+        """Rank 0: reserve ``need`` bytes for ``step``; "" once reserved, else the error that stops the stream.
+
+        ``queue_policy="block"`` waits (saying so once on stderr) while garbage collection and other
+        processes free room; ``"discard"`` stops the stream: a full file system is not backpressure."""
+        cfg, root = self.config, self.staging.root
+        t0, delay, announced = time.time(), cfg.poll_min, False
+        while True:
+            why = self.staging.reserve_space(need)
+            if not why:
+                if announced:
+                    print(f"h5flow: room for step {step} in {root} after waiting {time.time() - t0:.1f} s; "
+                          "going on", file=sys.stderr, flush=True)
+                return ""
+            message = after or (f"step {step} was not published: no room for it in {root} (it needs about {need} "
+                                f"bytes, {free_bytes(root)} bytes free): {why}")
+            if why.endswith("(waiting does not help)"):
+                return f"{message}; the stream is stopped"
+            if cfg.queue_policy != "block":
+                return (f"{message}; the stream is stopped (queue_policy='{cfg.queue_policy}' does not wait for "
+                        "room; with 'block' the producer waits until there is)")
+            if not announced:
+                print(f"h5flow: {message}; waiting for room (queue_policy='block'): consumers releasing steps or "
+                      f"files removed from {root.parent} let it go on", file=sys.stderr, flush=True)
+                announced = True
+            after = ""
+            self._queue_state()  # collects released steps
+            time.sleep(delay)
+            delay = min(delay * 2, max(cfg.poll_max, 0.05))
+
+    def _stop_stream(self, reason: str) -> None:
+        """Rank 0: tell consumers the stream stopped on an error (``X`` line; the emergency reserve gives it
+        room on a full file system). Consumers get every step published before, then ERROR."""
+        if self._stopped:
+            return
+        self._stopped = True
+        print(f"h5flow: error: {reason}", file=sys.stderr, flush=True)
+        try:
+            self.staging.append(f"X {time.time()!r} {' '.join(reason.split())}")
+        except OSError as e:
+            print(f"h5flow: cannot write the error to {self.staging.index} ({e}); consumers will see the producer "
+                  "lost when its heartbeat stops", file=sys.stderr, flush=True)
 
     def _queue_state(self) -> tuple[int, int, list[str]]:
         cfg = self.config
@@ -122,13 +282,30 @@ class Hdf5Writer(StepWriter):
         return unreleased, staged, list(groups)
 
     def _record_discard(self, step: int, why: str) -> None:
-        append_line(self.staging.index, f"D {step} {self._step_time!r} {why}")
+        self.staging.append(f"D {step} {self._step_time!r} {why}")
 
-    def _write_shared(self, path: Any, meta: StepMeta) -> None:
+    def _write_shared(self, path: Path, meta: StepMeta) -> str:
+        """Collective: write the step's shared file; "" or this rank's error.
+
+        A failed data write (a full file system) does not leave the collective sequence: the rank keeps
+        making every collective call (with nothing to write), flushes, and the ranks agree on the outcome
+        (``allgather``) before the collective close, so they all leave the file the same way."""
         comm, cfg = self.comm, self.config
+        error = ""
+
+        def failed(what: str, e: BaseException) -> None:
+            nonlocal error
+            if not error:
+                error = f"rank {comm.rank}: {what} {path}: {e}"
+
         dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
         dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE if cfg.collective else h5py.h5fd.MPIO_INDEPENDENT)
-        with _h5.open_shared(path, "w", comm, cfg.driver) as f:
+        try:
+            f = _h5.open_shared(path, "w", comm, cfg.driver)
+        except Exception as e:  # noqa: BLE001 - the open is collective: it fails on every rank or none
+            failed("creating", e)
+            return error
+        try:
             self._write_attrs(f, meta)
             f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
             for name, mesh in meta.meshes.items():
@@ -142,13 +319,28 @@ class Hdf5Writer(StepWriter):
                     dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
                                             fill_time="never")
                     for k in range(n_calls):
-                        if k < len(mine):
+                        if k < len(mine) and not error:
                             data = payloads[k][i][1]
                             if data.dtype != dtype:
                                 data = data.astype(dtype)
-                            write_slab(dset, offsets[mine[k].block_id], data, dxpl, ncomp)
-                        else:
+                            try:
+                                write_slab(dset, offsets[mine[k].block_id], data, dxpl, ncomp)
+                            except Exception as e:  # noqa: BLE001 - decided together; a failed collective
+                                failed("writing", e)  # write has been made by every rank already
+                        elif cfg.collective:
                             write_slab(dset, 0, None, dxpl, ncomp)
+            try:
+                f.flush()
+            except Exception as e:  # noqa: BLE001
+                failed("flushing", e)
+            sleepy_wait(comm)
+            agreed = [e for e in comm.allgather(error) if e]
+        finally:
+            try:
+                f.close()
+            except Exception as e:  # noqa: BLE001
+                failed("closing", e)
+        return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
 
     def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
         rank = self.comm.rank
@@ -175,17 +367,32 @@ class Hdf5Writer(StepWriter):
 
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
-        self.comm.Barrier()
+        sleepy_wait(self.comm)
+        error = ""
         if self.comm.rank == 0:
-            self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
-            append_line(self.staging.index, f"E {self._seq}")
-            if self.config.keep != "all":
-                self.staging.collect_garbage(self.info.run_id, self._published)
+            try:
+                self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
+                self.staging.append(f"E {self._seq}")
+                if self.config.keep != "all":
+                    self.staging.collect_garbage(self.info.run_id, self._published)
+            except OSError as e:
+                error = f"cannot end the stream in {self.staging.root}: {e}"
+            self.staging.release_space()
+            self.staging.emergency.unlink(missing_ok=True)
+            self.staging.release_claim()
         self._heartbeat.stop()
+        error = bcast_from_root(self.comm, error)
+        if error:
+            raise TransportError(error)
 
     def _do_abort(self) -> None:
-        # No end-of-stream: consumers report the producer as lost once the heartbeat stops.
+        # No end-of-stream: consumers see the X line of an error the writer stopped on, or else report the
+        # producer as lost once the heartbeat stops.
         self._heartbeat.stop()
+        if self.comm.rank == 0:
+            self.staging.release_space()
+            self.staging.emergency.unlink(missing_ok=True)
+            self.staging.release_claim()
 
 
 def _max() -> Any:
