@@ -36,7 +36,10 @@
 void h5fl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void h5fl_err_clear(void);
 const char *h5fl_err_msg(void);
-void h5fl_err_push(const char *func); /* push the pending message (or a generic one) */
+/* Push the pending message (or a generic one) onto HDF5's error stack, filed under the caller's file and
+ * line; FUNC is the caller's __func__. */
+void h5fl_err_push_at(const char *file, const char *func, unsigned line);
+#define h5fl_err_push(func) h5fl_err_push_at(__FILE__, (func), __LINE__)
 int h5fl_err_init(void);
 void h5fl_err_term(void);
 
