@@ -236,6 +236,12 @@ install_optional() {
 
 # ---- step 5: native code (C, CMake) ---------------------------------------------------------------
 build_native() {
+  # A build tree configured against another HDF5 (another cache key, e.g. after a new patch) would keep
+  # using it: CMake caches HDF5_DIR and ignores the new HDF5_ROOT. Start such a tree over.
+  if [ -f build/native/CMakeCache.txt ] && ! grep -q "^HDF5_DIR:PATH=$PREFIX/" build/native/CMakeCache.txt; then
+    say "build/native was configured against another HDF5: reconfiguring from scratch"
+    rm -rf build/native
+  fi
   say "building native/ (C11, -Wall -Wextra -Werror); log: $LOGDIR/native.log"
   run "configure native" "$LOGDIR/native-configure.log" cmake -G Ninja -S native -B build/native \
     -DCMAKE_C_COMPILER=mpicc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHDF5_ROOT="$PREFIX" \

@@ -307,12 +307,16 @@ def _cmake_build(build: Path, *extra: str) -> None:
     cfg = ["cmake", "-G", "Ninja", "-S", str(NATIVE_ROOT / "native"), "-B", str(build),
            f"-DHDF5_ROOT={os.environ.get('H5FLOW_HDF5_DIR', '')}", "-DCMAKE_C_COMPILER=mpicc",
            f"-DH5FLOW_PLUGIN_DIR={build / 'plugins'}", *extra]
-    if not (build / "CMakeCache.txt").exists():
+    cache = build / "CMakeCache.txt"
+    hdf5_dir = f"HDF5_DIR:PATH={os.environ.get('H5FLOW_HDF5_DIR', '')}/"
+    if cache.exists() and not any(line.startswith(hdf5_dir) for line in cache.read_text().splitlines()):
+        shutil.rmtree(build)  # configured against another HDF5 (a new patch, a new cache key): start over
+    if not cache.exists():
         r = subprocess.run(cfg, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run(["cmake", "--build", str(build), "--target", "h5flow_log", "h5fl_test_names",
-                        "h5fl_test_index", "h5fl_test_api"], env=env, capture_output=True, text=True,
-                       timeout=600)
+                        "h5fl_test_index", "h5fl_test_api", "h5fl_test_hdf5_errstack"], env=env,
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

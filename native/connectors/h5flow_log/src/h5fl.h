@@ -44,7 +44,10 @@
 void h5fl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void h5fl_err_clear(void);
 const char *h5fl_err_msg(void);
-void h5fl_err_push(const char *func); /* push the pending message (or a generic one) */
+/* Push the pending message (or a generic one) onto HDF5's error stack, filed under the caller's file and
+ * line; FUNC is the caller's __func__. */
+void h5fl_err_push_at(const char *file, const char *func, unsigned line);
+#define h5fl_err_push(func) h5fl_err_push_at(__FILE__, (func), __LINE__)
 int h5fl_err_init(void);
 void h5fl_err_term(void);
 
@@ -57,6 +60,10 @@ int h5fl_check_plist(hid_t id, hid_t cls, const char *what);
 bool h5fl_needs_bkg(hid_t t);
 /* Creation-order tracking asked for in a group/file/object creation property list: not supported. */
 int h5fl_check_no_crt_order(hid_t ocpl, bool links);
+/* The file creation (create only; else H5I_INVALID_HID) and access property lists of file NAME ask only
+ * for what h5flow_log honours (fapl.c; docs/FORMAT.md "File drivers and file properties"). Returns 0,
+ * or -1 with an error recorded that names the property and what to do. */
+int h5fl_check_file_plists(const char *name, hid_t fcpl, hid_t fapl);
 
 /* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
  * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */

@@ -30,34 +30,70 @@ void h5fl_err(const char *fmt, ...)
 void h5fl_err_clear(void) { err_msg[0] = '\0'; }
 const char *h5fl_err_msg(void) { return err_msg; }
 
-void h5fl_err_push(const char *func)
+void h5fl_err_push_at(const char *file, const char *func, unsigned line)
 {
-    const char *msg = err_msg[0] ? err_msg : "operation failed";
+    const char *msg = err_msg[0] ? err_msg : "operation failed (no reason recorded: please report this)";
+    /* Without the connector's own class (registration failed) the library's class carries the message,
+     * so that it is never dropped. */
     if (err_class >= 0)
-        H5Epush2(H5E_DEFAULT, __FILE__, func, __LINE__, err_class, err_major, err_minor, "%s", msg);
+        H5Epush2(H5E_DEFAULT, file, func, line, err_class, err_major, err_minor, "%s", msg);
+    else
+        H5Epush2(H5E_DEFAULT, file, func, line, H5E_ERR_CLS, H5E_VOL, H5E_CANTOPERATE, "h5flow_log: %s",
+                 msg);
     err_msg[0] = '\0';
+}
+
+/* HDF5 clears the calling thread's default error stack on entry to every API function, also when a
+ * connector calls one from inside a callback. initialize and terminate also run for programs that never
+ * selected this connector: when a native H5Fopen fails, HDF5 loads every VOL plugin on HDF5_PLUGIN_PATH
+ * to ask whether it can open the file, which initialises and terminates us. The API calls they make are
+ * therefore bracketed by these two, so that the caller's error stack (h5py derives FileNotFoundError
+ * from it, and h5py.File(name, 'a') creates a missing file only on FileNotFoundError) comes back as it
+ * was. */
+static hid_t estack_save(void) { return H5Eget_current_stack(); }
+static void estack_restore(hid_t saved)
+{
+    if (saved >= 0 && H5Eset_current_stack(saved) < 0)
+        H5Eclose_stack(saved);
+}
+
+static void err_unregister(void)
+{
+    if (err_minor >= 0)
+        H5Eclose_msg(err_minor);
+    if (err_major >= 0)
+        H5Eclose_msg(err_major);
+    if (err_class >= 0)
+        H5Eunregister_class(err_class);
+    err_class = err_major = err_minor = H5I_INVALID_HID;
 }
 
 int h5fl_err_init(void)
 {
     if (err_class >= 0)
         return 0;
+    hid_t saved = estack_save();
+    int rc = 0;
     err_class = H5Eregister_class(H5FL_NAME, H5FL_NAME, "1");
-    if (err_class < 0)
-        return -1;
-    err_major = H5Ecreate_msg(err_class, H5E_MAJOR, "h5flow_log VOL connector");
-    err_minor = H5Ecreate_msg(err_class, H5E_MINOR, "operation failed");
-    return (err_major < 0 || err_minor < 0) ? -1 : 0;
+    if (err_class >= 0) {
+        err_major = H5Ecreate_msg(err_class, H5E_MAJOR, "h5flow_log VOL connector");
+        err_minor = H5Ecreate_msg(err_class, H5E_MINOR, "operation failed");
+    }
+    if (err_class < 0 || err_major < 0 || err_minor < 0) {
+        err_unregister();
+        rc = -1;
+    }
+    estack_restore(saved);
+    return rc;
 }
 
 void h5fl_err_term(void)
 {
     if (err_class < 0)
         return;
-    H5Eclose_msg(err_minor);
-    H5Eclose_msg(err_major);
-    H5Eunregister_class(err_class);
-    err_class = err_major = err_minor = H5I_INVALID_HID;
+    hid_t saved = estack_save();
+    err_unregister();
+    estack_restore(saved);
 }
 
 int h5fl_check_plist(hid_t id, hid_t cls, const char *what)

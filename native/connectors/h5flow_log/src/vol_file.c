@@ -411,6 +411,10 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
+    if (h5fl_check_file_plists(name, fcpl, fapl) != 0) {
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     h5fl_file_t *f = file_new(name, H5F_ACC_RDWR, fcpl, fapl);
     if (!f) {
         h5fl_err_push(__func__);
@@ -470,6 +474,10 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
+    if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0) {
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     h5fl_file_t *f = file_new(name, (flags & H5F_ACC_RDWR) ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT,
                               fapl);
     if (!f) {

@@ -102,6 +102,9 @@ def usable(path: StoragePath, nprocs: int) -> str:
     if path.vfd == "subfiling" and nprocs < 2:
         return ("HDF5 1.14.5's subfiling driver hangs opening a file on a single rank; subfiling cases need "
                 "2 or more ranks")
+    if path.vol == "h5flow_log" and path.vfd != "mpio":
+        return (f"h5flow_log refuses the {path.vfd} driver (its files are directories of POSIX files; "
+                "docs/FORMAT.md, 'File drivers and file properties'): run h5flow_log with --vfd mpio")
     return path_env(path)[1]
 
 
