@@ -2,7 +2,7 @@
 
 A native chunked dataset's blocks are its HDF5 chunks (the chunk grid in C order). Any other dataset
 (contiguous, compact, or served by the h5flow_log connector, which records a chunk shape but stores
-append logs) is cut along its first axis into slabs of about :data:`SLAB_BYTES`.
+append logs) is cut along its first axis into slabs of about :data:`SLAB_ELEMENTS` elements.
 
 Element *positions* are block-major: block k's elements are ``offsets[k] .. offsets[k+1]-1`` in the C
 order of the block. Bitmap indexes store positions, so one block is one contiguous position range.
@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-SLAB_BYTES = 1 << 20
+SLAB_ELEMENTS = 1 << 17  # 1 MiB of float64; by elements, so aligned columns of any type share a grid
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,5 @@ def grid_for(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | No
         return BlockGrid((), ())
     if any(s == 0 for s in shape):
         return BlockGrid(tuple(shape), (1,) * len(shape))
-    row = max(1, math.prod(shape[1:]) * itemsize)
-    rows = max(1, SLAB_BYTES // row)
-    if chunks:  # keep slabs aligned with the recorded chunk rows
-        rows = max(chunks[0], rows // chunks[0] * chunks[0])
+    rows = max(1, SLAB_ELEMENTS // max(1, math.prod(shape[1:])))
     return BlockGrid(tuple(shape), (min(rows, shape[0]),) + tuple(shape[1:]))

@@ -205,6 +205,8 @@ class Selection:
             plan.index = "minmax"
         elif idx is not None:
             plan.index = "stale (ignored)"
+        elif self.options.use_index and self._store.has(c.path):
+            plan.index = "none (its index has another block grid)"
         plan.sure, plan.maybe = len(sure), len(maybe)
         self.leaves.append(plan)
         return sure, maybe

@@ -234,6 +234,10 @@ class IndexStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def has(self, dset_path: str) -> bool:
+        f = self._open()
+        return f is not None and _group_path(dset_path) in f
+
     def load(self, dset_path: str, grid: BlockGrid) -> DatasetIndex | None:
         """The dataset's indexes (fresh or stale: check :meth:`DatasetIndex.fresh`); None if there are none.
         An index built over another block grid is skipped (it cannot describe these blocks)."""
