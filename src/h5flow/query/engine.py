@@ -50,6 +50,14 @@ class ApplyOptions:
     use_index: bool = True  # False: ignore indexes (full scan, blockwise)
     on_stale: StalePolicy = "error"  # stale index: refuse, ignore it and scan, or rebuild it first
     comm: Any = None  # an mpi4py communicator: blocks are split across its ranks, hits gathered on all
+    kinds: tuple[str, ...] = ("bitmap", "minmax")  # index kinds a query may use, in order of preference
+
+    def __post_init__(self) -> None:
+        if self.on_stale not in ("error", "scan", "rebuild"):
+            raise ValueError(f"on_stale must be error, scan or rebuild, got {self.on_stale!r}")
+        bad = [k for k in self.kinds if k not in ("bitmap", "minmax")]
+        if bad:
+            raise ValueError(f"unknown index kind(s) {bad}: use bitmap and/or minmax")
 
 
 # ---------------------------------------------------------------- element expressions
@@ -182,7 +190,8 @@ class Selection:
         idx = self._index(c.path)
         plan = LeafPlan(c, "none")
         sure, maybe = cls(), full
-        if idx is not None and idx.bitmap is not None and idx.fresh("bitmap"):
+        used: list[str] = []
+        if idx is not None and idx.bitmap is not None and idx.fresh("bitmap") and "bitmap" in self.options.kinds:
             bm = idx.bitmap
             all_ok, none = bm.status(c.op, c.value)
             some = ~all_ok & ~none
@@ -193,16 +202,24 @@ class Selection:
             else:
                 sure = full - bm.union(ids[~all_ok])
             maybe = sure | bm.union(ids[some]) if some.any() else sure
-            plan.index = "bitmap"
-        elif idx is not None and idx.minmax is not None and idx.fresh("minmax"):
+            used.append("bitmap")
+        if idx is not None and idx.minmax is not None and idx.fresh("minmax") and "minmax" in self.options.kinds:
+            # zone maps and bitmaps are both safe bounds: keep the tighter of each
             all_ok, none = idx.minmax.status(c.op, c.value)
             off = self.grid.offsets
-            for k in np.flatnonzero(all_ok):
-                sure.add_range(int(off[k]), int(off[k + 1]))
-            maybe = cls()
-            for k in np.flatnonzero(~none):
-                maybe.add_range(int(off[k]), int(off[k + 1]))
-            plan.index = "minmax"
+            if all_ok.any():
+                zsure = cls()
+                for k in np.flatnonzero(all_ok):
+                    zsure.add_range(int(off[k]), int(off[k + 1]))
+                sure = sure | zsure
+            if none.any():
+                zmaybe = cls()
+                for k in np.flatnonzero(~none):
+                    zmaybe.add_range(int(off[k]), int(off[k + 1]))
+                maybe = maybe & zmaybe
+            used.append("minmax")
+        if used:
+            plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
         elif idx is not None:
             plan.index = "stale (ignored)"
         elif self.options.use_index and self._store.has(c.path):
