@@ -153,6 +153,8 @@ class Selection:
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}
         self._hits: dict[int, np.ndarray] | None = None  # materialized (MPI) hits
+        self._memo: dict[int, np.ndarray] = {}  # candidate blocks already evaluated (bounded)
+        self._memo_elems = 0
         self._count: int | None = None
         self.blocks_read = 0
         self._plan()
@@ -171,9 +173,9 @@ class Selection:
                             f"(h5flow index verify), or query with --stale scan (ignore it) / --stale rebuild")
                     if self.options.on_stale == "rebuild":
                         kind = "bitmap" if idx.bitmap is not None else "minmax"
-                        bins = len(idx.bitmap.bin_count) if idx.bitmap is not None else 64
+                        bins = idx.bitmap.bins_requested if idx.bitmap is not None else 64
                         self._store.close()
-                        build_index(self.source.path, path, BuildConfig(kind=kind, bins=max(2, bins - 1),  # type: ignore[arg-type]
+                        build_index(self.source.path, path, BuildConfig(kind=kind, bins=bins,  # type: ignore[arg-type]
                                                                          progress=False),
                                     comm=self.options.comm)
                         idx = self._store.load(path, self.grid)
@@ -280,6 +282,17 @@ class Selection:
         self.blocks_read += 1
         return np.flatnonzero(ev(self.expr))
 
+    MEMO_ELEMENTS = 1 << 22  # keep up to 4 Mi evaluated hits, so count() then coords() reads blocks once
+
+    def _checked(self, k: int) -> np.ndarray:
+        if k in self._memo:
+            return self._memo[k]
+        local = self._eval_block(k)
+        if self._memo_elems + local.size <= self.MEMO_ELEMENTS:
+            self._memo[k] = local
+            self._memo_elems += local.size
+        return local
+
     def _sure_local(self, k: int) -> np.ndarray:
         off = self.grid.offsets
         lo, hi = int(off[k]), int(off[k + 1])
@@ -301,7 +314,7 @@ class Selection:
             return
         cand = set(self.cand_blocks.tolist())
         for k in self._work().tolist():
-            local = self._eval_block(k) if k in cand else self._sure_local(k)
+            local = self._checked(k) if k in cand else self._sure_local(k)
             if local.size:
                 yield k, local
 
@@ -312,7 +325,7 @@ class Selection:
             else:
                 cand = self.cand_blocks
                 n = int(self.sure_counts.sum() - self.sure_counts[cand].sum())
-                n += sum(int(self._eval_block(int(k)).size) for k in cand)
+                n += sum(int(self._checked(int(k)).size) for k in cand)
                 self._count = n
         return self._count
 

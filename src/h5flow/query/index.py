@@ -143,6 +143,7 @@ class Bitmap:
     fingerprint: str
     built_unix: float
     build_seconds: float
+    bins_requested: int = DEFAULT_BINS
     _cache: dict[int, Any] = field(default_factory=dict)
 
     @property
@@ -302,7 +303,8 @@ class IndexStore:
             a = dict(b.attrs)
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
                 bm = Bitmap(grid, b["bin_min"][()], b["bin_max"][()], b["bin_count"][()], b["offsets"][()], b["blob"],
-                            str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
+                            str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]),
+                            int(a.get("bins_requested", DEFAULT_BINS)))
         return mm, bm
 
     def rows(self) -> list[IndexRow]:
@@ -610,7 +612,8 @@ def _write(source: Source, dset_path: str, config: BuildConfig, parts: list[tupl
         blob = np.frombuffer(b"".join(blobs), dtype=np.uint8) if offsets[-1] else np.zeros(0, np.uint8)
         add[(dset_path, "bitmap")] = {
             "arrays": {"bin_min": bmin, "bin_max": bmax, "bin_count": count, "offsets": offsets, "blob": blob},
-            "attrs": dict(attrs, nbins=nbins, codec="roaring-portable", edges_from="sample quantiles")}
+            "attrs": dict(attrs, nbins=nbins, bins_requested=config.bins, codec="roaring-portable",
+                          edges_from="sample: half quantiles, half equal widths; integers: one bin per value when few")}
     store = IndexStore(source)
     store.rewrite(set(), add)
     size = 0
