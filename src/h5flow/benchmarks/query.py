@@ -83,7 +83,7 @@ def make_data(path: Path, size_gib: float, progress: bool = True) -> dict[str, A
     from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
 
     n = _field_n(size_gib)
-    rows = max(1 << 16, int(size_gib / 2 * 2**30 / 8 / 4) // 1000 * 1000)
+    rows = max(65, int(size_gib / 2 * 2**30 / 8 / 4) // 1000) * 1000  # whole plates of 1000 fibers
     cfg = OscillatorConfig(shape=(n, n, n), bounds=(0.0, 64.0, 0.0, 64.0, 0.0, 64.0))
     sim = Simulation(cfg, 0, 1)
     t = 0.5  # damped oscillator near a peak, decaying one not yet gone
@@ -99,7 +99,7 @@ def make_data(path: Path, size_gib: float, progress: bool = True) -> dict[str, A
             d[z0:z0 + 64] = sim._evaluate(xs, ys, sim._centres(2, z0, z0 + 64), t)
             bar.advance(task)
         g = f.create_group("catalog")
-        chunk = (1 << 17,)
+        chunk = (min(1 << 17, rows),)
         plate = np.repeat(np.arange(3500, 3500 + rows // 1000, dtype="i4"), 1000)
         g.create_dataset("plate", data=plate, chunks=chunk)
         g.create_dataset("mjd", data=(51000 + (plate - 3500) // 3).astype("i4"), chunks=chunk)
