@@ -20,7 +20,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return int(args.bench_module.launch(args))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from h5flow import benchmarks
 
     parser = argparse.ArgumentParser(
@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     h5flow_log.add_command(sub)
 
+    from h5flow.query import cli as query_cli
+
+    query_cli.add_commands(sub, list(sys.argv[1:] if argv is None else argv))
+
     p_bench = sub.add_parser("bench", help="run a benchmark", description="Run one of h5flow's benchmarks.")
     bench_sub = p_bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name in benchmarks.BENCHMARKS:
@@ -63,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -1,0 +1,17 @@
+"""Querying and indexing HDF5 data: H5Q's queries, FastBit-style indexes, H5Boss-style subsets.
+
+See docs/QUERY.md. The pieces: :mod:`expr` (query objects, ``Q``), :mod:`grammar` (the text form),
+:mod:`blocks` (chunks/slabs), :mod:`index` (zone maps, bitmaps, the sidecar file), :mod:`engine`
+(:func:`apply`), :mod:`subset` (copy the hits to a new file), :mod:`cli` (``h5flow query/index/subset``).
+"""
+
+from __future__ import annotations
+
+from h5flow.query.engine import ApplyOptions, DatasetHits, QueryResult, StaleIndexError, apply
+from h5flow.query.expr import Q, Query, QueryError
+from h5flow.query.grammar import QuerySyntaxError, parse
+from h5flow.query.index import BuildConfig, BuildResult, IndexStore, build_index, drop_index, verify_index
+
+__all__ = ["ApplyOptions", "BuildConfig", "BuildResult", "DatasetHits", "IndexStore", "Q", "Query", "QueryError",
+           "QueryResult", "QuerySyntaxError", "StaleIndexError", "apply", "build_index", "drop_index", "parse",
+           "verify_index"]

@@ -1,0 +1,103 @@
+"""Blocks: the units an index summarises, a query skips and MPI ranks share.
+
+A native chunked dataset's blocks are its HDF5 chunks (the chunk grid in C order). Any other dataset
+(contiguous, compact, or served by the h5flow_log connector, which records a chunk shape but stores
+append logs) is cut along its first axis into slabs of about :data:`SLAB_ELEMENTS` elements.
+
+Element *positions* are block-major: block k's elements are ``offsets[k] .. offsets[k+1]-1`` in the C
+order of the block. Bitmap indexes store positions, so one block is one contiguous position range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+SLAB_ELEMENTS = 1 << 17  # 1 MiB of float64; by elements, so aligned columns of any type share a grid
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    shape: tuple[int, ...]
+    block: tuple[int, ...]  # block shape (edge blocks are cut at the dataset's extent)
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != len(self.block) or any(b < 1 for b in self.block):
+            raise ValueError(f"block shape {self.block} does not fit dataset shape {self.shape}")
+
+    @cached_property
+    def counts(self) -> tuple[int, ...]:
+        """Blocks along each axis."""
+        return tuple(-(-s // b) for s, b in zip(self.shape, self.block))
+
+    @cached_property
+    def nblocks(self) -> int:
+        if any(s == 0 for s in self.shape):
+            return 0
+        return math.prod(self.counts)
+
+    @cached_property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def origin(self, k: int) -> tuple[int, ...]:
+        idx = np.unravel_index(k, self.counts) if self.shape else ()
+        return tuple(int(i) * b for i, b in zip(idx, self.block))
+
+    def extent(self, k: int) -> tuple[int, ...]:
+        o = self.origin(k)
+        return tuple(min(b, s - a) for a, b, s in zip(o, self.block, self.shape))
+
+    def slices(self, k: int) -> tuple[slice, ...]:
+        return tuple(slice(a, a + e) for a, e in zip(self.origin(k), self.extent(k)))
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Start position of every block, and the total at the end (int64, ``nblocks + 1``)."""
+        if self.nblocks == 0:
+            return np.zeros(1, dtype=np.int64)
+        # sizes of a grid of blocks: product over axes of the per-axis extents, in C order
+        per_axis = []
+        for s, b, c in zip(self.shape, self.block, self.counts):
+            e = np.full(c, b, dtype=np.int64)
+            e[-1] = s - b * (c - 1)
+            per_axis.append(e)
+        sizes = np.ones(1, dtype=np.int64)
+        for e in per_axis:
+            sizes = np.multiply.outer(sizes, e).ravel()
+        out = np.zeros(self.nblocks + 1, dtype=np.int64)
+        np.cumsum(sizes, out=out[1:])
+        return out
+
+    def block_of(self, positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, positions, side="right") - 1
+
+    def coords(self, k: int, local: np.ndarray) -> np.ndarray:
+        """Global coordinates (n, ndim) of block-local flat indices ``local`` of block ``k``."""
+        ext = self.extent(k)
+        if not ext:
+            return np.zeros((len(local), 0), dtype=np.int64)
+        loc = np.unravel_index(np.asarray(local, dtype=np.int64), ext)
+        return np.stack([li + o for li, o in zip(loc, self.origin(k))], axis=1).astype(np.int64)
+
+    def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
+        """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""
+        ids = np.arange(self.nblocks) if blocks is None else np.asarray(blocks)
+        lo = len(ids) * rank // nranks
+        hi = len(ids) * (rank + 1) // nranks
+        return ids[lo:hi]
+
+
+def grid_for(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None, native: bool) -> BlockGrid:
+    """The block grid h5flow uses for a dataset (see the module docstring)."""
+    if native and chunks:
+        return BlockGrid(tuple(shape), tuple(chunks))
+    if not shape:
+        return BlockGrid((), ())
+    if any(s == 0 for s in shape):
+        return BlockGrid(tuple(shape), (1,) * len(shape))
+    rows = max(1, SLAB_ELEMENTS // max(1, math.prod(shape[1:])))
+    return BlockGrid(tuple(shape), (min(rows, shape[0]),) + tuple(shape[1:]))

@@ -1,0 +1,672 @@
+"""Indexes: per-block min/max (zone maps) and binned, compressed bitmaps, in a sidecar HDF5 file.
+
+Storage (docs/QUERY.md, 'Index storage'): ``<FILE>.h5flow-index.h5`` next to the file or container, a
+native HDF5 file that h5dump and h5py read like any other. The indexed file is never written, so its
+h5dump output and checksums do not change, read-only files can be indexed, and h5flow_log containers
+(directories owned by their connector) stay untouched. Layout::
+
+    /                        attrs h5flow_index_format=1, source (absolute path at build time)
+    /datasets/<dataset path>/minmax/   min, max (dataset dtype), nan (int64), crc32 (uint32), per block
+    /datasets/<dataset path>/bitmap/   bin_min, bin_max (dataset dtype), bin_count (int64), offsets (uint64),
+                                       blob (uint8: the bins' portable Roaring bitmaps, one after another)
+
+Each kind's group records ``fingerprint`` (file size + mtime, or the dataset's log files in a container),
+``shape``, ``dtype``, ``block_shape``, ``built_unix`` and ``build_seconds``. An index whose fingerprint no
+longer matches is *stale* and is never used to answer a query (see :class:`StalePolicy` in the engine).
+The sidecar is rewritten into a temporary file and renamed, so readers see the old or the new index.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from h5flow.query.blocks import BlockGrid, grid_for
+from h5flow.query.source import Source, native_file
+
+if TYPE_CHECKING:
+    import h5py
+
+SUFFIX = ".h5flow-index.h5"
+FORMAT = 1
+KINDS = ("minmax", "bitmap")
+Kind = Literal["minmax", "bitmap"]
+DEFAULT_BINS = 64
+MAX_BINS = 4096
+SAMPLE_ELEMENTS = 1 << 20
+SAMPLE_BLOCKS = 64
+
+
+class IndexError_(ValueError):
+    """An index that cannot be built, read or used."""
+
+
+def sidecar_path(source: Path) -> Path:
+    return source.with_name(source.name + SUFFIX)
+
+
+def bitmap_class(n: int) -> Any:
+    import pyroaring
+
+    return pyroaring.BitMap if n < (1 << 32) else pyroaring.BitMap64
+
+
+def is_numeric(dtype: np.dtype) -> bool:
+    return dtype.kind in "biuf"
+
+
+def read_block(dset: h5py.Dataset, grid: BlockGrid, k: int) -> np.ndarray:
+    """Block ``k`` of ``dset`` as a flat array in the block's C order (bool read as uint8)."""
+    v = np.asarray(dset[grid.slices(k)]).reshape(-1)
+    return v.view(np.uint8) if v.dtype == np.bool_ else v
+
+
+def block_stats(v: np.ndarray) -> tuple[Any, Any, int]:
+    """(min, max, NaN count) of a flat block; min/max NaN when every element is NaN."""
+    if v.size == 0:
+        return (np.nan, np.nan, 0)
+    if v.dtype.kind == "f":
+        return (np.fmin.reduce(v), np.fmax.reduce(v), int(np.count_nonzero(np.isnan(v))))
+    return (v.min(), v.max(), 0)
+
+
+def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.ndarray, op: str, v: float | int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """For groups of elements known only by (min, max, NaN count, count): which groups certainly all
+    satisfy ``x op v`` and which certainly have no element that does (numpy semantics: NaN satisfies only
+    ``!=``). Everything else must be read and checked."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    n_nan, n = np.asarray(n_nan), np.asarray(n)
+    nonnan = n - n_nan
+    anynum = nonnan > 0
+    with np.errstate(invalid="ignore"):
+        if isinstance(v, float) and np.isnan(v):
+            everything = np.ones(lo.shape, bool)
+            return (everything, ~everything) if op == "!=" else (~everything, everything)
+        if op == "!=":
+            outside = anynum & ((hi < v) | (lo > v))
+            all_ok = ~anynum | outside
+            none = (n_nan == 0) & anynum & (lo == v) & (hi == v)
+            return all_ok, none
+        if op == "<":
+            a, z = hi < v, lo >= v
+        elif op == "<=":
+            a, z = hi <= v, lo > v
+        elif op == ">":
+            a, z = lo > v, hi <= v
+        elif op == ">=":
+            a, z = lo >= v, hi < v
+        elif op == "==":
+            a, z = (lo == v) & (hi == v), (v < lo) | (v > hi)
+        else:
+            raise ValueError(f"unknown operator {op!r}")
+    all_ok = anynum & (n_nan == 0) & a
+    none = ~anynum | z
+    return all_ok, none
+
+
+# ---------------------------------------------------------------- loaded indexes
+
+
+@dataclass
+class MinMax:
+    grid: BlockGrid
+    min: np.ndarray
+    max: np.ndarray
+    nan: np.ndarray
+    crc32: np.ndarray
+    fingerprint: str
+    built_unix: float
+    build_seconds: float
+
+    def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
+        sizes = np.diff(self.grid.offsets)
+        return interval_status(self.min, self.max, self.nan, sizes, op, v)
+
+
+@dataclass
+class Bitmap:
+    grid: BlockGrid
+    bin_min: np.ndarray
+    bin_max: np.ndarray
+    bin_count: np.ndarray
+    offsets: np.ndarray
+    blob: Any  # h5py Dataset (read lazily) or bytes
+    fingerprint: str
+    built_unix: float
+    build_seconds: float
+    bins_requested: int = DEFAULT_BINS
+    _cache: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def nbins(self) -> int:
+        return len(self.bin_count)
+
+    def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
+        return interval_status(self.bin_min, self.bin_max, np.where(np.isnan(self.bin_min.astype(float)) &
+                                                                     (self.bin_count > 0), self.bin_count, 0),
+                               self.bin_count, op, v)
+
+    def bins(self, ids: Sequence[int]) -> list[Any]:
+        """The bitmaps of bins ``ids``, reading consecutive bins in one request."""
+        cls = bitmap_class(self.grid.size)
+        want = sorted(int(i) for i in ids if int(i) not in self._cache and self.bin_count[int(i)] > 0)
+        run: list[int] = []
+        for b in want + [-2]:
+            if run and b != run[-1] + 1:
+                a, z = int(self.offsets[run[0]]), int(self.offsets[run[-1] + 1])
+                raw = bytes(np.asarray(self.blob[a:z], dtype=np.uint8))
+                for r in run:
+                    s, e = int(self.offsets[r]) - a, int(self.offsets[r + 1]) - a
+                    self._cache[r] = cls.deserialize(raw[s:e])
+                run = []
+            run.append(b)
+        return [self._cache.get(int(i)) or cls() for i in ids]
+
+    def union(self, ids: Sequence[int]) -> Any:
+        cls = bitmap_class(self.grid.size)
+        ids = [int(i) for i in ids if self.bin_count[int(i)] > 0]
+        if not ids:
+            return cls()
+        return cls.union(*self.bins(ids)) if len(ids) > 1 else self.bins(ids)[0].copy()
+
+
+@dataclass
+class DatasetIndex:
+    path: str
+    minmax: MinMax | None
+    bitmap: Bitmap | None
+    current: str  # the dataset's fingerprint now
+
+    def fresh(self, kind: Kind) -> bool:
+        idx = self.minmax if kind == "minmax" else self.bitmap
+        return idx is not None and idx.fingerprint == self.current
+
+
+# ---------------------------------------------------------------- the sidecar
+
+
+def _group_path(dset_path: str) -> str:
+    return "/datasets/" + "/".join(c for c in dset_path.split("/") if c)
+
+
+@dataclass
+class IndexRow:
+    dataset: str
+    kind: str
+    status: str  # fresh / stale / incomplete
+    blocks: int
+    bins: int
+    index_bytes: int
+    data_bytes: int
+    build_seconds: float
+    built: str
+
+
+#: sidecar path -> ((path, inode, size, mtime_ns), open file, {(dataset, shape, block): (MinMax, Bitmap)})
+_LOADED: dict[str, tuple[tuple[Any, ...], Any, dict[tuple[Any, ...], tuple[Any, Any]]]] = {}
+
+
+def forget_loaded() -> None:
+    """Close the sidecars :meth:`IndexStore.load` keeps open (they are also closed at exit)."""
+    for _, f, _ in _LOADED.values():
+        try:
+            f.close()
+        except Exception:  # noqa: BLE001
+            pass
+    _LOADED.clear()
+
+
+import atexit  # noqa: E402
+
+atexit.register(forget_loaded)
+
+
+class IndexStore:
+    """The sidecar of one source."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.path = sidecar_path(source.path)
+        self._file: h5py.File | None = None
+
+    def _open(self) -> h5py.File | None:
+        if self._file is None and self.path.exists():
+            self._file = native_file(self.path, "r")
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> IndexStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def has(self, dset_path: str) -> bool:
+        f = self._open()
+        return f is not None and _group_path(dset_path) in f
+
+    def load(self, dset_path: str, grid: BlockGrid) -> DatasetIndex | None:
+        """The dataset's indexes (fresh or stale: check :meth:`DatasetIndex.fresh`); None if there are none.
+        An index built over another block grid is skipped (it cannot describe these blocks).
+
+        Loaded indexes stay in memory for the process, keyed by the sidecar's identity (inode, size,
+        mtime): a rebuilt or dropped index is a new sidecar file, so the cache cannot serve old content.
+        Freshness against the data is checked on every call."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        key = (str(self.path), st.st_ino, st.st_size, st.st_mtime_ns)
+        entry = _LOADED.get(str(self.path))
+        if entry is None or entry[0] != key:
+            if entry is not None:
+                entry[1].close()
+            f = native_file(self.path, "r")
+            entry = (key, f, {})
+            _LOADED[str(self.path)] = entry
+        _, f, cache = entry
+        ck = (dset_path, grid.shape, grid.block)
+        if ck not in cache:
+            cache[ck] = self._read(f, dset_path, grid)
+        mm, bm = cache[ck]
+        if mm is None and bm is None:
+            return None
+        return DatasetIndex(dset_path, mm, bm, self.source.fingerprint(dset_path))
+
+    @staticmethod
+    def _read(f: h5py.File, dset_path: str, grid: BlockGrid) -> tuple[MinMax | None, Bitmap | None]:
+        if _group_path(dset_path) not in f:
+            return None, None
+        g = f[_group_path(dset_path)]
+        mm = bm = None
+        if "minmax" in g:
+            m = g["minmax"]
+            a = dict(m.attrs)
+            if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
+                mm = MinMax(grid, m["min"][()], m["max"][()], m["nan"][()], m["crc32"][()],
+                            str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
+        if "bitmap" in g:
+            b = g["bitmap"]
+            a = dict(b.attrs)
+            if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
+                bm = Bitmap(grid, b["bin_min"][()], b["bin_max"][()], b["bin_count"][()], b["offsets"][()], b["blob"],
+                            str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]),
+                            int(a.get("bins_requested", DEFAULT_BINS)))
+        return mm, bm
+
+    def rows(self) -> list[IndexRow]:
+        f = self._open()
+        out: list[IndexRow] = []
+        if f is None:
+            return out
+
+        def visit(name: str, obj: Any) -> None:
+            import h5py
+
+            if not isinstance(obj, h5py.Group) or obj.name.rsplit("/", 1)[-1] not in KINDS or "kind" not in obj.attrs:
+                return
+            dpath = str(obj.attrs["dataset"])
+            status = "incomplete"
+            if obj.attrs.get("complete", False):
+                try:
+                    status = "fresh" if self.source.fingerprint(dpath) == obj.attrs["fingerprint"] else "stale"
+                except (KeyError, OSError):
+                    status = "stale (dataset gone)"
+            size = sum(obj[k].id.get_storage_size() for k in obj if isinstance(obj[k], h5py.Dataset))
+            shape = tuple(obj.attrs["shape"])
+            data_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(str(obj.attrs["dtype"])).itemsize
+            out.append(IndexRow(dpath, str(obj.attrs["kind"]), status, int(obj.attrs.get("nblocks", 0)),
+                                int(obj.attrs.get("nbins", 0)), int(size), data_bytes,
+                                float(obj.attrs.get("build_seconds", 0.0)),
+                                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(obj.attrs.get("built_unix", 0))))))
+
+        f["/"].visititems(visit)
+        return out
+
+    def rewrite(self, drop: set[tuple[str, str]], add: dict[tuple[str, str], dict[str, Any]]) -> None:
+        """Write a new sidecar: the old one's indexes minus ``drop`` and those ``add`` replaces, plus ``add``
+        ({(dataset, kind): {"arrays": {...}, "attrs": {...}}}); renamed over the old one."""
+        self.close()
+        entry = _LOADED.pop(str(self.path), None)
+        if entry is not None:
+            entry[1].close()
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        kept = 0
+        try:
+            with native_file(tmp, "w") as out:
+                out.attrs["h5flow_index_format"] = FORMAT
+                out.attrs["source"] = str(self.source.path)
+                out.attrs["about"] = "h5flow query indexes (zone maps, bitmaps) of the file named in 'source'; docs/QUERY.md"
+                if self.path.exists():
+                    with native_file(self.path, "r") as old:
+                        for row in IndexStore(self.source).rows():
+                            key = (row.dataset, row.kind)
+                            if key in drop or key in add:
+                                continue
+                            gp = _group_path(row.dataset)
+                            parent = out.require_group(gp)
+                            old.copy(old[gp + "/" + row.kind], parent, row.kind)
+                            kept += 1
+                for (dpath, kind), content in add.items():
+                    g = out.require_group(_group_path(dpath)).create_group(kind)
+                    for name, arr in content["arrays"].items():
+                        g.create_dataset(name, data=arr)
+                    for k, v in content["attrs"].items():
+                        g.attrs[k] = v
+                    g.attrs["kind"] = kind
+                    g.attrs["dataset"] = dpath
+                    g.attrs["complete"] = True
+                    kept += 1
+            if kept:
+                os.replace(tmp, self.path)
+            else:
+                tmp.unlink()
+                self.path.unlink(missing_ok=True)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+
+# ---------------------------------------------------------------- building
+
+
+@dataclass
+class BuildConfig:
+    kind: Kind = "minmax"
+    bins: int = DEFAULT_BINS
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"index kind {self.kind!r}: choose minmax or bitmap")
+        if not 2 <= self.bins <= MAX_BINS:
+            raise ValueError(f"bins must be between 2 and {MAX_BINS}, got {self.bins}")
+
+
+@dataclass
+class BuildResult:
+    dataset: str
+    kind: str
+    blocks: int
+    bins: int
+    index_bytes: int
+    data_bytes: int
+    seconds: float
+    ranks: int
+
+
+def _edges(sample: np.ndarray, dtype: np.dtype, bins: int) -> np.ndarray:
+    """Bin lower edges from a sample. Integers with at most ``bins`` distinct values: one bin per value
+    (exact, no candidate checks). Otherwise half the edges at sample quantiles (equal-frequency bins,
+    fine where the data is dense) and half at equal widths between the sample's min and max (fine in the
+    tails, where selective queries cut). Measured on the benchmark's field: quantile-only bins cost 31 %
+    of the data, the mix 22 %, equal widths 11 % (but equal widths leave the dense range in few bins)."""
+    s = sample[~np.isnan(sample)] if sample.dtype.kind == "f" else sample
+    if s.size == 0:
+        return np.zeros(1, dtype=dtype)
+    if dtype.kind in "biu":
+        uniq = np.unique(s)
+        if uniq.size <= bins:
+            return uniq.astype(dtype)
+    f = s.astype(np.float64)
+    q = np.quantile(f, np.linspace(0, 1, bins // 2 + 1)[:-1], method="inverted_cdf")
+    w = np.linspace(float(f.min()), float(f.max()), bins - bins // 2 + 1)[:-1]
+    e = np.concatenate([q, w])
+    if dtype.kind in "biu":
+        e = np.floor(e)
+        info = np.iinfo(dtype)
+        e = e.clip(info.min, info.max)
+    return np.unique(e.astype(dtype))
+
+
+def _iterate(ids: np.ndarray, progress: bool, label: str) -> Iterator[int]:
+    if not progress:
+        yield from (int(k) for k in ids)
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(label, total=len(ids))
+        for k in ids:
+            yield int(k)
+            bar.advance(task)
+
+
+def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfig | None = None,
+                comm: Any = None) -> BuildResult:
+    """Build one index of one dataset (collective over ``comm`` when given: the blocks are split across the
+    ranks, rank 0 merges and writes the sidecar). Returns the same result on every rank."""
+    config = config or BuildConfig()
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    source = Source.of(path)
+    t0 = time.perf_counter()
+    error: str | None = None
+    payload: Any = None
+    try:
+        with source.open() as f:
+            if dset_path not in f:
+                raise KeyError(f"{dset_path}: no such dataset in {path}")
+            dset = f[dset_path]
+            import h5py
+
+            if not isinstance(dset, h5py.Dataset):
+                raise IndexError_(f"{dset_path} is a group; index a dataset")
+            dtype = dset.dtype
+            if not is_numeric(dtype):
+                raise IndexError_(f"{dset_path} has type {dtype}; only integer, float and bool datasets are indexed")
+            fp0 = source.fingerprint(dset_path)
+            grid = grid_for(dset.shape, dtype.itemsize, dset.chunks, native=not source.container)
+            vdtype = np.dtype(np.uint8) if dtype == np.bool_ else dtype
+            mine = grid.split(size, rank)
+            edges = None
+            if config.kind == "bitmap":
+                picks = np.unique(np.linspace(0, grid.nblocks - 1, min(grid.nblocks, SAMPLE_BLOCKS)).astype(np.int64)) \
+                    if grid.nblocks else np.zeros(0, np.int64)
+                per_block = max(1, SAMPLE_ELEMENTS // max(1, len(picks)))
+                part = [read_block(dset, grid, int(k)) for k in grid.split(size, rank, picks)]
+                part = [p[:: max(1, p.size // per_block)] for p in part]
+                sample = np.concatenate(part) if part else np.zeros(0, vdtype)
+                if comm is not None:
+                    sample = np.concatenate(comm.allgather(sample))
+                edges = _edges(sample, vdtype, config.bins)
+            payload = _build_share(dset, grid, mine, vdtype, edges, config.progress and rank == 0)
+            fp1 = source.fingerprint(dset_path)
+            if fp1 != fp0:
+                raise IndexError_(f"{path}: the data changed while the index was being built; build it again")
+            meta = {"shape": grid.shape, "block": grid.block, "dtype": str(vdtype), "fp": fp0, "edges": edges}
+    except Exception as e:  # noqa: BLE001 - reported on every rank below
+        if comm is None:
+            raise
+        error = f"rank {rank}: {type(e).__name__}: {e}"
+    if comm is not None:
+        errors = [e for e in comm.allgather(error) if e]
+        if errors:
+            raise IndexError_("index build failed: " + "; ".join(errors))
+        parts = comm.gather((payload, meta), root=0)
+    else:
+        parts = [(payload, meta)]
+    result: BuildResult | None = None
+    error = None
+    if rank == 0:
+        try:
+            result = _write(source, dset_path, config, parts, time.perf_counter() - t0, size)
+        except Exception as e:  # noqa: BLE001
+            if comm is None:
+                raise
+            error = f"{type(e).__name__}: {e}"
+    if comm is not None:
+        result, error = comm.bcast((result, error), root=0)
+        if error:
+            raise IndexError_(f"index build failed writing {sidecar_path(source.path)}: {error}")
+    assert result is not None
+    return result
+
+
+def _build_share(dset: h5py.Dataset, grid: BlockGrid, ids: np.ndarray, vdtype: np.dtype, edges: np.ndarray | None,
+                 progress: bool) -> dict[str, Any]:
+    n = len(ids)
+    mins = np.zeros(n, vdtype)
+    maxs = np.zeros(n, vdtype)
+    nans = np.zeros(n, np.int64)
+    crcs = np.zeros(n, np.uint32)
+    out: dict[str, Any] = {"ids": ids, "min": mins, "max": maxs, "nan": nans, "crc32": crcs}
+    if edges is not None:
+        nb = len(edges) + (1 if vdtype.kind == "f" else 0)  # the last bin holds NaNs
+        cls = bitmap_class(grid.size)
+        bms = [cls() for _ in range(nb)]
+        bmin = np.zeros(nb, vdtype)
+        bmax = np.zeros(nb, vdtype)
+        bcount = np.zeros(nb, np.int64)
+        if vdtype.kind == "f":
+            bmin[:] = np.nan
+            bmax[:] = np.nan
+        seen = np.zeros(nb, bool)
+    for i, k in enumerate(_iterate(ids, progress, f"indexing {dset.name}")):
+        v = read_block(dset, grid, k)
+        mins[i], maxs[i], nans[i] = block_stats(v)
+        crcs[i] = zlib.crc32(np.ascontiguousarray(v).view(np.uint8))
+        if edges is None or v.size == 0:
+            continue
+        b = (np.searchsorted(edges, v, side="right") - 1).clip(0, len(edges) - 1).astype(np.uint16)
+        if vdtype.kind == "f":
+            b[np.isnan(v)] = nb - 1
+        order = np.argsort(b, kind="stable")
+        sb = b[order]
+        present, starts, counts = np.unique(sb, return_index=True, return_counts=True)
+        sv = v[order]
+        lo = np.minimum.reduceat(sv, starts) if vdtype.kind != "f" else np.fmin.reduceat(sv, starts)
+        hi = np.maximum.reduceat(sv, starts) if vdtype.kind != "f" else np.fmax.reduceat(sv, starts)
+        base = int(grid.offsets[k])
+        pos = (order + base).astype(np.uint32 if grid.size < (1 << 32) else np.uint64)
+        for j, bin_id in enumerate(present.tolist()):
+            s, c = int(starts[j]), int(counts[j])
+            chunk = pos[s:s + c]
+            bms[bin_id] |= cls(array.array("I" if chunk.dtype == np.uint32 else "Q", chunk.tobytes()))
+            if seen[bin_id]:
+                bmin[bin_id] = np.fmin(bmin[bin_id], lo[j]) if vdtype.kind == "f" else min(bmin[bin_id], lo[j])
+                bmax[bin_id] = np.fmax(bmax[bin_id], hi[j]) if vdtype.kind == "f" else max(bmax[bin_id], hi[j])
+            else:
+                bmin[bin_id], bmax[bin_id], seen[bin_id] = lo[j], hi[j], True
+            bcount[bin_id] += c
+    if edges is not None:
+        for bm in bms:
+            bm.run_optimize()
+        out.update(bitmaps=[bm.serialize() for bm in bms], bin_min=bmin, bin_max=bmax, bin_count=bcount, seen=seen)
+    return out
+
+
+def _write(source: Source, dset_path: str, config: BuildConfig, parts: list[tuple[dict[str, Any], dict[str, Any]]],
+           seconds: float, ranks: int) -> BuildResult:
+    meta = parts[0][1]
+    grid = BlockGrid(tuple(meta["shape"]), tuple(meta["block"]))
+    vdtype = np.dtype(meta["dtype"])
+    nb = grid.nblocks
+    arrays = {"min": np.zeros(nb, vdtype), "max": np.zeros(nb, vdtype), "nan": np.zeros(nb, np.int64),
+              "crc32": np.zeros(nb, np.uint32)}
+    for p, _ in parts:
+        for key in arrays:
+            arrays[key][p["ids"]] = p[key]
+    attrs = {"fingerprint": meta["fp"], "shape": np.asarray(grid.shape, np.int64),
+             "block_shape": np.asarray(grid.block, np.int64), "dtype": str(vdtype), "nblocks": nb,
+             "built_unix": time.time(), "build_seconds": seconds, "ranks": ranks}
+    add = {(dset_path, "minmax"): {"arrays": arrays, "attrs": dict(attrs)}}
+    nbins = 0
+    if config.kind == "bitmap":
+        cls = bitmap_class(grid.size)
+        first = parts[0][0]
+        nbins = len(first["bin_count"])
+        bmin, bmax = first["bin_min"].copy(), first["bin_max"].copy()
+        seen = first["seen"].copy()
+        count = first["bin_count"].copy()
+        merged = [cls.deserialize(b) for b in first["bitmaps"]]
+        for p, _ in parts[1:]:
+            for j in range(nbins):
+                if not p["seen"][j]:
+                    continue
+                merged[j] |= cls.deserialize(p["bitmaps"][j])
+                if seen[j]:
+                    bmin[j] = np.fmin(bmin[j], p["bin_min"][j]) if vdtype.kind == "f" else min(bmin[j], p["bin_min"][j])
+                    bmax[j] = np.fmax(bmax[j], p["bin_max"][j]) if vdtype.kind == "f" else max(bmax[j], p["bin_max"][j])
+                else:
+                    bmin[j], bmax[j], seen[j] = p["bin_min"][j], p["bin_max"][j], True
+                count[j] += p["bin_count"][j]
+        blobs = []
+        for bm in merged:
+            bm.run_optimize()
+            blobs.append(bm.serialize())
+        offsets = np.zeros(nbins + 1, np.uint64)
+        np.cumsum([len(b) for b in blobs], out=offsets[1:])
+        blob = np.frombuffer(b"".join(blobs), dtype=np.uint8) if offsets[-1] else np.zeros(0, np.uint8)
+        add[(dset_path, "bitmap")] = {
+            "arrays": {"bin_min": bmin, "bin_max": bmax, "bin_count": count, "offsets": offsets, "blob": blob},
+            "attrs": dict(attrs, nbins=nbins, bins_requested=config.bins, codec="roaring-portable",
+                          edges_from="sample: half quantiles, half equal widths; integers: one bin per value when few")}
+    store = IndexStore(source)
+    store.rewrite(set(), add)
+    size = 0
+    data_bytes = grid.size * vdtype.itemsize
+    for row in IndexStore(source).rows():
+        if row.dataset == dset_path and (row.kind == config.kind or (config.kind == "bitmap" and row.kind == "minmax")):
+            size += row.index_bytes
+    return BuildResult(dset_path, config.kind, nb, nbins, size, data_bytes, seconds, ranks)
+
+
+def drop_index(path: str | os.PathLike[str], dset_path: str, kind: str | None = None) -> list[tuple[str, str]]:
+    """Remove the dataset's indexes (one kind, or all); returns what was removed."""
+    source = Source.of(path)
+    store = IndexStore(source)
+    rows = store.rows()
+    store.close()
+    gone = {(r.dataset, r.kind) for r in rows if r.dataset == dset_path and (kind is None or r.kind == kind)}
+    if not gone:
+        have = ", ".join(sorted({f"{r.dataset} ({r.kind})" for r in rows})) or "none"
+        raise KeyError(f"no {kind + ' ' if kind else ''}index on {dset_path} in {store.path} (indexes: {have})")
+    store.rewrite(gone, {})
+    return sorted(gone)
+
+
+def verify_index(path: str | os.PathLike[str], dset_path: str) -> tuple[int, int]:
+    """Re-read the dataset and compare every block with the checksums taken at build time; when all
+    match, stamp the indexes fresh again (e.g. the file was rewritten with the same data). Returns
+    (blocks, mismatching blocks); mismatches leave the indexes stale."""
+    source = Source.of(path)
+    with source.open() as f:
+        dset = f[dset_path]
+        grid = grid_for(dset.shape, dset.dtype.itemsize, dset.chunks, native=not source.container)
+        store = IndexStore(source)
+        idx = store.load(dset_path, grid)
+        if idx is None or idx.minmax is None:
+            store.close()
+            raise KeyError(f"no index on {dset_path} in {store.path}: build one with `h5flow index build`")
+        fp = source.fingerprint(dset_path)
+        bad = sum(1 for k in range(grid.nblocks)
+                  if zlib.crc32(np.ascontiguousarray(read_block(dset, grid, k)).view(np.uint8)) != idx.minmax.crc32[k])
+        store.close()
+    if bad == 0 and source.fingerprint(dset_path) == fp:
+        _restamp(source, dset_path, fp)
+    return grid.nblocks, bad
+
+
+def _restamp(source: Source, dset_path: str, fp: str) -> None:
+    path = sidecar_path(source.path)
+    entry = _LOADED.pop(str(path), None)
+    if entry is not None:
+        entry[1].close()
+    with native_file(path, "r+") as f:
+        g = f[_group_path(dset_path)]
+        for kind in KINDS:
+            if kind in g:
+                g[kind].attrs["fingerprint"] = fp

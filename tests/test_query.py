@@ -1,0 +1,363 @@
+"""h5flow.query against a numpy oracle: every operator and combination, NaN, empty results, zone maps and
+bitmaps (exact at bin edges), stale indexes, metadata conditions, bad expressions, subset, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from h5flow.query import (ApplyOptions, BuildConfig, Q, QueryError, QuerySyntaxError, StaleIndexError, apply,
+                          build_index, drop_index, parse, verify_index)
+from h5flow.query.expr import And, DataCond, Or, Query
+from h5flow.query.index import IndexStore, sidecar_path
+from h5flow.query.source import Source
+from h5flow.query.subset import subset
+
+OPS = ("==", "!=", "<", "<=", ">", ">=")
+NP_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+          ">=": np.greater_equal}
+SHAPE = (60, 50)
+KINDS = ("none", "minmax", "bitmap")
+
+
+def _data() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    f = rng.normal(size=SHAPE).astype("f4")
+    f[rng.random(SHAPE) < 0.05] = np.nan
+    f[:12] = np.nan  # whole blocks of NaN
+    smooth = np.add.outer(np.arange(SHAPE[0]), np.arange(SHAPE[1]) / 100.0)  # zone maps prune this one
+    ints = rng.integers(-3, 4, size=SHAPE).astype("i2")  # few distinct values: exact bins
+    u8 = rng.integers(0, 255, size=SHAPE, dtype="u1")
+    return {"/t/f": f, "/t/smooth": smooth, "/t/i": ints, "/t/u": u8}
+
+
+DATA = _data()
+
+
+def _write(path: Path) -> None:
+    with h5py.File(path, "w") as h:
+        for p, a in DATA.items():
+            h.create_dataset(p, data=a, chunks=(12, 20))
+        h.create_dataset("/t/contig", data=np.arange(1000.0))
+        h.create_dataset("/empty", shape=(0,), maxshape=(None,), dtype="f8", chunks=(4,))
+        h.create_dataset("/scalar", data=3.0)
+        h.create_dataset("/names", data=np.array([b"a", b"b"]))
+        h["/t"].attrs["units"] = "K"
+        h["/t/f"].attrs["units"] = "K"
+        h["/t/smooth"].attrs["units"] = "m"
+        h["/t/f"].attrs["calib_gain"] = 2.5
+        h["/t/i"].attrs["calib_offset"] = np.arange(3)
+        h.create_group("fibers/fiber_001")
+        h.create_group("fibers/fiber_002").attrs["plate"] = 4322
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("query")
+    out = {}
+    for kind in KINDS:
+        p = d / f"{kind}.h5"
+        _write(p)
+        if kind != "none":
+            for ds in DATA:
+                build_index(p, ds, BuildConfig(kind=kind, bins=8, progress=False))  # type: ignore[arg-type]
+        out[kind] = p
+    return out
+
+
+def _oracle(q: Query) -> np.ndarray:
+    if isinstance(q, DataCond):
+        with np.errstate(invalid="ignore"):
+            return NP_OPS[q.op](DATA[q.path], q.value)
+    assert isinstance(q, (And, Or))
+    a, b = _oracle(q.left), _oracle(q.right)
+    return a & b if isinstance(q, And) else a | b
+
+
+def _check(path: Path, q: Query | str) -> None:
+    qq = parse(q) if isinstance(q, str) else q
+    with apply(path, qq) as r:
+        assert r.datasets, "no dataset in the result"
+        exp = np.argwhere(_oracle(qq))
+        for d in r.datasets:
+            coords, values = d.to_arrays(with_values=True)
+            assert d.count == len(exp), (str(qq), d.path, d.count, len(exp))
+            np.testing.assert_array_equal(coords, exp)
+            np.testing.assert_array_equal(values, DATA[d.path][tuple(exp.T)])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("ds", ["/t/f", "/t/smooth", "/t/i"])
+def test_every_operator_matches_numpy(files: dict[str, Path], kind: str, op: str, ds: str) -> None:
+    a = DATA[ds]
+    finite = a[~np.isnan(a)] if a.dtype.kind == "f" else a
+    # values inside the data (bin edges included), between values, beyond both ends, and NaN/inf
+    values = [finite.min(), finite.max(), np.median(finite), finite.ravel()[17], float(finite.ravel()[3]) + 1e-3,
+              1e9, -float("inf")]
+    if op in ("==", "!="):
+        values.append(float("nan"))
+    for v in values:
+        _check(files[kind], DataCond(ds, op, v.item() if hasattr(v, "item") else v))  # type: ignore[arg-type]
+
+
+def _cond(draw: st.DrawFn) -> DataCond:
+    ds = draw(st.sampled_from(list(DATA)))
+    a = DATA[ds]
+    finite = a[~np.isnan(a)] if a.dtype.kind == "f" else a
+    v = draw(st.one_of(st.sampled_from(finite.ravel()[:200].tolist()), st.floats(-5, 60, allow_nan=False),
+                       st.integers(-5, 300)))
+    return DataCond(ds, draw(st.sampled_from(OPS)), v)
+
+
+@st.composite
+def _expr(draw: st.DrawFn, depth: int = 0) -> Query:
+    if depth >= 2 or draw(st.booleans()):
+        return _cond(draw)
+    left, right = draw(_expr(depth + 1)), draw(_expr(depth + 1))
+    return And(left, right) if draw(st.booleans()) else Or(left, right)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=_expr(), kind=st.sampled_from(KINDS))
+def test_random_combinations_match_numpy(files: dict[str, Path], q: Query, kind: str) -> None:
+    _check(files[kind], q)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_text_queries_ranges_and_aligned_columns(files: dict[str, Path], kind: str) -> None:
+    for text in ("-0.5 < /t/f <= 0.5", "/t/i == 2 & /t/smooth < 20.3", "(/t/i == -3 | /t/u >= 250) & /t/f != nan",
+                 "40 >= /t/smooth > 10.25 | /t/i < -2", "/t/f > inf", "/t/u < 0"):
+        _check(files[kind], text)
+
+
+def test_zone_maps_and_bitmaps_skip_blocks(files: dict[str, Path]) -> None:
+    for kind in ("minmax", "bitmap"):
+        with apply(files[kind], "/t/smooth < 11") as r:
+            plan = r.datasets[0].selection.explain()
+            assert plan["leaves"][0]["index"] == kind
+            assert plan["candidate_blocks"] < plan["blocks"] / 2, plan
+    with apply(files["bitmap"], "/t/i == 2") as r:  # one bin per distinct value: no candidate at all
+        d = r.datasets[0]
+        assert d.count == int((DATA["/t/i"] == 2).sum())
+        assert d.selection.explain()["candidate_blocks"] == 0 and d.selection.blocks_read == 0
+    with apply(files["none"], "/t/smooth < 11") as r:
+        assert r.datasets[0].selection.explain()["candidate_blocks"] == r.datasets[0].selection.grid.nblocks
+
+
+def test_empty_results_empty_and_scalar_datasets(files: dict[str, Path]) -> None:
+    with apply(files["bitmap"], "/t/f > 100") as r:
+        assert r.datasets[0].count == 0 and list(r.datasets[0].coords()) == [] and not r.nonempty()
+    with apply(files["none"], "/empty > 0") as r:
+        assert r.datasets[0].count == 0
+    with apply(files["none"], "/scalar == 3") as r:
+        assert r.datasets[0].count == 1 and r.datasets[0].to_arrays()[0].shape == (1, 0)
+    build_index(files["none"], "/empty", BuildConfig(kind="bitmap", progress=False))
+    with apply(files["none"], "/empty > 0") as r:
+        assert r.datasets[0].count == 0
+    drop_index(files["none"], "/empty")
+    assert not sidecar_path(files["none"]).exists()
+
+
+def test_unnamed_condition_is_every_numeric_dataset(files: dict[str, Path]) -> None:
+    with apply(files["minmax"], "* > 250") as r:
+        got = {d.path: d.count for d in r.datasets}
+    assert "/names" not in got and got["/t/contig"] == 749 and got["/t/u"] == int((DATA["/t/u"] > 250).sum())
+    assert got["/t/f"] == 0 and got["/scalar"] == 0
+
+
+def test_metadata_conditions_and_their_combinations(files: dict[str, Path]) -> None:
+    p = files["none"]
+    with apply(p, '@units == "K"') as r:
+        assert sorted(o for _, o, _ in r.attributes) == ["/t", "/t/f"] and not r.datasets
+    with apply(p, Q.attr_name("calib*")) as r:
+        assert sorted((o, a) for _, o, a in r.attributes) == [("/t/f", "calib_gain"), ("/t/i", "calib_offset")]
+    with apply(p, 'link_name("fiber_*") & @plate == 4322') as r:
+        assert [o for _, o in r.objects] == ["/fibers/fiber_002"]
+    with apply(p, Q.link_name("fiber_*") | Q.link_name("smooth")) as r:
+        assert sorted(o for _, o in r.objects) == ["/fibers/fiber_001", "/fibers/fiber_002", "/t/smooth"]
+    # element condition AND attribute on the same object (H5Q AND): only /t/f has units K
+    with apply(p, 'smooth > 50 & units == "K"') as r:
+        assert not r.datasets
+    with apply(p, 'f > 1 & units == "K"') as r:
+        assert [d.path for d in r.datasets] == ["/t/f"]
+        assert r.datasets[0].count == int(np.nansum(DATA["/t/f"] > 1))
+    with apply(p, (Q.data("/t/u") > 200) | (Q.attr("calib_offset") >= 2)) as r:
+        assert [d.path for d in r.datasets] == ["/t/u"] and [o for _, o, _ in r.attributes] == ["/t/i"]
+    with apply(p, Q.attr("calib_gain") > 2) as r:
+        assert [o for _, o, _ in r.attributes] == ["/t/f"]
+
+
+@pytest.mark.parametrize("text,pos,fragment", [
+    ("temp >", 6, "expected a dataset, attribute or value"),
+    ("temp = 3", 5, "'=' is not an operator"),
+    ("(a > 1", 6, "expected ')'"),
+    ("a > 1 b < 2", 6, "combine conditions with & or |"),
+    ("a > b", 4, "not with another dataset"),
+    ("1 < 2", 0, "needs a dataset or attribute"),
+    ("a > 'x", 4, "unterminated string"),
+    ("a && b", 2, "single '&'"),
+    ("1 < a > 3", 6, "point the same way"),
+    ("", 0, "empty query"),
+    ("a > 1 #", 6, "unexpected character"),
+    ("/t/f == 'K'", 8, "compare with numbers"),
+    ("attr_name(x)", 10, "quoted pattern"),
+    ("/a < nan", 5, "never holds"),
+])
+def test_bad_expressions_report_their_position(text: str, pos: int, fragment: str) -> None:
+    with pytest.raises(QuerySyntaxError) as e:
+        parse(text)
+    assert e.value.pos == pos and fragment in str(e.value)
+    assert str(e.value).splitlines()[-1] == "    " + " " * pos + "^"
+
+
+def test_binding_errors(files: dict[str, Path], tmp_path: Path) -> None:
+    p = tmp_path / "dup.h5"
+    with h5py.File(p, "w") as h:
+        h["a/x"] = np.arange(3.0)
+        h["b/x"] = np.arange(3.0)
+        h["c"] = np.arange(4.0)
+    with pytest.raises(QuerySyntaxError) as e:
+        apply(p, "c > 0 & x > 1")
+    assert e.value.pos == 8 and "names 2 datasets" in str(e.value)
+    with pytest.raises(QueryError, match="aligned"):
+        apply(p, "/a/x > 0 & /c > 1")
+    with pytest.raises(QuerySyntaxError, match="no dataset /nope"):
+        apply(p, "/nope > 1")
+    with pytest.raises(QueryError, match="cannot be combined element-wise"):
+        apply(p, (Q.data() > 1) & (Q.data("/c") > 0))
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(Q.data("/c") > 1)
+    with apply(p, "nothing == 3") as r:  # a name that is no dataset is an attribute name
+        assert not r.datasets and not r.attributes
+
+
+def test_stale_index_is_refused_scanned_or_rebuilt(tmp_path: Path) -> None:
+    p = tmp_path / "s.h5"
+    a = np.arange(10000.0)
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=a, chunks=(1000,))
+    build_index(p, "/x", BuildConfig(kind="bitmap", bins=16, progress=False))
+    with apply(p, "/x >= 9990") as r:
+        assert r.datasets[0].count == 10
+    with h5py.File(p, "r+") as h:  # overwrite data after the build
+        h["x"][5000:5100] = 1e6
+    with pytest.raises(StaleIndexError, match="stale"):
+        apply(p, "/x >= 9990")
+    rows = {r.kind: r.status for r in IndexStore(Source.of(p)).rows()}
+    assert rows == {"bitmap": "stale", "minmax": "stale"}
+    with apply(p, "/x >= 9990", ApplyOptions(on_stale="scan")) as r:
+        assert r.datasets[0].count == 110 and r.datasets[0].selection.leaves[0].index == "stale (ignored)"
+    assert verify_index(p, "/x") == (10, 1)  # the one block that was overwritten differs
+    with apply(p, "/x >= 9990", ApplyOptions(on_stale="rebuild")) as r:
+        assert r.datasets[0].count == 110 and r.datasets[0].selection.leaves[0].index == "bitmap"
+    assert {r.status for r in IndexStore(Source.of(p)).rows()} == {"fresh"}
+    os.utime(p, ns=(1, 1))  # metadata-only change: stale until verified
+    with pytest.raises(StaleIndexError):
+        apply(p, "/x >= 9990")
+    assert verify_index(p, "/x") == (10, 0)
+    with apply(p, "/x >= 9990") as r:
+        assert r.datasets[0].count == 110
+
+
+def test_subset_writes_values_coordinates_and_sources(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "sub.h5"
+    rep = subset(files["bitmap"], "/t/i == 2 & /t/f > 0", out, include=["/t/u"])
+    mask = (DATA["/t/i"] == 2) & (DATA["/t/f"] > 0)
+    assert rep.datasets == {"/t/i": int(mask.sum()), "/t/f": int(mask.sum()), "/t/u": int(mask.sum())}
+    with h5py.File(out, "r") as h:
+        for ds in ("/t/i", "/t/f", "/t/u"):
+            c = h[ds]["coords"][()]
+            assert sorted(map(tuple, c.tolist())) == sorted(map(tuple, np.argwhere(mask).tolist()))
+            np.testing.assert_array_equal(h[ds]["values"][()], DATA[ds][tuple(c.T)])
+            assert h[ds].attrs["source_path"] == ds and h[ds].attrs["source_file"] == str(files["bitmap"])
+    with pytest.raises(QueryError, match="include"):
+        subset(files["bitmap"], "/t/i == 2", out, include=["/t/contig"])
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "h5flow.cli", *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_cli_query_index_subset(tmp_path: Path) -> None:
+    p = tmp_path / "c.h5"
+    _write(p)
+    r = _cli("index", "build", str(p), "/t/smooth", "/t/i", "--kind", "bitmap", "--bins", "8")
+    assert r.returncode == 0 and "bitmap index" in r.stdout, r.stderr
+    assert {(x.dataset, x.kind, x.status) for x in IndexStore(Source.of(p)).rows()} >= {("/t/i", "bitmap", "fresh")}
+    r = _cli("query", str(p), "smooth < 3 & i >= 0", "--json", "--limit", "0", "--values")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    mask = (DATA["/t/smooth"] < 3) & (DATA["/t/i"] >= 0)
+    for d in out["datasets"]:
+        assert d["count"] == int(mask.sum())
+        assert sorted(map(tuple, d["coords"])) == sorted(map(tuple, np.argwhere(mask).tolist()))
+    r = _cli("query", str(p), "smooth < 3 &")
+    assert r.returncode == 1 and "at position 12" in r.stderr and r.stderr.rstrip().endswith("^")
+    r = _cli("index", "drop", str(p), "/t/i", "/t/smooth")
+    assert r.returncode == 0 and "dropped bitmap index of /t/i" in r.stdout
+    assert not sidecar_path(p).exists()
+
+
+CONTAINER_SCRIPT = """
+import json, sys, h5py, numpy as np
+from h5flow import _hdf5lib
+from h5flow.query import BuildConfig, ApplyOptions, StaleIndexError, apply, build_index
+c = sys.argv[1]
+f = h5py.File(c, "w"); assert _hdf5lib.connector_name(f.id.id) == "h5flow_log"
+x = np.arange(300000, dtype="f8"); x[::7] = np.nan
+f["t/x"] = x; f["t/y"] = (np.arange(300000) % 1000).astype("i4"); f.close()
+out = {}
+for step in ("none", "bitmap"):
+    if step == "bitmap":
+        build_index(c, "/t/x", BuildConfig(kind="bitmap", progress=False))
+        build_index(c, "/t/y", BuildConfig(kind="bitmap", progress=False))
+    with apply(c, "x > 299990 | (y < 2 & x < 5000)") as r:
+        d = r.datasets[0]
+        out[step] = {"coords": d.to_arrays()[0][:, 0].tolist(), "index": sorted({p.index for p in d.selection.leaves})}
+f = h5py.File(c, "r+"); f["t/x"][0:10] = 1e9; f.close()  # appended to the logs after the build
+try:
+    apply(c, "x > 299990")
+    out["stale"] = "not detected"
+except StaleIndexError as e:
+    out["stale"] = "refused"
+with apply(c, "x > 299990", ApplyOptions(on_stale="scan")) as r:
+    out["scan"] = r.datasets[0].count
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_h5flow_log_container(tmp_path: Path) -> None:
+    from h5flow._paths import default_plugin_dir
+
+    if not (Path(default_plugin_dir()) / "libh5flow_log.so").exists():
+        pytest.skip("h5flow_log plugin not built")
+    c = tmp_path / "cont"
+    env = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(default_plugin_dir())}
+    proc = subprocess.run([sys.executable, "-c", CONTAINER_SCRIPT, str(c)], env=dict(os.environ, **env),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    x = np.arange(300000, dtype="f8")
+    x[::7] = np.nan
+    y = np.arange(300000) % 1000
+    mask = (x > 299990) | ((y < 2) & (x < 5000))
+    for step in ("none", "bitmap"):
+        assert res[step]["coords"] == np.flatnonzero(mask).tolist() and res[step]["index"] == [step]
+    assert res["stale"] == "refused" and res["scan"] == int(np.sum(x > 299990)) + 10
+    assert sidecar_path(c).is_file() and not any(p.name.endswith(".h5") for p in c.rglob("*"))
+    # the command line runs itself again with the connector's environment
+    r = _cli("query", str(c), "y == 999 & x < 3000", "--json", "--limit", "0", "--stale", "scan")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["datasets"][0]
+    assert [c[0] for c in d["coords"]] == [999, 1999, 2999] and d["count"] == 3
