@@ -7,6 +7,15 @@ Layers (see docs/ARCHITECTURE.md):
 * ``h5flow.analyses``     — in-transit analyses run on what a reader delivers
 * ``h5flow.connectors``   — locating and loading the C VOL connectors built from ``native/``
 * ``h5flow.benchmarks``   — benchmark drivers (``h5flow bench ...``)
+
+The public API (docs/API.md): :func:`open` a stream for writing (``"w"``) or reading (``"r"``), write
+decomposed numpy arrays step by step, read this rank's share of them; :mod:`h5flow.analyses` to register
+analyses named in XML.
 """
 
+from h5flow.api import Piece, ReadStream, Share, Step, StepWriter, StreamError, StreamTimeout, WriteStream, open
+
 __version__ = "0.1.0"
+
+__all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
+           "__version__", "open"]

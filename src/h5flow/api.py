@@ -1,0 +1,400 @@
+"""The high-level Python API: stream decomposed numpy arrays without knowing blocks or partitioners.
+
+Producer (every rank of ``comm`` calls every line; ``write`` is per rank)::
+
+    import h5flow
+    with h5flow.open("run.xml", "w", comm=comm) as s:
+        for t in range(steps):
+            with s.step(t, time=t * dt) as st:
+                st.write("temperature", local, offset=my_offset, global_shape=shape)
+
+Consumer (any number of ranks, independent of the producer count)::
+
+    with h5flow.open("run.xml", "r", comm=comm) as s:
+        for st in s.steps(timeout=30):
+            part = st.read("temperature")       # this rank's share: pieces of the global array
+            local = part.array()                # one array when the pieces tile a box
+
+``open`` takes an XML file (SENSEI style, its enabled ``<transport>``/``<analysis type="hdf5|socket|adios2">``),
+a :class:`~h5flow.config.TransportConfig`, or a stream name plus keyword settings
+(``h5flow.open("/dev/shm/run", "w", type="socket", queue_limit=4)``). docs/API.md has the details.
+
+Each array written with :meth:`StepWriter.write` becomes a mesh of the same name with one cell array of that
+name; each rank's piece is one block. 1-D and 2-D arrays are stored as image blocks one cell thick on the
+missing axes, which carry spacing 0 (that is how :meth:`Step.read` knows to give them back as 1-D or 2-D).
+The block-level API (:func:`h5flow.transports.open_writer`/``open_reader``) stays available below this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from h5flow.config import PartitionerConfig, TransportConfig
+from h5flow.model import ImageBlock
+from h5flow.transports import open_reader, open_writer
+from h5flow.transports.base import PublishInfo, Reader, ReadStep, StepStatus, TransportError, Writer
+
+
+class StreamError(TransportError):
+    """The stream stopped on an error (the producer was lost, a step is corrupt, ...): the message says which."""
+
+
+class StreamTimeout(TransportError):
+    """No step arrived within the ``timeout`` given to :meth:`ReadStream.steps`."""
+
+
+# -- configuration --------------------------------------------------------------------------------
+
+def _config(target: Any, settings: dict[str, Any]) -> TransportConfig:
+    if isinstance(target, TransportConfig):
+        if settings:
+            raise TypeError("give keyword settings or a TransportConfig, not both (set them on the config)")
+        return target
+    known = {f.name for f in fields(TransportConfig)}
+    if target is None:
+        if "filename" not in settings:
+            raise TypeError("h5flow.open needs an XML file, a TransportConfig, or a stream name "
+                            "(h5flow.open('/dev/shm/run', 'w', type='hdf5'))")
+        target = settings.pop("filename")
+    text = str(target)
+    path = Path(text)
+    if text.endswith(".xml") or (path.is_file() and path.read_bytes()[:200].lstrip().startswith(b"<")):
+        if settings:
+            raise TypeError(f"keyword settings {sorted(settings)} cannot be combined with the XML file {text}: "
+                            "put them in the XML")
+        from h5flow.xmlconfig import load
+
+        return load(path).transport()
+    bad = sorted(set(settings) - known)
+    if bad:
+        raise TypeError(f"unknown transport setting(s) {bad}; accepted: {', '.join(sorted(known - {'filename'}))}")
+    part = settings.pop("partitioner", None)
+    if isinstance(part, str):
+        part = PartitionerConfig(type=part)
+    cfg = TransportConfig(filename=text, **settings)
+    if part is not None:
+        cfg.partitioner = part
+    return cfg
+
+
+def _default_comm(comm: Any) -> Any:
+    if comm is not None:
+        return comm
+    try:
+        from mpi4py import MPI
+    except ImportError as e:  # pragma: no cover - mpi4py is a dependency
+        raise TransportError("h5flow.open needs mpi4py (pip install mpi4py) or an explicit comm=") from e
+    return MPI.COMM_WORLD
+
+
+def open(target: str | Path | TransportConfig | None = None, mode: str = "r", comm: Any = None,  # noqa: A001
+         **settings: Any) -> WriteStream | ReadStream:
+    """Open a stream for writing (``"w"``, on the producer ranks) or reading (``"r"``, on the consumer ranks).
+
+    ``target`` is a SENSEI-style XML file, a :class:`~h5flow.config.TransportConfig`, or the stream's name
+    with ``settings`` (fields of :class:`~h5flow.config.TransportConfig`: ``type``, ``queue_limit``, ...;
+    ``partitioner="planar"`` or a :class:`~h5flow.config.PartitionerConfig`). ``comm`` defaults to
+    ``MPI.COMM_WORLD``. Collective over ``comm``.
+    """
+    if mode not in ("r", "w"):
+        raise ValueError(f"mode {mode!r}: give 'w' (producer ranks) or 'r' (consumer ranks)")
+    cfg = _config(target, dict(settings))
+    comm = _default_comm(comm)
+    if mode == "w":
+        return WriteStream(open_writer(comm, cfg))
+    return ReadStream(open_reader(comm, cfg))
+
+
+# -- producer side --------------------------------------------------------------------------------
+
+def _pad3(t: Sequence[int]) -> tuple[int, int, int]:
+    return tuple([0] * (3 - len(t)) + [int(x) for x in t])  # type: ignore[return-value]
+
+
+@dataclass
+class _Piece:
+    name: str
+    data: np.ndarray
+    offset: tuple[int, ...]
+    global_shape: tuple[int, ...]
+
+
+class StepWriter:
+    """One step being written on this rank; the step is published when its ``with`` block ends."""
+
+    def __init__(self, stream: WriteStream, step: int, time: float) -> None:
+        self.stream = stream
+        self.step = step
+        self.time = time
+        self.info: PublishInfo | None = None  # set once published
+        self._pieces: list[_Piece] = []
+
+    def write(self, name: str, data: Any, offset: Sequence[int] | None = None,
+              global_shape: Sequence[int] | None = None) -> None:
+        """Add this rank's piece of the global array ``name`` (1-D, 2-D or 3-D numpy, C order).
+
+        ``offset`` is where the piece starts in the global array and ``global_shape`` the whole array's shape
+        (the same on every rank). On one rank both may be left out (the piece is the whole array). A rank may
+        write several pieces of one array, or none.
+        """
+        arr = np.ascontiguousarray(data)
+        if arr.ndim not in (1, 2, 3):
+            raise ValueError(f"write({name!r}): a {arr.ndim}-D array; give a 1-D, 2-D or 3-D numpy array")
+        comm = self.stream.comm
+        if offset is None and global_shape is None:
+            if comm.size > 1:
+                raise ValueError(f"write({name!r}) on {comm.size} ranks needs offset= and global_shape= (where "
+                                 "this rank's piece sits in the global array, and that array's shape)")
+            offset, global_shape = (0,) * arr.ndim, arr.shape
+        if offset is None or global_shape is None:
+            raise ValueError(f"write({name!r}): give both offset= and global_shape= (or neither on one rank)")
+        off, gshape = tuple(int(x) for x in offset), tuple(int(x) for x in global_shape)
+        if len(off) != arr.ndim or len(gshape) != arr.ndim:
+            raise ValueError(f"write({name!r}): a {arr.ndim}-D array needs a {arr.ndim}-D offset and global_shape; "
+                             f"got offset={off}, global_shape={gshape}")
+        for ax, (o, n, g) in enumerate(zip(off, arr.shape, gshape, strict=True)):
+            if o < 0 or o + n > g:
+                raise ValueError(f"write({name!r}): axis {ax}: the piece covers [{o}, {o + n}) but the global "
+                                 f"array has {g} there; check offset={off} and global_shape={gshape}")
+        if arr.size == 0:
+            return
+        self._pieces.append(_Piece(name, arr, off, gshape))
+
+    def _publish(self) -> PublishInfo:
+        w = self.stream.writer
+        comm = self.stream.comm
+        mine = [(p.name, p.global_shape, p.data.dtype.str) for p in self._pieces]
+        every = comm.allgather(mine)
+        shapes: dict[str, set[tuple[tuple[int, ...], str]]] = {}
+        for rank_pieces in every:
+            for name, gshape, dtype in rank_pieces:
+                shapes.setdefault(name, set()).add((gshape, dtype))
+        for name, seen in shapes.items():
+            if len(seen) > 1:
+                raise ValueError(f"step {self.step}: ranks disagree on array {name!r}: (global_shape, dtype) "
+                                 f"{sorted(seen)}; every rank must give the same global_shape and dtype")
+        # block ids 0..n-1 per array, in rank order
+        first: dict[str, int] = {}
+        for rank_pieces in every[: comm.rank]:
+            for name, *_ in rank_pieces:
+                first[name] = first.get(name, 0) + 1
+        w.begin_step(self.step, self.time)
+        for p in self._pieces:
+            bid = first.get(p.name, 0)
+            first[p.name] = bid + 1
+            z, y, x = _pad3(p.offset)
+            nz, ny, nx = (1,) * (3 - p.data.ndim) + p.data.shape
+            spacing = (1.0, 1.0 if p.data.ndim >= 2 else 0.0, 1.0 if p.data.ndim == 3 else 0.0)
+            block = ImageBlock(bid, (0.0, 0.0, 0.0), spacing, (x, x + nx - 1, y, y + ny - 1, z, z + nz - 1),
+                               cell_arrays={p.name: p.data.reshape(nz, ny, nx)})
+            w.put(p.name, block)
+        self.info = w.end_step()
+        return self.info
+
+
+class _StepContext:
+    def __init__(self, writer: StepWriter) -> None:
+        self._writer = writer
+
+    def __enter__(self) -> StepWriter:
+        return self._writer
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            self._writer._publish()
+
+
+class WriteStream:
+    """The producer side of a stream (from :func:`open` with ``"w"``); use it as a context manager."""
+
+    def __init__(self, writer: Writer) -> None:
+        self.writer = writer  # the block-level writer, for what this API does not cover
+        self.comm = writer.comm
+        self.config: TransportConfig = writer.config
+
+    def step(self, step: int, time: float = 0.0) -> _StepContext:
+        """``with s.step(t, time=...) as st:``: ``st.write(...)`` inside; published (collectively) at the end."""
+        return _StepContext(StepWriter(self, step, time))
+
+    def close(self) -> None:
+        """End the stream: consumers see end-of-stream after the last step. Collective."""
+        self.writer.close()
+
+    def __enter__(self) -> WriteStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.writer.__exit__(*exc)
+
+
+# -- consumer side --------------------------------------------------------------------------------
+
+@dataclass
+class Piece:
+    """One block of an array: ``data`` sits at ``offset`` in the global array."""
+
+    offset: tuple[int, ...]
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+
+@dataclass
+class Share:
+    """This rank's share of a global array after M:N partitioning: whole pieces, as the producers wrote them."""
+
+    name: str
+    global_shape: tuple[int, ...]
+    pieces: list[Piece] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def __iter__(self) -> Iterator[Piece]:
+        return iter(self.pieces)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.data.nbytes for p in self.pieces)
+
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(offset, shape) of the box around every piece (a zero shape when this rank got none)."""
+        nd = len(self.global_shape)
+        if not self.pieces:
+            return (0,) * nd, (0,) * nd
+        lo = tuple(min(p.offset[a] for p in self.pieces) for a in range(nd))
+        hi = tuple(max(p.offset[a] + p.data.shape[a] for p in self.pieces) for a in range(nd))
+        return lo, tuple(h - l for l, h in zip(lo, hi, strict=True))
+
+    @property
+    def offset(self) -> tuple[int, ...]:
+        return self.bounds()[0]
+
+    def array(self) -> np.ndarray:
+        """The pieces as one array (at :attr:`offset`) when they tile a box, which the ``block`` partitioner
+        gives for slab decompositions; otherwise use :attr:`pieces` or :meth:`into`."""
+        if len(self.pieces) == 1:
+            return self.pieces[0].data
+        lo, shape = self.bounds()
+        if sum(p.data.size for p in self.pieces) != int(np.prod(shape)):
+            raise ValueError(f"array {self.name!r}: this rank's {len(self.pieces)} pieces do not tile one box "
+                             f"(box at {lo} of shape {shape}); iterate over .pieces or use .into(out)")
+        dtype = self.pieces[0].data.dtype if self.pieces else np.float64
+        out = np.empty(shape + self.pieces[0].data.shape[len(shape):] if self.pieces else shape, dtype=dtype)
+        for p in self.pieces:
+            out[tuple(slice(o - l, o - l + n) for o, l, n in zip(p.offset, lo, p.data.shape, strict=False))] = p.data
+        return out
+
+    def into(self, out: np.ndarray) -> np.ndarray:
+        """Copy every piece to its place in ``out`` (shaped like the global array); returns ``out``."""
+        for p in self.pieces:
+            out[tuple(slice(o, o + n) for o, n in zip(p.offset, p.data.shape, strict=False))] = p.data
+        return out
+
+
+def _ndim(spacing: Sequence[float]) -> int:
+    if len(spacing) == 3 and spacing[2] == 0.0:
+        return 1 if spacing[1] == 0.0 else 2
+    return 3
+
+
+class Step:
+    """One step on a consumer rank: :meth:`read` an array's share; ``step``, ``time``, :attr:`names`.
+
+    The block-level view stays reachable: ``blocks``, ``my_block_ids`` and ``meta`` are those of the
+    underlying :class:`~h5flow.transports.base.ReadStep` (:attr:`raw`), so analyses written for blocks
+    accept this object too.
+    """
+
+    def __init__(self, raw: ReadStep) -> None:
+        self.raw = raw
+        self.step = raw.step
+        self.time = raw.time
+        self.meta = raw.meta
+
+    def __getattr__(self, name: str) -> Any:  # blocks(), my_block_ids(), ...
+        return getattr(self.raw, name)
+
+    @property
+    def names(self) -> list[str]:
+        """The arrays (meshes) of this step."""
+        return sorted(self.meta.meshes)
+
+    def read(self, name: str, array: str | None = None) -> Share:
+        """This rank's share of the array ``name``: every piece the partitioner gave this rank. Collective
+        for some transports: call it on every consumer rank, in the same order."""
+        if name not in self.meta.meshes:
+            raise KeyError(f"step {self.step} has no array {name!r}; arrays: {', '.join(self.names) or 'none'}")
+        mesh = self.meta.meshes[name]
+        if mesh.kind != "image":
+            raise ValueError(f"{name!r} is a particle mesh; read it with step.blocks({name!r}, [...], 'point')")
+        if array is None:
+            cells = [a.name for a in mesh.arrays if a.association == "cell"]
+            if name in cells:
+                array = name
+            elif len(cells) == 1:
+                array = cells[0]
+            else:
+                raise KeyError(f"mesh {name!r} carries cell arrays {cells}; give read({name!r}, array=...)")
+        nd = _ndim(mesh.blocks[0].spacing) if mesh.blocks else 3
+        e = mesh.global_extent
+        gshape = (e[5] - e[4] + 1, e[3] - e[2] + 1, e[1] - e[0] + 1)[3 - nd:]
+        share = Share(name, tuple(gshape))
+        for b in self.raw.blocks(name, [array], "cell"):
+            assert isinstance(b, ImageBlock)
+            data = b.interior(array, "cell")
+            i0, _, j0, _, k0, _ = b.extent
+            if nd < 3:
+                data = data.reshape(data.shape[3 - nd:])
+            share.pieces.append(Piece((k0, j0, i0)[3 - nd:], data))
+        return share
+
+
+class ReadStream:
+    """The consumer side of a stream (from :func:`open` with ``"r"``); use it as a context manager."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader  # the block-level reader
+        self.comm = reader.comm
+        self.config: TransportConfig = reader.config
+        self.status: str = ""  # "end_of_stream" once the stream ended
+
+    def steps(self, timeout: float | None = None) -> Iterator[Step]:
+        """Every step until the producer ends the stream; each is released when the loop moves on (or
+        leaves). Raises :class:`StreamError` when the stream stops on an error and :class:`StreamTimeout`
+        when no step comes within ``timeout`` seconds (``None``: wait for ever). Collective."""
+        while True:
+            res = self.reader.begin_step(timeout)
+            if res.status is StepStatus.END_OF_STREAM:
+                self.status = "end_of_stream"
+                return
+            if res.status is StepStatus.NOT_READY:
+                raise StreamTimeout(f"no step within {timeout:g} s: {res.reason}; is the producer running with "
+                                    f"the same stream name ({self.config.filename!r}, type {self.config.type!r})? "
+                                    "give a larger timeout= or None to wait for ever")
+            if res.status is not StepStatus.OK or res.step is None:
+                raise StreamError(f"the stream stopped: {res.reason}")
+            try:
+                yield Step(res.step)
+            finally:
+                self.reader.release()
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> ReadStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
+           "open"]
