@@ -75,7 +75,9 @@ def _json_default(o: Any) -> Any:
         return float(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
-    raise TypeError(f"cannot serialise {type(o).__name__}")
+    if hasattr(o, "__dataclass_fields__"):
+        return asdict(o)
+    return repr(o)  # a user's analysis may return anything: the record keeps its text
 
 
 def oscillators_block(sim: Simulation) -> ParticleBlock:

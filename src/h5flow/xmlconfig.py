@@ -501,6 +501,15 @@ def _analysis(node: _Node, kind: str) -> AnalysisConfig:
         raise node.bad_value("type", f"accepted: {', '.join(known)}", what=" (analysis type)")
     cfg = AnalysisConfig(type=kind, source=node.source, enabled=node.boolean("enabled", True))
     node.children(())
+    if kind == "python":  # SENSEI's Python adaptor: every other attribute goes to the script's params
+        from h5flow.analyses._python import resolve_script
+
+        script = node.require("script", "give script=\"my_analysis.py\" (a script defining execute(step))")
+        if not resolve_script(script, node.source).is_file():
+            raise node.bad_value("script", "the script does not exist; give a path relative to the working "
+                                           "directory or to this XML file")
+        cfg.params = {k: v.strip() for k, v in node.el.attrs.items() if k not in ("type", "enabled")}
+        return cfg
     for name in _PLUGIN_ANALYSIS_FIELDS:
         setattr(cfg, name, node.string(name, getattr(cfg, name)))
     cfg.params = {k: v.strip() for k, v in node.el.attrs.items()

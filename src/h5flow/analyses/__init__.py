@@ -1,13 +1,16 @@
 """Analyses: what consumer ranks run on the blocks a reader delivers (histogram, statistics, ...).
 
 One module per analysis, registered in :data:`registry` under the name SENSEI XML uses in
-``<analysis type="...">``; third parties use the ``h5flow.analyses`` entry-point group.
+``<analysis type="...">``; third parties use the ``h5flow.analyses`` entry-point group or :func:`register`.
+``type="python"`` runs a user's script (:mod:`h5flow.analyses._python`, SENSEI's Python analysis adaptor).
 
 A registry entry loads an :class:`~h5flow.analyses.base.Analysis` subclass; :func:`make_analysis` builds it
 with its ``from_config(cfg)`` classmethod when it has one, else by calling the class with ``cfg``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from h5flow._registry import Registry
 from h5flow.analyses.base import Analysis
@@ -25,6 +28,36 @@ def _load_histogram() -> type[Analysis]:
 registry.register("histogram", _load_histogram)
 
 
+def _load_python() -> type[Analysis]:
+    from h5flow.analyses._python import PythonAnalysis
+
+    return PythonAnalysis
+
+
+registry.register("python", _load_python)
+
+
+def register(name: str, analysis: type[Analysis] | Callable[[], type[Analysis]], *, replace: bool = False) -> None:
+    """Make ``<analysis type="name" .../>`` run ``analysis`` (an :class:`Analysis` subclass, or a function
+    returning one, called on first use). Its XML attributes other than ``type`` and ``enabled`` arrive in
+    ``cfg.params`` (``mesh``, ``array``, ``association`` in their fields); it is built with
+    ``analysis.from_config(cfg)`` when it has that classmethod, else ``analysis(cfg)``.
+
+    The name only exists in this process: ``h5flow consume``/``h5flow run`` see analyses registered through
+    the ``h5flow.analyses`` entry-point group (or written as ``type="python"`` scripts).
+    """
+    if isinstance(analysis, type):
+        if not issubclass(analysis, Analysis):
+            raise TypeError(f"register({name!r}, {analysis.__name__}): an analysis must subclass "
+                            "h5flow.analyses.Analysis")
+        cls = analysis
+        registry.register(name, lambda: cls, replace=replace)
+    elif callable(analysis):
+        registry.register(name, analysis, replace=replace)
+    else:
+        raise TypeError(f"register({name!r}, ...): give an Analysis subclass or a function returning one")
+
+
 def make_analysis(cfg: AnalysisConfig) -> Analysis:
     """The analysis ``cfg.type`` names, built from ``cfg`` (call ``initialize(comm)`` on it next).
 
@@ -39,4 +72,4 @@ def make_analysis(cfg: AnalysisConfig) -> Analysis:
     return analysis
 
 
-__all__ = ["Analysis", "make_analysis", "registry"]
+__all__ = ["Analysis", "make_analysis", "register", "registry"]
