@@ -1,8 +1,12 @@
 """The transport contract: a writer on the M producer ranks, a reader on the N consumer ranks.
 
+This is the block-level API (``from h5flow.transports import open_writer, open_reader``); most users want
+the array-level one above it, :func:`h5flow.open` (docs/API.md). ``config`` is a
+:class:`~h5flow.config.TransportConfig` (from :func:`h5flow.xmlconfig.load` or built in code).
+
 Producer side, per rank::
 
-    w = make_writer(comm, config)
+    w = open_writer(comm, config)
     for step ...:
         w.begin_step(step, time)
         w.put("mesh", block)          # every block this rank owns, any number (zero included)
@@ -11,7 +15,7 @@ Producer side, per rank::
 
 Consumer side, per rank::
 
-    r = make_reader(comm, config)
+    r = open_reader(comm, config)
     while True:
         res = r.begin_step(timeout=10.0)       # collective
         if res.status is StepStatus.OK:
@@ -21,6 +25,9 @@ Consumer side, per rank::
         elif res.status is StepStatus.NOT_READY:  continue / give up
         else: break                               # END_OF_STREAM, or ERROR with res.reason
     r.close()
+
+or, equivalently, ``for step in r.steps(timeout=10.0): ...`` (released when the loop moves on; raises
+:class:`TransportError` on ERROR and on NOT_READY).
 
 Public methods check the call order and then call the protected ``_do_*`` hooks a transport implements.
 """

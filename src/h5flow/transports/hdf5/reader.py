@@ -17,7 +17,8 @@ from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import Entry, GroupState, IndexTail, Staging, StreamInfo, is_full_error
+from h5flow.transports.hdf5.staging import (Entry, GroupState, IndexTail, Staging, StreamInfo, is_full_error,
+                                            read_index)
 
 
 @dataclass
@@ -139,6 +140,7 @@ class Hdf5Reader(Reader):
         self._delivered = 0
         self._last_delivered: int | None = None
         self._unsaved = False  # the group file could not be written (full file system): retried on release
+        self._finished_run = ""  # a run found ended with nothing left to read: ignored until a new run starts
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -148,17 +150,36 @@ class Hdf5Reader(Reader):
             return False
         except (ValueError, TypeError) as e:
             raise TransportError(str(e)) from None
-        self.info = info
-        self._tail = IndexTail(self.staging.index)
+        if info.run_id == self._finished_run:
+            return False
         state = self.staging.load_group(self.config.group)
         if state is None or state.run_id != info.run_id:
             state = GroupState(info.run_id, -1, self.comm.size)
         else:
             state.consumers = self.comm.size
+        if self._nothing_left(info, state):
+            # an earlier run that ended and that this group already read (or whose steps are gone): reporting
+            # its end of stream would be a success on a stream this reader did not read. Wait for a new run.
+            self._finished_run = info.run_id
+            print(f"h5flow: {self.staging.root} holds a finished run (run {info.run_id}) with no step left for "
+                  f"consumer group '{self.config.group}'; waiting for a new producer run", file=sys.stderr,
+                  flush=True)
+            return False
+        self.info = info
+        self._tail = IndexTail(self.staging.index)
         self._state = state
         self._next_seq = state.released_seq + 1  # a restarted group resumes at its first unreleased step
         self._save_group()
         return True
+
+    def _nothing_left(self, info: StreamInfo, state: GroupState) -> bool:
+        """Whether the run has ended (end of stream or the producer's error) with no step this group can still
+        read: every published step already released by it, or deleted."""
+        entries = read_index(self.staging.index)
+        if not any(e.kind in ("E", "X") for e in entries):
+            return False
+        return not any(e.kind == "P" and e.seq > state.released_seq and self.staging.step_path(e.step).is_dir()
+                       for e in entries)
 
     def _save_group(self) -> None:
         """Write the group file. Reading needs no free space: on a full file system the group reads on and
@@ -235,7 +256,10 @@ class Hdf5Reader(Reader):
             except (TransportError, ValueError, OSError) as e:
                 return _Found(StepStatus.ERROR, reason=str(e))
             if deadline is not None and time.time() >= deadline:
-                what = "no stream yet" if self.info is None else f"waiting for sequence {self._next_seq}"
+                what = ("no stream yet" if self.info is None and not self._finished_run else
+                        f"only a finished run (run {self._finished_run}) that consumer group '{cfg.group}' already "
+                        "read, no new producer run yet" if self.info is None else
+                        f"waiting for sequence {self._next_seq}")
                 return _Found(StepStatus.NOT_READY, reason=f"{what} in {self.staging.root} after {timeout:g} s")
             time.sleep(delay)
             delay = min(delay * 2, cfg.poll_max)
