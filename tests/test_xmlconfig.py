@@ -365,7 +365,7 @@ def test_histogram_unknown_attribute() -> None:
 def test_unknown_analysis_type() -> None:
     msg = error_of('<sensei>\n<analysis type="catalyst" pipeline="x.py"/></sensei>')
     assert msg.startswith("bad.xml:2: bad value 'catalyst' for attribute 'type'")
-    assert "accepted: adios1, adios2, hdf5, histogram, socket" in msg
+    assert "accepted: adios1, adios2, hdf5, histogram, python, socket" in msg
 
 
 def test_plugin_analysis_gets_params(monkeypatch: pytest.MonkeyPatch) -> None:
