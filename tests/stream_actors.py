@@ -1,6 +1,7 @@
 """Producer and consumer programs for the stream tests, run as separate processes (and MPI jobs).
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
+                                          [--start-at EPOCH]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
@@ -42,6 +43,8 @@ def produce(args: argparse.Namespace) -> None:
 
     comm = MPI.COMM_WORLD
     sim = Simulation(_osc(args), comm.rank, comm.size)
+    if args.start_at:  # several producers started together open their writers at the same instant
+        time.sleep(max(0.0, args.start_at - time.time()))
     with open_writer(comm, _config(args.config)) as w:
         for s in range(args.steps):
             t = sim.advance(s)
@@ -118,6 +121,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--hold-at", type=int, default=None)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--start-at", type=float, default=None, help="produce: open the writer at this epoch time")
     p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)

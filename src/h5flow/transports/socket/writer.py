@@ -16,6 +16,7 @@ from h5flow.transports._common import StepWriter, block_payload
 from h5flow.transports._mpiutil import sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
+from h5flow.transports.socket.claim import Claim, StreamClaimed
 from h5flow.transports.socket.contact import Contact, RankContact, contact_path, new_token
 from h5flow.transports.socket.server import Held, Server, Store
 
@@ -53,11 +54,18 @@ class SocketWriter(StepWriter):
         self._ctx = zmq.Context()
         self.store = Store(comm.rank, config.heartbeat)
         self._server: Server | None = None
+        self._claim: Claim | None = None
         run = None
         error = ""
         if comm.rank == 0:
-            error = _live_producer(self.path, self._ctx)
             run = (new_token(), f"{time.time_ns():x}-{new_token()[:16]}")
+            try:
+                self._claim = Claim(config.filename, run[1])  # atomic: one producer per stream name
+            except StreamClaimed as e:
+                error = str(e)
+            except OSError as e:
+                error = f"cannot claim stream {config.filename}: {e}"
+            error = error or _live_producer(self.path, self._ctx)  # one on another host, without shared locks
         run, error = comm.bcast((run, error), root=0)
         try:
             if error:
@@ -168,5 +176,8 @@ class SocketWriter(StepWriter):
             self._server = None
         if remove:
             self.path.unlink(missing_ok=True)
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         self._ctx.term()
 

@@ -1,0 +1,47 @@
+"""Two producers started at the same instant on one socket stream name (issue 11): exactly one serves it, the
+other fails at once, naming the owner (host, pid); a consumer gets every step from the winner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ACTORS = str(Path(__file__).with_name("stream_actors.py"))
+
+
+def test_two_producers_on_one_socket_stream_one_wins_the_other_fails_naming_it(tmp_path: Path) -> None:
+    for trial in range(3):
+        config = {"type": "socket", "filename": str(tmp_path / f"s{trial}"), "heartbeat": 1.0}
+        start_at = f"{time.time() + 2.0:.3f}"  # both import first, then open their writers together
+        producers = [subprocess.Popen([sys.executable, ACTORS, "produce", json.dumps(config), "--steps", "3",
+                                       "--start-at", start_at], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, start_new_session=True) for _ in range(2)]
+        try:
+            consumer = subprocess.run([sys.executable, ACTORS, "consume", json.dumps(config), "--check",
+                                       "--timeout", "20"], capture_output=True, text=True, timeout=60)
+            outs = []
+            for p in producers:
+                try:
+                    outs.append(p.communicate(timeout=20))
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"trial {trial}: producer {p.pid} hangs") from None
+        finally:
+            for p in producers:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
+        codes = [p.returncode for p in producers]
+        assert sorted(codes) == [0, 1], (trial, codes, outs)
+        winner = producers[codes.index(0)]
+        _, err = outs[codes.index(1)]
+        assert f"pid {winner.pid} on {socket.gethostname()}" in err and "is still serving this stream" in err, err
+        assert [line for line in consumer.stdout.splitlines() if line.startswith("CHECKED")] == \
+            ["CHECKED 0", "CHECKED 1", "CHECKED 2"], consumer.stdout + consumer.stderr
+        assert not Path(config["filename"] + ".socket.json").exists()
+        assert not Path(config["filename"] + ".socket.lock").exists()
