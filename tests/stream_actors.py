@@ -7,7 +7,8 @@
 
 CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
 ``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
-rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``.
+rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``,
+``LOST <steps>`` (socket: dropped for this group while it was declared lost).
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def consume(args: argparse.Namespace) -> None:
     if comm.rank == 0:
         print("DISCARDED " + ",".join(str(s) for s, _ in reader.discarded), flush=True)
         print("MISSED " + ",".join(map(str, reader.missed)), flush=True)
+        print("LOST " + ",".join(str(s) for s, _ in getattr(reader, "dropped", [])), flush=True)
     reader.close()
 
 
