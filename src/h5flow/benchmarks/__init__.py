@@ -15,6 +15,7 @@ BENCHMARKS["perf"] = "h5flow.benchmarks.perf"
 BENCHMARKS["tuning"] = "h5flow.benchmarks.tuning"
 BENCHMARKS["iotest"] = "h5flow.benchmarks.iotest"
 BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
+BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
 
 
 def load(name: str) -> ModuleType:
