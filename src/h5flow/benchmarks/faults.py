@@ -192,7 +192,7 @@ def run_trial(spec: TrialSpec) -> Outcome:
     while True:
         now = time.time()
         if spec.kind == "kill" and killed_at is None and now - t0 >= p["at"]:
-            fault = f"kill -9 {p['target']} at {p['at']:.2f} s"
+            fault = f"kill -9 {p['target']} at {now - t0:.2f} s"
             role, _, rank = p["target"].partition(" ")
             victim = procs[1] if role == "producer" else procs[0]
             if victim.popen.poll() is not None:
