@@ -63,6 +63,8 @@ def test_classification_of_a_trials_evidence(tmp_path: Path) -> None:
     # a failure that is not a clear error, and a hang
     assert outcome(_blocks(ref, [0]), "Traceback ...\nKeyError: 'x'", 1).outcome == "crash"
     assert outcome(_blocks(ref, [0]), "FAILED: KeyError: 'seq'", 2).outcome == "crash"
+    assert outcome(_blocks(ref, [0]), "FAILED: OSError: [Errno 28] No space left on device", 2).outcome == "clear error"
+    assert outcome(_blocks(ref, [0]), "FAILED: OSError: Unable to open file (open failed)", 2).outcome == "crash"
     assert outcome(_blocks(ref, [0]), "", -9, hang=True).outcome == "hang"
     # a killed process's own exit is the fault, not a crash; a restarted consumer may get the unreleased step again
     procs = [_proc(tmp_path, "producer", PUBLISHED),
@@ -81,7 +83,7 @@ def test_two_producers_that_both_serve_are_duplicated(tmp_path: Path) -> None:
 
 
 def test_quick_subset_runs_every_fault_and_the_socket_rows_are_clean(tmp_path: Path) -> None:
-    """The deterministic subset (seed 11, one trial per fault kind and transport): every applicable pair runs
+    """The deterministic subset (seed 81, one trial per fault kind and transport): every applicable pair runs
     and is classified; the socket transport's rows show only acceptable outcomes. (The hdf5 rows report what
     this branch does; its full-storage and duplicate-producer fixes are another change.)"""
     js = tmp_path / "faults.json"

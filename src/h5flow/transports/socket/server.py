@@ -140,7 +140,7 @@ class Store:
     # group name -> [first, last released] seq of each attachment (rank 0: what each group took)
     history: dict[str, list[list[int]]] = field(default_factory=dict)
     losses: dict[str, list[str]] = field(default_factory=dict)  # group name -> why it was declared lost, each time
-    detached: set[str] = field(default_factory=set)  # groups that closed their reader early (BYE)
+    detached: dict[str, int] = field(default_factory=dict)  # group name -> last seq it released before its BYE
 
     def dropped_for(self, name: str) -> dict[str, Any] | None:
         """Rank 0: the steps group ``name`` lost because it was declared lost (announced, never released by any
@@ -427,8 +427,9 @@ class Server(threading.Thread):
         st = self.store
         name = _group(body)
         with st.cond:
-            if st.groups.pop(name, None) is not None:
-                st.detached.add(name)
+            g = st.groups.pop(name, None)
+            if g is not None and not g.lost:
+                st.detached[name] = g.released_seq
             st.collect()
             st.cond.notify_all()
 

@@ -18,7 +18,7 @@ from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.claim import Claim, StreamClaimed
 from h5flow.transports.socket.contact import (Contact, RankContact, contact_path, dropped_message, ended_path,
-                                              new_token, write_private)
+                                              new_token, step_ranges, write_private)
 from h5flow.transports.socket.server import Held, Server, Store
 
 
@@ -169,6 +169,11 @@ class SocketWriter(StepWriter):
                     print(f"h5flow: producer closing although consumer group(s) {untold} did not ask for the end of "
                           "the stream; they will see the producer gone", file=sys.stderr, flush=True)
                 self.dropped = st.all_dropped()
+                for name, last in sorted(st.detached.items()):  # on purpose, but said: they did not take these
+                    if name not in st.groups and last < len(st.announced) - 1:
+                        print(f"h5flow: consumer group {name!r} detached (closed its reader) after step "
+                              f"{st.announced[last] if last >= 0 else 'none'}; it did not take steps "
+                              f"{step_ranges(st.announced[last + 1:])}", file=sys.stderr, flush=True)
             try:  # a consumer restarted after this producer ended learns what its group lost, and why
                 if self.dropped:
                     write_private(ended_path(self.config.filename), {
