@@ -45,3 +45,30 @@ def test_two_producers_on_one_socket_stream_one_wins_the_other_fails_naming_it(t
             ["CHECKED 0", "CHECKED 1", "CHECKED 2"], consumer.stdout + consumer.stderr
         assert not Path(config["filename"] + ".socket.json").exists()
         assert not Path(config["filename"] + ".socket.lock").exists()
+
+
+def test_every_rank_of_a_losing_mpi_producer_says_why(tmp_path: Path) -> None:
+    """`h5flow produce` on 2 ranks against a stream another producer serves: every rank fails with the reason.
+    Each rank prints its error before MPI_Abort; mpiexec dropped output not yet forwarded when the first rank
+    aborted, so a rank's message (sometimes every rank's) went missing."""
+    xml = tmp_path / "p.xml"
+    xml.write_text(f'<sensei><transport type="socket" filename="{tmp_path / "s"}" heartbeat="5"/></sensei>')
+    first = subprocess.Popen([sys.executable, "-m", "h5flow.cli", "produce", str(xml), "--steps", "1", "--shape",
+                              "8", "8", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not Path(f"{tmp_path / 's'}.socket.json").exists():
+            assert time.time() < deadline and first.poll() is None, "the first producer did not start"
+            time.sleep(0.05)
+        for _ in range(3):
+            second = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "h5flow.cli", "produce", str(xml),
+                                     "--steps", "1", "--shape", "8", "8", "8"], capture_output=True, text=True,
+                                    timeout=60)
+            assert second.returncode != 0
+            for rank in (0, 1):
+                assert f"h5flow (rank {rank}): error: " in second.stderr and \
+                    f"another producer (pid {first.pid} on {socket.gethostname()}" in second.stderr, second.stderr
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()

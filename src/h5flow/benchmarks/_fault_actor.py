@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the suite classifies the failure by its type and message
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         if comm.size > 1:
+            time.sleep(0.5)  # MPI_Abort tears the job down at once: mpiexec drops output it has not forwarded yet
             comm.Abort(1 if args.role == "produce" else 2)
         return 1 if args.role == "produce" else 2
     return 0
