@@ -62,8 +62,8 @@ class Claim:
                                   "since": time.time()}).encode(), 0)
 
     def _owner(self) -> str:
-        deadline = time.time() + 1.0
-        while True:  # the holder writes its name right after taking the lock
+        deadline = time.time() + 5.0
+        while True:  # the holder writes its name right after taking the lock (seconds later on a loaded machine)
             try:
                 d = json.loads(self.path.read_text())
                 return f"pid {d['pid']} on {d['host']}, run {d['run_id']}, since " \
