@@ -23,23 +23,27 @@ def test_two_producers_on_one_socket_stream_one_wins_the_other_fails_naming_it(t
                                        "--start-at", start_at], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, start_new_session=True) for _ in range(2)]
         try:
+            # a producer that published its steps waits for a consumer before closing: the winner cannot end
+            # before the loser's open, however late the loser starts, so the loser must fail on its own
+            deadline = time.time() + 30
+            while all(p.poll() is None for p in producers):
+                assert time.time() < deadline, f"trial {trial}: neither producer failed: both serve the stream"
+                time.sleep(0.05)
+            loser = next(p for p in producers if p.poll() is not None)
+            winner = next(p for p in producers if p is not loser)
+            _, err = loser.communicate()
             consumer = subprocess.run([sys.executable, ACTORS, "consume", json.dumps(config), "--check",
                                        "--timeout", "20"], capture_output=True, text=True, timeout=60)
-            outs = []
-            for p in producers:
-                try:
-                    outs.append(p.communicate(timeout=20))
-                except subprocess.TimeoutExpired:
-                    raise AssertionError(f"trial {trial}: producer {p.pid} hangs") from None
+            try:
+                winner.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"trial {trial}: the serving producer {winner.pid} hangs") from None
         finally:
             for p in producers:
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.communicate()
-        codes = [p.returncode for p in producers]
-        assert sorted(codes) == [0, 1], (trial, codes, outs)
-        winner = producers[codes.index(0)]
-        _, err = outs[codes.index(1)]
+        assert (loser.returncode, winner.returncode) == (1, 0), (trial, loser.returncode, winner.returncode, err)
         assert f"pid {winner.pid} on {socket.gethostname()}" in err and "is still serving this stream" in err, err
         assert [line for line in consumer.stdout.splitlines() if line.startswith("CHECKED")] == \
             ["CHECKED 0", "CHECKED 1", "CHECKED 2"], consumer.stdout + consumer.stderr

@@ -173,12 +173,17 @@ def run_trial(spec: TrialSpec) -> Outcome:
 
     t0 = time.time()
     fault = spec.kind
-    procs.append(consumer("consumer"))
     if spec.kind == "duplicate":
         start_at = f"{time.time() + 2.5:.3f}"
         procs += [producer("producer", "--start-at", start_at), producer("producer#2", "--start-at", start_at)]
         fault = "two producers opening together"
+        # the consumer comes once one producer gave up (or after 15 s): a producer waits for a consumer before it
+        # closes, so the first cannot finish before the second opens, however late that one starts
+        while all(x.popen.poll() is None for x in procs) and time.time() - t0 < 15:
+            time.sleep(0.05)
+        procs.insert(0, consumer("consumer"))
     else:
+        procs.append(consumer("consumer"))
         procs.append(producer("producer"))
     hostile: _Hostile | None = None
     if spec.kind == "hostile":
