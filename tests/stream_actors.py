@@ -2,12 +2,14 @@
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
                                           [--fsize-limit BYTES [--fsize-rank R]]
+                                          [--start-at EPOCH]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
 CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
 ``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
-rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``.
+rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``,
+``LOST <steps>`` (socket: dropped for this group while it was declared lost).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def produce(args: argparse.Namespace) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize_limit, args.fsize_limit))
     sim = Simulation(_osc(args), comm.rank, comm.size)
+    if args.start_at:  # several producers started together open their writers at the same instant
+        time.sleep(max(0.0, args.start_at - time.time()))
     with open_writer(comm, _config(args.config)) as w:
         for s in range(args.steps):
             t = sim.advance(s)
@@ -110,6 +114,7 @@ def consume(args: argparse.Namespace) -> None:
     if comm.rank == 0:
         print("DISCARDED " + ",".join(str(s) for s, _ in reader.discarded), flush=True)
         print("MISSED " + ",".join(map(str, reader.missed)), flush=True)
+        print("LOST " + ",".join(str(s) for s, _ in getattr(reader, "dropped", [])), flush=True)
     reader.close()
 
 
@@ -127,6 +132,7 @@ def main() -> None:
     p.add_argument("--check", action="store_true")
     p.add_argument("--fsize-limit", type=int, default=None, help="produce: RLIMIT_FSIZE in bytes (files larger fail)")
     p.add_argument("--fsize-rank", type=int, default=-1, help="produce: the rank --fsize-limit applies to (-1: all)")
+    p.add_argument("--start-at", type=float, default=None, help="produce: open the writer at this epoch time")
     p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)

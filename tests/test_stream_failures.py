@@ -142,7 +142,8 @@ def test_subfiling_stream_on_one_consumer_rank_is_a_clear_error(comm, mpi_tmp_pa
 @pytest.mark.parametrize("policy", ["block", "discard"])
 def test_socket_producer_outlives_a_killed_consumer(tmp_path: Path, policy: str) -> None:
     """A consumer killed while it holds a step: the producer drops its group after 1.5 heartbeats and goes
-    on (block: it stops waiting for it; discard: it stops dropping), then ends normally."""
+    on (block: it stops waiting for it; discard: it stops dropping), then ends, naming the dropped steps in its
+    error and exit status."""
     heartbeat = 0.5
     config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "queue_limit": 2,
               "queue_policy": policy}
@@ -158,8 +159,10 @@ def test_socket_producer_outlives_a_killed_consumer(tmp_path: Path, policy: str)
         ended_at = time.time()
     finally:
         _cleanup(producer, consumer)
-    assert producer.returncode == 0, out + err
+    # the steps the dead consumer never took are not silently lost: the producer names them and fails
+    assert producer.returncode == 1, out + err
     assert "consumer group 'default' lost" in err, err
+    assert "were dropped for consumer group 'default' without being taken: steps 1" in err, err
     published = [line.split() for line in out.splitlines() if line.startswith("PUBLISHED")]
     assert [int(p[1]) for p in published] == list(range(12)), out
     # after the loss nothing waits for the dead consumer (a stall would last until the 30 s timeout above);

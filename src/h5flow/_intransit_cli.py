@@ -8,6 +8,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,8 @@ def _mpi_main(fn: Any) -> int:
         if os.environ.get("H5FLOW_DEBUG"):
             traceback.print_exc()
         if comm.size > 1:
+            sys.stderr.flush()
+            time.sleep(0.5)  # MPI_Abort tears the job down at once: mpiexec drops output it has not forwarded yet
             comm.Abort(1)
         return 1
 

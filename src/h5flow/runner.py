@@ -115,7 +115,9 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
     io: list[tuple[int, float, float, float]] = []  # (step, start, end, backpressure wait) of each publish
     published = discarded = 0
     nbytes = 0
-    with open_writer(comm, tcfg) as writer:
+    lost: TransportError | None = None
+    writer = open_writer(comm, tcfg)
+    with writer:
         for s in range(steps):
             t0 = time.time()
             t = sim.advance(s)
@@ -132,13 +134,22 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
             nbytes += info.nbytes if info.published else 0
             if comm.rank == 0:
                 _progress(progress, s + 1, steps)
+        try:
+            writer.close()
+        except TransportError as e:
+            if not getattr(writer, "dropped", None):
+                raise
+            lost = e  # steps dropped for a lost consumer group: recorded, then the producer fails
     end = time.time()
     part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
             "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
-            "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks}
+            "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks,
+            "dropped": getattr(writer, "dropped", {})}
     rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute, "io": io,
                  "events": getattr(writer, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
+    if lost is not None:
+        raise lost
     return part
 
 
@@ -221,7 +232,8 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     part = {"role": "consumer", "transport": tcfg.type, "consumers": comm.size, "steps": n, "status": status,
             "reason": reason, "partitioner": tcfg.partitioner.type,
             "discarded": [list(d) for d in getattr(reader, "discarded", [])],
-            "missed": list(getattr(reader, "missed", [])), "last_results": results}
+            "missed": list(getattr(reader, "missed", [])),
+            "dropped": [list(d) for d in getattr(reader, "dropped", [])], "last_results": results}
     rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times, "io": io,
                  "events": getattr(reader, "events", []), "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
@@ -320,7 +332,10 @@ def run(opts: RunOptions) -> dict[str, Any]:
     if tcfg.type == "socket":  # a dead producer's contact file would make the consumers report it lost
         from h5flow.transports.socket.contact import contact_path
 
+        from h5flow.transports.socket.contact import ended_path
+
         contact_path(tcfg.filename).unlink(missing_ok=True)
+        ended_path(tcfg.filename).unlink(missing_ok=True)  # nor an earlier run's end for its consumers
     rec_p, rec_c = work / "producer.record.json", work / "consumer.record.json"
     prog_p, prog_c = work / "producer.progress", work / "consumer.progress"
     for p in (rec_p, rec_c, prog_p, prog_c):

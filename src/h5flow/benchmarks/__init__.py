@@ -16,6 +16,7 @@ BENCHMARKS["tuning"] = "h5flow.benchmarks.tuning"
 BENCHMARKS["iotest"] = "h5flow.benchmarks.iotest"
 BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
 BENCHMARKS["query"] = "h5flow.benchmarks.query"
+BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
 
 
 def load(name: str) -> ModuleType:

@@ -30,6 +30,44 @@ def contact_path(filename: str) -> Path:
     return Path(filename + SUFFIX)
 
 
+ENDED_SUFFIX = ".socket.ended.json"
+
+
+def ended_path(filename: str) -> Path:
+    """Where a producer that closed leaves what its consumers need to know afterwards (docs/SOCKET.md)."""
+    return Path(filename + ENDED_SUFFIX)
+
+
+def write_private(path: Path, data: dict) -> None:
+    """Write JSON atomically with mode 0600 (a temporary file in the same directory, fsync'd, renamed)."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, json.dumps(data).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def step_ranges(steps: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out: list[str] = []
+    for s in sorted(steps):
+        if out and s == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
+def dropped_message(filename: str, group: str, d: dict) -> str:
+    steps = d["steps"]
+    return (f"{filename}: {len(steps)} published step(s) were dropped for consumer group {group!r} without being "
+            f"taken: steps {step_ranges(steps)} ({d['reason']})")
+
+
 def new_token() -> str:
     return secrets.token_hex(32)
 

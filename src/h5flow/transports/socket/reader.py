@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import json
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +20,7 @@ from h5flow.transports._common import assemble_blocks, check_association, check_
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.socket import protocol as P
-from h5flow.transports.socket.contact import Contact, contact_path
+from h5flow.transports.socket.contact import Contact, contact_path, dropped_message, ended_path
 
 
 class _Pinger(threading.Thread):
@@ -183,6 +185,8 @@ class SocketReader(Reader):
         self.events: list[dict[str, float | int]] = []
         self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
         self.missed: list[int] = []  # steps published before this group attached, gone since
+        # steps the producer dropped for this group after declaring it lost (a restarted consumer), and why
+        self.dropped: list[tuple[int, str]] = []
         P.tune_allocator()
         self._ctx = zmq.Context()
         self._ctrl: list[P.Link] = []  # rank 0: one per producer rank
@@ -203,6 +207,7 @@ class SocketReader(Reader):
         try:
             contact = Contact.load(self.path)
         except FileNotFoundError:
+            self._check_ended()
             return False
         token = contact.token.encode()
         ctrl = [P.Link(self._ctx, r.reachable(), linger_ms=250) for r in contact.ranks]
@@ -213,6 +218,7 @@ class SocketReader(Reader):
             wait = 1.5 * contact.heartbeat
             deadline = time.time() + wait
             firsts, resumed = [], False
+            dropped: dict[str, Any] | None = None
             for r, link in enumerate(ctrl):
                 if not link.sock.poll(max(0.0, deadline - time.time()) * 1000):
                     raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
@@ -223,15 +229,39 @@ class SocketReader(Reader):
                     raise TransportError(f"producer rank {r}: {body.get('error', kind)}")
                 firsts.append(int(body["first"]))
                 resumed = bool(body["resumed"])
+                if body.get("dropped"):  # rank 0: this group was declared lost before, and lost these steps
+                    dropped = body["dropped"]
         except BaseException:
             for link in ctrl:
                 link.close()
             raise
         self.contact, self._ctrl = contact, ctrl
         self._floor = max(firsts)
-        self._next_seq = self._floor if resumed else 0  # a new group reports seqs before its first as missed
+        # a new group reports seqs before its first as missed; a restarted lost one gets its dropped steps instead
+        self._next_seq = self._floor if resumed or dropped else 0
+        if dropped:
+            self._report_dropped(dropped)
         self._pinger = _Pinger(self._ctx, contact, self.config.group)
         return True
+
+    def _report_dropped(self, d: dict[str, Any]) -> None:
+        self.dropped.extend((int(step), str(d["reason"])) for step in d["steps"])
+        print(f"h5flow: {dropped_message(self.config.filename, self.config.group, d)}", file=sys.stderr, flush=True)
+
+    def _check_ended(self) -> None:
+        """No contact file: if the producer that ended there dropped steps of this group, say so (an ERROR)."""
+        try:
+            ended = json.loads(ended_path(self.config.filename).read_text())
+            d = ended["dropped"].get(self.config.group)
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            return
+        if d:
+            self._report_dropped(d)
+            when = time.strftime("%H:%M:%S", time.localtime(float(ended.get("ended", 0))))
+            raise TransportError(f"the stream ended at {when} (run {ended.get('run_id')}, {ended.get('published')} "
+                                 f"steps published) while this consumer group was away: "
+                                 f"{dropped_message(self.config.filename, self.config.group, d)}; remove "
+                                 f"{ended_path(self.config.filename)} to wait for a new stream instead")
 
     def _lost(self) -> str:
         assert self._pinger is not None and self.contact is not None

@@ -15,14 +15,80 @@ import json
 import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import zmq
 
+from h5flow.transports._common import check_group
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.contact import advertised, bind_address, local_endpoint
+
+MAX_INT = 1 << 53  # every integer of a request (seq, req, ev, ...) lies in 0..MAX_INT
+MAX_IDS = 1 << 16  # most block ids in one GET
+MAX_PATHS = 256  # most dataset paths in one GET
+MAX_CONTAINERS = 8  # most '[' plus '{' in a request body: valid ones have at most 3, and this bounds nesting
+MAX_GROUPS = 256  # most consumer groups registered on a rank at once
+REFUSAL_REPLIES = 8  # refused requests answered per peer identity; later ones are dropped unanswered
+REFUSAL_PEERS = 4096  # peer identities remembered for that count
+LOG_PERIOD = 10.0  # seconds between two summaries of refused or bad requests on stderr
+LOG_FIRST = 5  # refused or bad requests logged one by one before the summaries start
+
+
+class BadRequest(ValueError):
+    """A request with the valid token whose body is not what its command takes."""
+
+
+def _int(body: dict[str, Any], key: str, low: int = 0, high: int = MAX_INT) -> int:
+    v = body.get(key)
+    if type(v) is not int or not low <= v <= high:  # bool, float (1e400 is inf), str, None are refused
+        raise BadRequest(f"field {key!r} must be an integer in {low}..{high}, got {_show(v)}")
+    return v
+
+
+def _str(body: dict[str, Any], key: str, limit: int = 128) -> str:
+    v = body.get(key)
+    if not isinstance(v, str) or not 0 < len(v) <= limit:
+        raise BadRequest(f"field {key!r} must be a string of 1-{limit} characters, got {_show(v)}")
+    return v
+
+
+def _group(body: dict[str, Any]) -> str:
+    try:
+        return check_group(body.get("group"))  # type: ignore[arg-type]
+    except ValueError as e:
+        raise BadRequest(str(e)[:200]) from None
+
+
+def _list(body: dict[str, Any], key: str, limit: int) -> list[Any]:
+    v = body.get(key)
+    if not isinstance(v, list) or len(v) > limit:
+        raise BadRequest(f"field {key!r} must be a list of at most {limit} items, got {_show(v)}")
+    return v
+
+
+def _show(v: Any) -> str:
+    text = repr(v) if not isinstance(v, (list, dict)) else f"a {type(v).__name__} of {len(v)} items"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request body: a JSON object of bounded nesting, integers and strings (no floats, NaN or Infinity)."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_CONTAINERS:
+        raise BadRequest(f"body nests or holds more than {MAX_CONTAINERS} lists/objects")
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadRequest(f"body is not JSON ({e})"[:200]) from None
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    return body
+
+
+def _no_constant(name: str) -> Any:
+    raise BadRequest(f"body holds {name}, which is not a number")
 
 
 @dataclass
@@ -70,6 +136,32 @@ class Store:
     ever: bool = False  # a consumer group has registered at some point
     end_count: int | None = None  # rank 0: set by close(): the number of announced steps
     refused: int = 0  # requests refused for a missing or wrong token
+    bad: int = 0  # requests with the token that were not valid
+    # group name -> [first, last released] seq of each attachment (rank 0: what each group took)
+    history: dict[str, list[list[int]]] = field(default_factory=dict)
+    losses: dict[str, list[str]] = field(default_factory=dict)  # group name -> why it was declared lost, each time
+    detached: dict[str, int] = field(default_factory=dict)  # group name -> last seq it released before its BYE
+
+    def dropped_for(self, name: str) -> dict[str, Any] | None:
+        """Rank 0: the steps group ``name`` lost because it was declared lost (announced, never released by any
+        attachment of it, no longer held), and why; None when it lost none."""
+        why = self.losses.get(name)
+        spans = self.history.get(name)
+        if not why or not spans:
+            return None
+        start = spans[0][0]
+        steps = [self.announced[s] for s in range(start, len(self.announced))
+                 if s not in self.held and not any(a <= s <= b for a, b in spans)]
+        return {"steps": steps, "reason": "; ".join(why)} if steps else None
+
+    def all_dropped(self) -> dict[str, dict[str, Any]]:
+        """Rank 0: :meth:`dropped_for` of every group that lost steps."""
+        out = {}
+        for name in self.losses:
+            d = self.dropped_for(name)
+            if d:
+                out[name] = d
+        return out
 
     def released(self) -> int:
         """Every seq up to this one needs no holding: the slowest live group released it.
@@ -113,6 +205,39 @@ class Store:
         return all(g.got_end for g in self.groups.values() if not g.lost)
 
 
+class _RateLog:
+    """stderr lines about refused or bad requests: the first :data:`LOG_FIRST` one by one, then one summary
+    every :data:`LOG_PERIOD` seconds at most, so a flood of requests cannot flood the log."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.count = 0
+        self.pending: dict[str, int] = {}
+        self.since = time.time()
+
+    def wants(self) -> bool:
+        return self.count < LOG_FIRST
+
+    def note(self, kind: str, text: str) -> None:
+        self.count += 1
+        if self.count <= LOG_FIRST and text:
+            print(f"h5flow: socket stream, producer rank {self.rank}: {text}"
+                  + (" (further ones are summarised)" if self.count == LOG_FIRST else ""), file=sys.stderr, flush=True)
+            self.since = time.time()
+        else:
+            self.pending[kind] = self.pending.get(kind, 0) + 1
+            self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        now = time.time()
+        if self.pending and (force or now - self.since >= LOG_PERIOD):
+            what = ", ".join(f"{n} {kind}" for kind, n in sorted(self.pending.items()))
+            print(f"h5flow: socket stream, producer rank {self.rank}: {what} request(s) in the last "
+                  f"{now - self.since:.0f} s", file=sys.stderr, flush=True)
+            self.pending.clear()
+            self.since = now
+
+
 class Server(threading.Thread):
     """Serves one producer rank's :class:`Store` on a ROUTER socket, on its own thread."""
 
@@ -126,7 +251,9 @@ class Server(threading.Thread):
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 1000)  # at close: let the last replies (END) go out
         self._router.setsockopt(zmq.SNDHWM, 0)
-        self._router.setsockopt(zmq.RCVHWM, 0)
+        self._router.setsockopt(zmq.RCVHWM, 1000)  # per peer: a flooding peer is made to wait (TCP), not queued
+        self._log = _RateLog(store.rank)
+        self._refusals: OrderedDict[bytes, int] = OrderedDict()  # peer identity -> refused requests
         self._router.setsockopt(zmq.MAXMSGSIZE, P.MAX_REQUEST)
         try:
             self._router.bind(bind_address(interface))
@@ -193,10 +320,12 @@ class Server(threading.Thread):
                             break
                         self._handle(frames)
                 self._check_groups()
+                self._log.flush()
         except Exception as e:  # noqa: BLE001 - reported; the consumers then see this rank lost
             print(f"h5flow: socket stream, producer rank {self.store.rank}: serving thread failed: "
                   f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
         finally:
+            self._log.flush(force=True)
             self._router.close()
             self._wake_in.close(0)
 
@@ -204,38 +333,57 @@ class Server(threading.Thread):
         self._router.send_multipart([ident, *parts], copy=False)
 
     def _handle(self, frames: list[zmq.Frame]) -> None:
+        """One request. Nothing a peer sends stops this thread: a refused or bad request is answered ``ERR``
+        (refused ones at most :data:`REFUSAL_REPLIES` times per peer) and logged at a bounded rate."""
         ident = frames[0].bytes
-        if len(frames) < 4 or not hmac.compare_digest(frames[1].bytes, self._token):
-            self._refuse(ident, frames)
+        if len(frames) != 4 or not hmac.compare_digest(frames[1].bytes, self._token):
+            self._refuse(ident, frames)  # before anything of the request is parsed or stored
             return
         cmd = frames[2].bytes
-        body: Any = None
+        req: Any = None
         try:
-            body = json.loads(frames[3].bytes)
-            if not isinstance(body, dict) or cmd not in P.COMMANDS:
-                raise ValueError(f"unknown command {cmd[:16]!r}")
+            body = parse_body(frames[3].bytes)
+            req = body.get("req") if type(body.get("req")) is int else None
+            if cmd not in P.COMMANDS:
+                raise BadRequest(f"unknown command {cmd[:16]!r}")
             getattr(self, f"_on_{cmd.decode().lower()}")(ident, body)
-        except (ValueError, KeyError, TypeError) as e:
-            self._send(ident, P.reply(P.ERR, req=body.get("req") if isinstance(body, dict) else None,
-                                      error=f"bad request to producer rank {self.store.rank}: {e}"))
+        except (BadRequest, KeyError) as e:
+            self._bad(ident, req, f"bad request to producer rank {self.store.rank}: {e}")
+        except Exception as e:  # noqa: BLE001 - a request must never stop the serving thread
+            self._bad(ident, req, f"producer rank {self.store.rank} could not serve a request: {type(e).__name__}: "
+                                  f"{str(e)[:200]}")
+
+    def _bad(self, ident: bytes, req: Any, error: str) -> None:
+        self.store.bad += 1
+        self._log.note("bad", error)
+        self._send(ident, P.reply(P.ERR, req=req, error=error))
 
     def _refuse(self, ident: bytes, frames: list[zmq.Frame]) -> None:
         self.store.refused += 1
-        try:
-            peer = frames[-1].get("Peer-Address")
-        except zmq.ZMQError:
-            peer = "unknown"
-        what = "without a token" if len(frames) < 4 else "with a wrong token"
-        print(f"h5flow: socket stream, producer rank {self.store.rank}: refused a request {what} from {peer} "
-              f"(refusal {self.store.refused})", file=sys.stderr, flush=True)
-        self._send(ident, P.reply(P.ERR, error=f"refused: a request {what}; every request must carry the run's "
-                                               "token from the stream's contact file"))
+        what = "without a token" if len(frames) < 4 else \
+            "with a wrong token" if len(frames) == 4 else f"of {len(frames) - 1} frames (requests have 3)"
+        if self._log.wants():
+            try:
+                peer = frames[-1].get("Peer-Address")
+            except zmq.ZMQError:
+                peer = "unknown"
+            self._log.note("refused", f"refused a request {what} from {peer} (refusal {self.store.refused})")
+        else:
+            self._log.note("refused", "")
+        answered = self._refusals.pop(ident, 0)
+        if answered < REFUSAL_REPLIES:  # a flood is not answered: unread answers would pile up in memory here
+            self._send(ident, P.reply(P.ERR, error=f"refused: a request {what}; every request must carry the run's "
+                                                   "token from the stream's contact file"))
+        self._refusals[ident] = answered + 1  # most recent last
+        if len(self._refusals) > REFUSAL_PEERS:
+            del self._refusals[next(iter(self._refusals))]
 
     # -- commands ------------------------------------------------------------------------------------
     def _on_ping(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
+        name = _group(body)
         with st.cond:
-            g = st.groups.get(str(body["group"]))
+            g = st.groups.get(name)
             lost = g is not None and g.lost
             if g is not None and not g.lost:
                 g.last_ping = time.time()
@@ -243,40 +391,53 @@ class Server(threading.Thread):
 
     def _on_hello(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
-        name = str(body["group"])
+        name = _group(body)
+        _int(body, "consumers", 1, 1 << 24)
         with st.cond:
             g = st.groups.get(name)
             resumed = g is not None and not g.lost
+            if g is None and sum(not x.lost for x in st.groups.values()) >= MAX_GROUPS:
+                raise BadRequest(f"{MAX_GROUPS} consumer groups are attached already")
             if g is not None and not g.lost:
                 first = g.released_seq + 1  # a restarted group resumes at its first unreleased step
                 g.last_ping = time.time()
             else:
                 first = min(st.held) if st.held else st.stored
                 st.groups[name] = Group(first - 1, time.time())
+                st.history.setdefault(name, []).append([first, first - 1])
             st.ever = True
+            dropped = st.dropped_for(name) if st.rank == 0 else None
             st.cond.notify_all()
-        self._send(ident, P.reply(P.OK, rank=st.rank, run_id=self._run_id, first=first, resumed=resumed))
+        extra = {"dropped": dropped} if dropped else {}
+        self._send(ident, P.reply(P.OK, rank=st.rank, run_id=self._run_id, first=first, resumed=resumed, **extra))
 
     def _on_release(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
+        name, seq = _group(body), _int(body, "seq")
         with st.cond:
-            g = st.groups.get(str(body["group"]))
+            g = st.groups.get(name)
             if g is not None and not g.lost:
-                g.released_seq = max(g.released_seq, int(body["seq"]))
+                g.released_seq = max(g.released_seq, min(seq, st.stored - 1))
                 g.last_ping = time.time()
+                st.history[name][-1][1] = g.released_seq
                 st.collect()
                 st.cond.notify_all()
 
     def _on_bye(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
+        name = _group(body)
         with st.cond:
-            st.groups.pop(str(body["group"]), None)
+            g = st.groups.pop(name, None)
+            if g is not None and not g.lost:
+                st.detached[name] = g.released_seq
             st.collect()
             st.cond.notify_all()
 
     def _on_get(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
-        req, seq, mesh = body["req"], int(body["seq"]), str(body["mesh"])
+        req, seq, mesh = _int(body, "req"), _int(body, "seq"), _str(body, "mesh")
+        ids = [_int({"id": i}, "id") for i in _list(body, "ids", MAX_IDS)]
+        paths = [_str({"path": p}, "path") for p in _list(body, "paths", MAX_PATHS)]
         with st.cond:
             held = st.held.get(seq)
             if held is None:
@@ -284,16 +445,22 @@ class Server(threading.Thread):
                                                                 f"{seq}: it was released or dropped"))
                 return
             out = []
-            for i in body["ids"]:
-                arrays = held.arrays.get((mesh, int(i)))
+            for i in ids:
+                arrays = held.arrays.get((mesh, i))
                 if arrays is None:
                     raise KeyError(f"producer rank {st.rank} holds no block {i} of mesh {mesh!r} in step {held.step}")
-                out.extend(arrays[str(p)] for p in body["paths"])
+                for p in paths:
+                    if p not in arrays:
+                        raise KeyError(f"block {i} of mesh {mesh!r} has no array {p!r} in step {held.step}")
+                    out.append(arrays[p])
         self._send(ident, [*P.reply(P.DATA, req=req), *out])
 
     def _on_next(self, ident: bytes, body: dict[str, Any]) -> None:
-        self._waiters.append(_Waiter(ident, str(body["group"]), int(body["seq"]), int(body["floor"]),
-                                     int(body["ev"])))
+        if self.store.rank != 0:
+            raise BadRequest("NEXT goes to producer rank 0")
+        w = _Waiter(ident, _group(body), _int(body, "seq"), _int(body, "floor"), _int(body, "ev"))
+        # one outstanding NEXT per peer (a consumer never sends more): a newer one replaces it
+        self._waiters = [x for x in self._waiters if x.ident != ident] + [w]
         self._answer_waiters()
 
     def _answer_waiters(self) -> None:
@@ -303,7 +470,7 @@ class Server(threading.Thread):
             for w in self._waiters:
                 start = max(w.seq, w.floor)
                 ready = [s for s in st.held if start <= s < len(st.announced)]
-                news = {"discarded": st.discards[w.ev:], "ev": len(st.discards)}
+                news = {"discarded": st.discards[min(w.ev, len(st.discards)):], "ev": len(st.discards)}
                 if ready:
                     h = st.held[min(ready)]
                     self._send(w.ident, P.reply(P.STEP, seq=h.seq, step=h.step, time=h.time, nbytes=h.nbytes,
@@ -328,6 +495,10 @@ class Server(threading.Thread):
             for name, g in st.groups.items():
                 if not g.lost and now - g.last_ping > limit:
                     g.lost = True
+                    st.losses.setdefault(name, []).append(
+                        f"consumer group {name!r} declared lost at {time.strftime('%H:%M:%S')}: no heartbeat for "
+                        f"{now - g.last_ping:.2f} s (limit 1.5 heartbeats of {st.heartbeat:g} s); the producer "
+                        "does not keep steps for a lost group")
                     st.collect()
                     st.cond.notify_all()
                     if st.rank == 0:

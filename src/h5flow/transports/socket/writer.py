@@ -16,7 +16,9 @@ from h5flow.transports._common import StepWriter, block_payload
 from h5flow.transports._mpiutil import sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
-from h5flow.transports.socket.contact import Contact, RankContact, contact_path, new_token
+from h5flow.transports.socket.claim import Claim, StreamClaimed
+from h5flow.transports.socket.contact import (Contact, RankContact, contact_path, dropped_message, ended_path,
+                                              new_token, step_ranges, write_private)
 from h5flow.transports.socket.server import Held, Server, Store
 
 
@@ -53,11 +55,23 @@ class SocketWriter(StepWriter):
         self._ctx = zmq.Context()
         self.store = Store(comm.rank, config.heartbeat)
         self._server: Server | None = None
+        self._claim: Claim | None = None
+        # after close: consumer group -> {"steps": [...], "reason": ...} for steps published but dropped for a group
+        # that was declared lost, never taken by it
+        self.dropped: dict[str, dict[str, Any]] = {}
         run = None
         error = ""
         if comm.rank == 0:
-            error = _live_producer(self.path, self._ctx)
             run = (new_token(), f"{time.time_ns():x}-{new_token()[:16]}")
+            try:
+                self._claim = Claim(config.filename, run[1])  # atomic: one producer per stream name
+            except StreamClaimed as e:
+                error = str(e)
+            except OSError as e:
+                error = f"cannot claim stream {config.filename}: {e}"
+            error = error or _live_producer(self.path, self._ctx)  # one on another host, without shared locks
+            if not error:
+                ended_path(config.filename).unlink(missing_ok=True)  # an earlier run's end no longer applies
         run, error = comm.bcast((run, error), root=0)
         try:
             if error:
@@ -154,9 +168,26 @@ class SocketWriter(StepWriter):
                     untold = ", ".join(n for n, g in st.groups.items() if not g.lost and not g.got_end)
                     print(f"h5flow: producer closing although consumer group(s) {untold} did not ask for the end of "
                           "the stream; they will see the producer gone", file=sys.stderr, flush=True)
+                self.dropped = st.all_dropped()
+                for name, last in sorted(st.detached.items()):  # on purpose, but said: they did not take these
+                    if name not in st.groups and last < len(st.announced) - 1:
+                        print(f"h5flow: consumer group {name!r} detached (closed its reader) after step "
+                              f"{st.announced[last] if last >= 0 else 'none'}; it did not take steps "
+                              f"{step_ranges(st.announced[last + 1:])}", file=sys.stderr, flush=True)
+            try:  # a consumer restarted after this producer ended learns what its group lost, and why
+                if self.dropped:
+                    write_private(ended_path(self.config.filename), {
+                        "run_id": self.run_id, "ended": time.time(), "published": len(st.announced),
+                        "dropped": self.dropped})
+            except OSError as e:
+                print(f"h5flow: cannot write {ended_path(self.config.filename)}: {e}", file=sys.stderr, flush=True)
             self.path.unlink(missing_ok=True)
         sleepy_wait(comm)  # the other ranks serve their blocks until rank 0 is done
         self._shutdown(remove=False)
+        self.dropped = comm.bcast(self.dropped, root=0)
+        if self.dropped:  # never silent: the producer's exit status says steps were lost
+            raise TransportError("; ".join(dropped_message(self.config.filename, g, d)
+                                           for g, d in sorted(self.dropped.items())))
 
     def _do_abort(self) -> None:
         # No end of stream: the consumers see the producer lost when its heartbeats stop.
@@ -168,5 +199,9 @@ class SocketWriter(StepWriter):
             self._server = None
         if remove:
             self.path.unlink(missing_ok=True)
-        self._ctx.term()
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
+        if not self._ctx.closed:
+            self._ctx.term()
 

@@ -1,0 +1,122 @@
+"""The producer and consumer that ``h5flow bench faults`` runs (and kills): the oscillator through a transport,
+every block a consumer receives reported with its CRC-32, so the suite can check it against what was published.
+
+    python -m h5flow.benchmarks._fault_actor produce CONFIG_JSON --steps N --shape X Y Z --blocks B [--sleep S]
+                                                     [--start-at EPOCH]
+    python -m h5flow.benchmarks._fault_actor consume CONFIG_JSON --shape X Y Z --blocks B [--timeout T] [--sleep S]
+
+stdout lines: ``PID <role> <rank> <pid>`` (every rank, first), ``PUBLISHED <step> <0|1>`` (producer rank 0),
+``B <step> <block id> <crc32>`` (every consumer rank, each block received), ``R <step>`` (consumer rank 0, the
+step released), ``END <status>`` and ``DISCARDED|MISSED|LOST <steps comma-separated>`` (consumer rank 0).
+A failure is one stderr line ``FAILED: <exception type>: <message>`` and exit status 1 (producer) or 2 (consumer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import zlib
+from typing import Any
+
+import numpy as np
+
+
+def transport_config(text: str) -> Any:
+    from h5flow.config import PartitionerConfig, TransportConfig
+
+    d = json.loads(text)
+    return TransportConfig(partitioner=PartitionerConfig(**d.pop("partitioner", {})), **d)
+
+
+def oscillator(args: argparse.Namespace) -> Any:
+    from h5flow.miniapps.oscillator import OscillatorConfig
+
+    return OscillatorConfig(shape=tuple(args.shape), nblocks=args.blocks, steps=args.steps)
+
+
+def block_crc(data: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(data, dtype=np.float32).tobytes())
+
+
+def produce(args: argparse.Namespace, comm: Any) -> None:
+    from h5flow.miniapps.oscillator import Simulation
+    from h5flow.transports import open_writer
+
+    sim = Simulation(oscillator(args), comm.rank, comm.size)
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.time()))
+    with open_writer(comm, transport_config(args.config)) as w:
+        for s in range(args.steps):
+            t = sim.advance(s)
+            w.begin_step(s, t)
+            for b in sim.blocks():
+                w.put("mesh", b)
+            info = w.end_step()
+            if comm.rank == 0:
+                print(f"PUBLISHED {s} {int(info.published)}", flush=True)
+            if args.sleep:
+                time.sleep(args.sleep)
+
+
+def consume(args: argparse.Namespace, comm: Any) -> None:
+    from h5flow.transports import StepStatus, TransportError, open_reader
+
+    reader = open_reader(comm, transport_config(args.config))
+    try:
+        while True:
+            res = reader.begin_step(args.timeout)
+            if res.status is not StepStatus.OK:
+                if comm.rank == 0:
+                    print(f"END {res.status.value}", flush=True)
+                if res.status is not StepStatus.END_OF_STREAM:
+                    raise TransportError(f"consumer stopped ({res.status.value}): {res.reason}")
+                break
+            st = res.step
+            for blk in st.blocks("mesh", ["data"]):
+                print(f"B {st.step} {blk.block_id} {block_crc(blk.arrays('cell')['data'])}", flush=True)
+            if args.sleep:
+                time.sleep(args.sleep)
+            reader.release()
+            if comm.rank == 0:
+                print(f"R {st.step}", flush=True)
+    finally:
+        if comm.rank == 0:
+            for name in ("discarded", "missed", "dropped"):
+                items = getattr(reader, name, [])
+                steps = [s if isinstance(s, int) else s[0] for s in items]
+                label = "LOST" if name == "dropped" else name.upper()
+                print(f"{label} {','.join(map(str, steps))}", flush=True)
+        reader.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m h5flow.benchmarks._fault_actor")
+    p.add_argument("role", choices=["produce", "consume"])
+    p.add_argument("config")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--shape", type=int, nargs=3, default=[16, 16, 16])
+    p.add_argument("--blocks", type=int, default=4)
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--start-at", type=float, default=None)
+    args = p.parse_args(argv)
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    print(f"PID {args.role} {comm.rank} {os.getpid()}", flush=True)
+    try:
+        produce(args, comm) if args.role == "produce" else consume(args, comm)
+    except Exception as e:  # noqa: BLE001 - the suite classifies the failure by its type and message
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        if comm.size > 1:
+            time.sleep(0.5)  # MPI_Abort tears the job down at once: mpiexec drops output it has not forwarded yet
+            comm.Abort(1 if args.role == "produce" else 2)
+        return 1 if args.role == "produce" else 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
