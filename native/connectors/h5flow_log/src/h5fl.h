@@ -37,6 +37,11 @@
 #define H5FL_EPOCH_DIR "@epochs"  /* @epochs/<epoch>: one file per writer epoch, created O_EXCL (the claim) */
 #define H5FL_GONE_PREFIX "@gone." /* @gone.<epoch>.<n>: a deleted object still open somewhere */
 #define H5FL_XATTR "user.h5flow_log.meta"
+/* A directory holding @softlink is a soft link (links.c): the file holds the target path. */
+#define H5FL_SOFT_FILE "@softlink"
+#define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
+#define H5FL_SOFT_DEPTH 16             /* soft links followed per resolution, as HDF5's H5L_NUM_LINKS */
+
 
 /* ---------------------------------------------------------------- errors (util.c) */
 /* A failing internal function records one message; the VOL callback that returns the failure pushes it
@@ -321,6 +326,17 @@ enum { H5FL_CHECK, H5FL_MKPARENTS, H5FL_COMPUTE };
 int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
                         size_t leafsz, char **leafname);
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out);
+/* As h5fl_loc_from_params; with !follow a soft link named last is not followed (type H5FL_I_SOFT). */
+int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow);
+int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
+
+/* Links (links.c). */
+char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
+/* Rank 0: create the soft link directory `dir` with `target`. */
+int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
+/* Object copy (copy.c). */
+herr_t h5fl_object_copy(void *, const H5VL_loc_params_t *, const char *, void *, const H5VL_loc_params_t *,
+                        const char *, hid_t, hid_t, hid_t, void **);
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
 int h5fl_make_group_dir(const char *dir, bool sync);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
@@ -370,6 +386,8 @@ herr_t h5fl_attr_close(void *, hid_t, void **);
 
 herr_t h5fl_link_create(H5VL_link_create_args_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t, hid_t,
                         void **);
+herr_t h5fl_link_copy(void *, const H5VL_loc_params_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t, hid_t,
+                      void **);
 herr_t h5fl_link_move(void *, const H5VL_loc_params_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t,
                       hid_t, void **);
 herr_t h5fl_link_get(void *, const H5VL_loc_params_t *, H5VL_link_get_args_t *, hid_t, void **);
@@ -379,6 +397,7 @@ void *h5fl_object_open(void *, const H5VL_loc_params_t *, H5I_type_t *, hid_t, v
 herr_t h5fl_object_get(void *, const H5VL_loc_params_t *, H5VL_object_get_args_t *, hid_t, void **);
 herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_specific_args_t *, hid_t,
                             void **);
+herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
                     H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);

@@ -20,11 +20,16 @@ void h5fl_loc_free(h5fl_loc_t *l)
 
 H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
 {
-    if (h5fl_exists(dir, H5FL_DSET_FILE))
-        return H5I_DATASET;
-    if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
-        return H5I_GROUP;
-    return H5I_BADID;
+    int e = errno; /* callers report the errno of the mkdir before this look */
+    H5I_type_t t = H5I_BADID;
+    if (!is_root && h5fl_exists(dir, H5FL_SOFT_FILE))
+        t = H5FL_I_SOFT;
+    else if (h5fl_exists(dir, H5FL_DSET_FILE))
+        t = H5I_DATASET;
+    else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
+        t = H5I_GROUP;
+    errno = e;
+    return t;
 }
 
 static char *path_join(const char *path, const char *name)
@@ -44,9 +49,11 @@ static char *path_join(const char *path, const char *name)
     return p;
 }
 
-/* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID. */
+/* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID.
+ * Soft links met on the way are followed (at most H5FL_SOFT_DEPTH deep); the last component only with
+ * `follow_last` (else its type is H5FL_I_SOFT). */
 static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, int mode, h5fl_loc_t *out,
-                char **last)
+                char **last, bool follow_last, int depth)
 {
     const h5fl_file_t *f = o->file;
     bool abs = name[0] == '/';
@@ -114,6 +121,52 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             continue;
         }
         out->type = h5fl_dir_type(nd, false);
+        if (out->type == H5FL_I_SOFT && (i + 1 < n || follow_last || stop_before_last)) {
+            /* follow: the target is resolved from the group holding the link */
+            char *target = h5fl_softlink_read(nd);
+            if (!target) {
+                free(copy);
+                goto fail;
+            }
+            if (depth >= H5FL_SOFT_DEPTH) {
+                h5fl_err("too many soft links while resolving '%s' (more than %d: a cycle?)", name,
+                         H5FL_SOFT_DEPTH);
+                free(target);
+                free(copy);
+                goto fail;
+            }
+            size_t pl = strlen(np), bl = strlen(comps[i]);
+            char *pp = h5fl_strdup(np);
+            if (pp)
+                pp[pl - bl - (pl - bl > 1 ? 1 : 0)] = '\0'; /* the group's path */
+            char *pd = h5fl_strdup(nd);
+            if (pd)
+                *strrchr(pd, '/') = '\0';
+            h5fl_loc_t t = {0};
+            int r = -1;
+            if (pp && pd) {
+                h5fl_obj_t g = {.type = H5I_GROUP, .file = o->file, .path = pp, .dir = pd};
+                r = walk(&g, target, false, mode == H5FL_COMPUTE ? H5FL_CHECK : mode, &t, NULL, true, depth + 1);
+            }
+            free(pp);
+            free(pd);
+            free(target);
+            if (r != 0) {
+                free(copy);
+                goto fail;
+            }
+            h5fl_loc_free(out);
+            *out = t;
+            if (out->type == H5I_BADID) { /* dangling */
+                if (stop_before_last) {
+                    h5fl_err("'%s' in '%s' is a dangling soft link", np, name);
+                    free(copy);
+                    goto fail;
+                }
+                break;
+            }
+            continue;
+        }
         if (out->type == H5I_BADID && stop_before_last) {
             if (mode != H5FL_MKPARENTS) {
                 h5fl_err("group '%s' does not exist (use create_intermediate_group to create it)", np);
@@ -145,14 +198,19 @@ fail:
 
 int h5fl_resolve(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out)
 {
-    return walk(o, name, false, H5FL_CHECK, out, NULL);
+    return walk(o, name, false, H5FL_CHECK, out, NULL, true, 0);
+}
+
+int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out)
+{
+    return walk(o, name, false, H5FL_CHECK, out, NULL, false, 0);
 }
 
 int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
                         size_t leafsz, char **leafname)
 {
     char *last = NULL;
-    if (walk(o, name, true, mode, parent, &last) != 0)
+    if (walk(o, name, true, mode, parent, &last, true, 0) != 0)
         return -1;
     if (h5fl_escape(last, leaf, leafsz) != 0) {
         free(last);
@@ -230,6 +288,11 @@ static int find_ino(const char *dir, const char *path, uint64_t ino, h5fl_loc_t 
 
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out)
 {
+    return h5fl_loc_from_params2(o, lp, out, true);
+}
+
+int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow)
+{
     memset(out, 0, sizeof *out);
     switch (lp->type) {
         case H5VL_OBJECT_BY_SELF:
@@ -244,7 +307,8 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
         case H5VL_OBJECT_BY_NAME:
             if (h5fl_check_plist(lp->loc_data.loc_by_name.lapl_id, H5P_LINK_ACCESS, "link access property list"))
                 return -1;
-            return h5fl_resolve(o, lp->loc_data.loc_by_name.name, out);
+            return follow ? h5fl_resolve(o, lp->loc_data.loc_by_name.name, out)
+                          : h5fl_resolve_link(o, lp->loc_data.loc_by_name.name, out);
         case H5VL_OBJECT_BY_IDX: {
             h5fl_loc_t g;
             if (h5fl_resolve(o, lp->loc_data.loc_by_idx.name, &g) != 0)
@@ -272,7 +336,7 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
             } else {
                 size_t k = lp->loc_data.loc_by_idx.order == H5_ITER_DEC ? kids.n - 1 - n : n;
                 h5fl_obj_t tmp = {.type = H5I_GROUP, .file = o->file, .path = g.path, .dir = g.dir};
-                rc = h5fl_resolve(&tmp, kids.v[k], out);
+                rc = follow ? h5fl_resolve(&tmp, kids.v[k], out) : h5fl_resolve_link(&tmp, kids.v[k], out);
             }
             h5fl_names_free(&kids);
             h5fl_loc_free(&g);
