@@ -107,23 +107,53 @@ def test_object_copy_within_and_across_containers(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "log" / "a.h5").iterdir() if p.name.startswith("@tmp")]
 
 
-def test_creation_order_visit_falls_back_to_names(tmp_path: Path) -> None:
-    """Native HDF5 visits groups that do not track creation order by name (h5repack visits by creation
-    order by default); iterating one group by creation order is an error there too."""
+def test_creation_order_tracked(tmp_path: Path) -> None:
+    """track_order=True: links and attributes come back in creation order, also after moves, deletions,
+    renames and reopening; h5py decides the order from the creation property lists the connector reports."""
     got = same_as_native("""
-        with check_connector(h5py.File("c.h5", "w", track_order=False)) as f:
-            for n in ("b", "a", "c/d"):
+        with check_connector(h5py.File("c.h5", "w", track_order=True)) as f:
+            for n in ["z", "a", "m"]:
                 f.create_group(n)
+            f["b"] = np.arange(3)
+            f["s"] = h5py.SoftLink("/z")
+            out("keys", list(f.keys()))
+            g = f.create_group("g", track_order=True)
+            for n in ["3", "1", "2"]:
+                g.attrs[n] = int(n)
+            out("attrs", list(g.attrs))
+            d = f.create_dataset("d", data=[1], track_order=True)
+            d.attrs["y"] = 1; d.attrs["x"] = 2
+            out("dattrs", list(d.attrs))
+            del g.attrs["1"]; g.attrs["0"] = 0
+            out("attrs2", list(g.attrs))
+            f.move("a", "g/a"); f.move("z", "zz")
+            out("moved", list(f.keys())); out("gkeys", list(f["g"].keys()))
+            out("corder", f.id.links.get_info(b"m").corder)
+            f.copy("g", "gc")
+            out("copied", list(f.keys()))
+            out("gcpl", f["g"].id.get_create_plist().get_link_creation_order())
+            u = f.create_group("u")  # not tracked: by name
+            for n in ["q", "p"]:
+                u.create_group(n)
+            out("untracked", list(u.keys()))
             seen = []
             f.id.links.visit(lambda n: seen.append(n.decode()), idx_type=h5py.h5.INDEX_CRT_ORDER)
-            out("lvisit", seen)
+            out("visit", seen)
             try:
-                f.id.links.iterate(lambda n: None, idx_type=h5py.h5.INDEX_CRT_ORDER)
-                out("literate", "ok")
+                u.id.links.iterate(lambda n: None, idx_type=h5py.h5.INDEX_CRT_ORDER)
+                out("untracked_iterate", "ok")
             except Exception as e:
-                out("literate", type(e).__name__)
+                out("untracked_iterate", type(e).__name__)
+            useen = []
+            u.id.links.visit(lambda n: useen.append(n.decode()), idx_type=h5py.h5.INDEX_CRT_ORDER)
+            out("untracked_visit", useen)
+        with h5py.File("c.h5", "r") as f:
+            out("reopened", list(f.keys())); out("reattrs", list(f["g"].attrs))
+            out("by_idx", h5py.h5l.LinkProxy.get_name_by_idx(f.id.links, 0, index_type=h5py.h5.INDEX_CRT_ORDER)
+                if hasattr(h5py.h5l.LinkProxy, "get_name_by_idx") else None)
     """, tmp_path)
-    assert got["lvisit"] == ["a", "b", "c", "c/d"]
+    assert got["keys"] == ["z", "a", "m", "b", "s"] and got["attrs"] == ["3", "1", "2"]
+    assert got["untracked"] == ["p", "q"]
 
 
 # ---------------------------------------------------------------- HDF5's command-line tools

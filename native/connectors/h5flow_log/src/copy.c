@@ -68,6 +68,7 @@ typedef struct copy_opts {
     bool logs;     /* same container: copy the logs as they are; else the data is written anew */
     bool attrs;    /* !H5O_COPY_WITHOUT_ATTR_FLAG */
     bool shallow;  /* H5O_COPY_SHALLOW_HIERARCHY_FLAG: members of the top group only */
+    bool expand;   /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: a soft link is copied as the object it names */
     h5fl_file_t *sf, *df;
 } copy_opts_t;
 
@@ -176,6 +177,35 @@ static char *hpath_join(const char *path, const char *comp)
 }
 
 static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, const char *to,
+                    const char *dpath, bool root, int depth);
+
+/* H5O_COPY_EXPAND_SOFT_LINK_FLAG: the soft link `link` (entry `n` of group `gdir`, HDF5 path `gpath`) is
+ * copied as the object it names; a dangling one stays a soft link (as native HDF5). */
+static int copy_expanded(const copy_opts_t *c, const char *gdir, const char *gpath, const char *link,
+                         const char *n, const char *dst, const char *dpath, int depth)
+{
+    char *target = h5fl_softlink_read(link);
+    if (!target)
+        return -1;
+    h5fl_obj_t g = {.type = H5I_GROUP, .file = c->sf, .path = (char *)gpath, .dir = (char *)gdir};
+    h5fl_loc_t loc = {0};
+    int st = h5fl_resolve(&g, target, &loc);
+    free(target);
+    if (st != 0)
+        return -1;
+    char *dp = hpath_join(dpath, n);
+    if (!dp)
+        st = -1;
+    else if (loc.type == H5I_GROUP || loc.type == H5I_DATASET)
+        st = copy_dir(c, loc.dir, loc.path, dst, dp, false, depth + 1);
+    else
+        st = copy_dir(c, link, loc.path, dst, dp, false, depth + 1); /* dangling: the link itself */
+    free(dp);
+    h5fl_loc_free(&loc);
+    return st;
+}
+
+static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, const char *to,
                     const char *dpath, bool root, int depth)
 {
     if (mkdir(to, 0755) != 0) {
@@ -210,6 +240,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 ; /* not a link: a creation that never completed */
             else if (c->shallow && depth >= 1)
                 ; /* a member of a member of the top group: the member group is copied empty */
+            else if (t == H5FL_I_SOFT && c->expand)
+                st = copy_expanded(c, from, spath, src, n, dst, dpath, depth);
             else {
                 char *sp = hpath_join(spath, n), *dp = hpath_join(dpath, n);
                 st = sp && dp ? copy_dir(c, src, sp, dst, dp, false, depth + 1) : -1;
@@ -255,11 +287,6 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
         h5fl_err("invalid object copy property list");
         goto done;
     }
-    if (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) {
-        h5fl_err("H5O_COPY_EXPAND_SOFT_LINK_FLAG is not supported by h5flow_log: copy without it (soft links "
-                 "are copied as links)");
-        goto done;
-    }
     if (sf->fileno != df->fileno && df->comm != MPI_COMM_NULL && df->size > 1) {
         h5fl_err("copying objects between two containers is not supported in parallel by h5flow_log: copy "
                  "in one process, or within one container");
@@ -298,10 +325,15 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
         } else {
             copy_opts_t c = {.sync = df->fsync, .logs = sf->fileno == df->fileno,
                              .attrs = !(flags & H5O_COPY_WITHOUT_ATTR_FLAG),
-                             .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0, .sf = sf, .df = df};
+                             .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0,
+                             .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0, .sf = sf, .df = df};
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
             if (st == 0 && rename(tmp, to) != 0) {
                 h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));
+                st = -1;
+            }
+            if (st == 0 && h5fl_corder_assign(parent.dir, to, df->fsync) != 0) {
+                h5fl_rm_rf(to);
                 st = -1;
             }
             if (st != 0) {

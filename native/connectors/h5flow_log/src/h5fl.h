@@ -41,6 +41,11 @@
 #define H5FL_SOFT_FILE "@softlink"
 #define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
 #define H5FL_SOFT_DEPTH 16             /* soft links followed per resolution, as HDF5's H5L_NUM_LINKS */
+/* Creation order (links.c): @corder in a group that tracks it for links, @acorder in an object that tracks
+ * it for attributes (the next order to give); @crt in a link's directory, @acrt.<name> beside an attribute. */
+#define H5FL_CORDER_FILE "@corder"
+#define H5FL_ACORDER_FILE "@acorder"
+#define H5FL_CRT_FILE "@crt"
 
 
 /* ---------------------------------------------------------------- errors (util.c) */
@@ -334,6 +339,22 @@ int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
 char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
 /* Rank 0: create the soft link directory `dir` with `target`. */
 int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
+/* Creation order (links.c). What `ocpl` asks to track (links, attributes). */
+int h5fl_crt_flags(hid_t ocpl, unsigned *links, unsigned *attrs); /* H5P_CRT_ORDER_* flags, 0: not tracked */
+int h5fl_corder_enable(const char *dir, unsigned links, unsigned attrs, bool sync); /* rank 0, at creation */
+unsigned h5fl_corder_flags(const char *dir, bool attrs); /* the H5P_CRT_ORDER_* flags given at creation */
+bool h5fl_corder_tracked(const char *dir, bool attrs);
+uint64_t h5fl_corder_next(const char *dir, bool attrs); /* the next order to give (0 if not tracked) */
+/* Rank 0: give the new link `child_dir` of group `gdir` the next order (nothing if not tracked). */
+int h5fl_corder_assign(const char *gdir, const char *child_dir, bool sync);
+uint64_t h5fl_corder_of(const char *child_dir);
+int h5fl_acorder_assign(const char *odir, const char *name, bool sync);
+int h5fl_acorder_drop(const char *odir, const char *name);
+int h5fl_acorder_rename(const char *odir, const char *from, const char *to);
+int64_t h5fl_acorder_of(const char *odir, const char *name); /* -1: not tracked */
+/* Reorder `names` (links of group `dir`, or attributes of object `dir`) by creation order; an error if
+ * `dir` does not track it (as native HDF5). */
+int h5fl_corder_sort(const char *dir, h5fl_names_t *names, bool attrs);
 /* Object copy (copy.c). */
 herr_t h5fl_object_copy(void *, const H5VL_loc_params_t *, const char *, void *, const H5VL_loc_params_t *,
                         const char *, hid_t, hid_t, hid_t, void **);

@@ -318,13 +318,13 @@ int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl
                 h5fl_loc_free(&g);
                 return -1;
             }
-            if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER) {
-                h5fl_err("h5flow_log does not track creation order; use the name index");
+            h5fl_names_t kids;
+            if (h5fl_list_children(g.dir, &kids) != 0) {
                 h5fl_loc_free(&g);
                 return -1;
             }
-            h5fl_names_t kids;
-            if (h5fl_list_children(g.dir, &kids) != 0) {
+            if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER && h5fl_corder_sort(g.dir, &kids, false)) {
+                h5fl_names_free(&kids);
                 h5fl_loc_free(&g);
                 return -1;
             }
@@ -432,8 +432,10 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
                  (unsigned long long)f->anon_counter++);
         char *adir = h5fl_join(f->o.dir, leafa);
         int sta = adir ? 0 : -1;
-        if (sta == 0 && f->rank == 0)
-            sta = h5fl_make_group_dir(adir, f->fsync);
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
+        if (sta == 0 && f->rank == 0 && (sta = h5fl_make_group_dir(adir, f->fsync)) == 0)
+            sta = h5fl_corder_enable(adir, crt_links, crt_attrs, f->fsync);
         sta = h5fl_collective(f, sta);
         if (sta == 0 && (g = group_new(f, "", adir)))
             g->anon = true;
@@ -465,7 +467,11 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
                 st = -1;
             }
         }
-        if (st == 0 && h5fl_make_group_dir(dir, f->fsync) != 0)
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (h5fl_make_group_dir(dir, f->fsync) != 0 ||
+                        h5fl_corder_enable(dir, crt_links, crt_attrs, f->fsync) != 0 ||
+                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
             st = -1;
     }
     st = h5fl_collective(f, st);
@@ -513,7 +519,12 @@ herr_t h5fl_group_get(void *obj, H5VL_group_get_args_t *args, hid_t dxpl, void *
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
     if (args->op_type == H5VL_GROUP_GET_GCPL) {
-        if ((args->args.get_gcpl.gcpl_id = H5Pcreate(H5P_GROUP_CREATE)) >= 0)
+        hid_t p = H5Pcreate(H5P_GROUP_CREATE);
+        if (p >= 0 && h5fl_corder_tracked(o->dir, false))
+            H5Pset_link_creation_order(p, h5fl_corder_flags(o->dir, false));
+        if (p >= 0 && h5fl_corder_tracked(o->dir, true))
+            H5Pset_attr_creation_order(p, h5fl_corder_flags(o->dir, true));
+        if ((args->args.get_gcpl.gcpl_id = p) >= 0)
             return 0;
     } else if (args->op_type == H5VL_GROUP_GET_INFO) {
         h5fl_loc_t loc;
@@ -526,7 +537,7 @@ herr_t h5fl_group_get(void *obj, H5VL_group_get_args_t *args, hid_t dxpl, void *
                 H5G_info_t *gi = args->args.get_info.ginfo;
                 gi->storage_type = H5G_STORAGE_TYPE_DENSE;
                 gi->nlinks = kids.n;
-                gi->max_corder = 0;
+                gi->max_corder = (int64_t)h5fl_corder_next(loc.dir, false);
                 gi->mounted = false;
                 h5fl_names_free(&kids);
                 rc = 0;

@@ -70,8 +70,8 @@ static int soft_create(h5fl_obj_t *o, const char *target, const H5VL_loc_params_
                                  leaf, sizeof leaf, &leafname);
     if (st == 0 && !(dir = h5fl_join(parent.dir, leaf)))
         st = -1;
-    if (st == 0 && f->rank == 0)
-        st = h5fl_softlink_create(dir, lp->loc_data.loc_by_name.name, target, f->fsync);
+    if (st == 0 && f->rank == 0 && (st = h5fl_softlink_create(dir, lp->loc_data.loc_by_name.name, target, f->fsync)) == 0)
+        st = h5fl_corder_assign(parent.dir, dir, f->fsync);
     st = h5fl_collective(f, st);
     free(leafname);
     free(dir);
@@ -86,6 +86,15 @@ static int link_info(const char *dir, H5I_type_t t, H5L_info2_t *li)
 {
     memset(li, 0, sizeof *li);
     li->cset = H5T_CSET_UTF8;
+    char *parent = h5fl_strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
+    if (slash) {
+        *slash = '\0';
+        if (h5fl_corder_tracked(parent, false)) {
+            li->corder_valid = true;
+            li->corder = (int64_t)h5fl_corder_of(dir);
+        }
+    }
+    free(parent);
     if (t == H5FL_I_SOFT) {
         char *v = h5fl_softlink_read(dir);
         if (!v)
@@ -154,6 +163,8 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
         } else if (rename(target->dir, dir) != 0) {
             h5fl_err("cannot link '%s': %s", path, strerror(errno));
             st = -1;
+        } else {
+            st = h5fl_corder_assign(parent.dir, dir, f->fsync);
         }
     }
     st = h5fl_collective(f, st);
@@ -266,6 +277,8 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
             } else if (rename(from.dir, to) != 0) {
                 h5fl_err("cannot move '%s': %s", from.path, strerror(errno));
                 st = -1;
+            } else {
+                st = h5fl_corder_assign(parent.dir, to, f->fsync); /* a new link of its new group */
             }
             free(to);
         }
@@ -345,7 +358,7 @@ fail:
 typedef struct iter {
     h5fl_file_t *f;
     hid_t gid;
-    bool recursive, objects;
+    bool recursive, objects, crt;
     H5_iter_order_t order;
     unsigned fields;
     H5L_iterate2_t lop;
@@ -359,6 +372,12 @@ static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p
     h5fl_names_t kids;
     if (h5fl_list_children(dir, &kids) != 0)
         return -1;
+    /* by creation order where the group tracks it; a visit goes by name through a group that does not
+     * (as native HDF5); a one-group iteration by creation order of such a group is an error */
+    if (it->crt && (!it->recursive || h5fl_corder_tracked(dir, false)) && h5fl_corder_sort(dir, &kids, false)) {
+        h5fl_names_free(&kids);
+        return -1;
+    }
     int ret = 0;
     size_t i = idx_p ? (size_t)*idx_p : 0;
     for (; i < kids.n && ret == 0; i++) {
@@ -512,16 +531,10 @@ herr_t h5fl_link_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_link_spec
             break;
         case H5VL_LINK_ITER: {
             H5VL_link_iterate_args_t *a = &args->args.iterate;
-            if (a->idx_type == H5_INDEX_CRT_ORDER && !a->recursive) {
-                /* as native HDF5 for a group that does not track creation order (H5Lvisit falls back to
-                 * the name index, as native does group by group) */
-                h5fl_err("creation order not tracked for links in group (h5flow_log orders links by name; "
-                         "iterate by name)");
-                break;
-            }
             if (h5fl_loc_from_params(o, lp, &loc) != 0)
                 break;
-            iter_t it = {.recursive = a->recursive, .order = a->order, .lop = a->op, .op_data = a->op_data};
+            iter_t it = {.recursive = a->recursive, .order = a->order, .lop = a->op, .op_data = a->op_data,
+                         .crt = a->idx_type == H5_INDEX_CRT_ORDER};
             rc = iterate(o, &loc, &it, a->recursive ? NULL : a->idx_p);
             h5fl_loc_free(&loc);
             if (rc >= 0)
@@ -640,7 +653,7 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
             if (h5fl_loc_from_params(o, lp, &loc) != 0)
                 break;
             iter_t it = {.recursive = true, .objects = true, .order = a->order, .fields = a->fields,
-                         .oop = a->op, .op_data = a->op_data};
+                         .oop = a->op, .op_data = a->op_data, .crt = a->idx_type == H5_INDEX_CRT_ORDER};
             rc = iterate(o, &loc, &it, NULL);
             h5fl_loc_free(&loc);
             if (rc >= 0)
