@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, same_as_native
+from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, _run, same_as_native
 
 pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
                                 reason="h5flow_log plugin not built (run make setup)")
@@ -66,6 +66,55 @@ def test_soft_links(tmp_path: Path) -> None:
     """, tmp_path)
     assert got["via_rel"] == [0, 1, 2, 3, 4]
     assert got["getlink_class"] == "SoftLink" and got["dangling_in"] is True
+
+
+def test_external_links_between_containers(tmp_path: Path) -> None:
+    got = same_as_native("""
+        with check_connector(h5py.File("t.h5", "w")) as t:
+            t["g/d"] = np.arange(4)
+            t["g/s"] = h5py.SoftLink("/g/d")             # absolute: resolved in t.h5, not in a.h5
+        with check_connector(h5py.File("a.h5", "w")) as f:
+            f["g/d"] = np.arange(9)                      # same path in the linking file
+            f["e"] = h5py.ExternalLink("t.h5", "/g")
+            f["ed"] = h5py.ExternalLink("t.h5", "/g/s")
+            f["bad"] = h5py.ExternalLink("missing.h5", "/x")
+            l = f.get("e", getlink=True)
+            out("link", [type(l).__name__, l.filename, l.path])
+            out("via", f["e/d"][...]); out("via_soft", f["ed"][...]); out("keys", sorted(f["e"].keys()))
+            out("info", f.id.links.get_info(b"e").type); out("bad_in", "bad" in f); out("bad_get", f.get("bad"))
+            f["e/d"][0] = 42                              # written through the link into t.h5
+            out("written", f["e/d"][...]); out("name", f["e"].name)
+            out("file", os.path.basename(f["e"].file.filename))
+            try:
+                f["bad"]
+            except KeyError:
+                out("bad", "KeyError")
+            f.copy("e", "ecopy")                          # H5Ocopy through an external link
+            out("ecopy", f["ecopy/d"][...])
+            del f["e"]
+            out("after_del", sorted(f.keys()))
+        with h5py.File("t.h5", "r") as t:
+            out("target", t["g/d"][...])
+        with h5py.File("a.h5", "r") as f:
+            out("reopened", f["ed"][...])
+    """, tmp_path)
+    assert got["written"] == [42, 1, 2, 3] and got["target"] == [42, 1, 2, 3]
+
+
+def test_external_link_to_a_native_file_is_a_clear_error(tmp_path: Path) -> None:
+    body = """
+        import subprocess
+        env = dict(os.environ); env.pop("HDF5_VOL_CONNECTOR")
+        subprocess.run([sys.executable, "-c", "import h5py; h5py.File('n.h5', 'w')['x'] = [1]"], env=env, check=True)
+        with check_connector(h5py.File("a.h5", "w")) as f:
+            f["n"] = h5py.ExternalLink("n.h5", "/x")
+            try:
+                f["n"]
+            except Exception as e:
+                out("error", str(e))
+    """
+    got = _run(body, tmp_path, connector=True)
+    assert "not an h5flow_log container" in got["error"], got
 
 
 def test_object_copy_within_and_across_containers(tmp_path: Path) -> None:

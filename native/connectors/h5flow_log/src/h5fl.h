@@ -40,6 +40,8 @@
 /* A directory holding @softlink is a soft link (links.c): the file holds the target path. */
 #define H5FL_SOFT_FILE "@softlink"
 #define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
+#define H5FL_EXT_FILE "@extlink" /* a directory holding this file is an external link (its H5Lget_val bytes) */
+#define H5FL_I_EXT ((H5I_type_t)1001)
 #define H5FL_SOFT_DEPTH 16             /* soft links followed per resolution, as HDF5's H5L_NUM_LINKS */
 /* Creation order (links.c): @corder in a group that tracks it for links, @acorder in an object that tracks
  * it for attributes (the next order to give); @crt in a link's directory, @acrt.<name> beside an attribute. */
@@ -318,6 +320,7 @@ typedef struct h5fl_loc {
     char *dir;  /* file-system directory */
     char *path; /* HDF5 path */
     H5I_type_t type; /* H5I_GROUP or H5I_DATASET, H5I_BADID if it does not exist */
+    struct h5fl_file *file; /* reached through an external link: that container (a reference), else NULL */
 } h5fl_loc_t;
 void h5fl_loc_free(h5fl_loc_t *l);
 H5I_type_t h5fl_dir_type(const char *dir, bool is_root);
@@ -336,6 +339,12 @@ int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl
 int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
 
 /* Links (links.c). */
+/* The value of the external link at `dir` (H5Lcreate_external's encoding, as H5Lget_val returns it). */
+int h5fl_extlink_read(const char *dir, void **buf, size_t *len);
+int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size_t len, bool sync);
+/* Open (or find open) the container an external link at `dir` of file `f` names; *obj_path is its object
+ * path (malloc'd). Returns a reference the caller drops with h5fl_file_decref. */
+h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path);
 char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
 /* Rank 0: create the soft link directory `dir` with `target`. */
 int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);

@@ -311,3 +311,126 @@ int64_t h5fl_acorder_of(const char *odir, const char *name)
     }
     return (int64_t)n;
 }
+
+/* ---------------------------------------------------------------- external links
+ * A directory holding @extlink is an external link: the file holds the link's value exactly as
+ * H5Lcreate_external encodes it (version/flags byte, file name, NUL, object path, NUL) and H5Lget_val
+ * returns it. The target file must be an h5flow_log container: a terminal VOL connector can only hand HDF5
+ * objects of its own (an object of the native connector cannot be returned through this one). */
+int h5fl_extlink_read(const char *dir, void **buf, size_t *len)
+{
+    char *p = h5fl_join(dir, H5FL_EXT_FILE);
+    int st = p ? h5fl_read_file(p, buf, len) : -1;
+    free(p);
+    if (st == 0 && (*len < 4 || *len > H5FL_SOFT_MAX || ((char *)*buf)[*len - 1] != '\0')) {
+        h5fl_err("external link file %s/" H5FL_EXT_FILE " is damaged", dir);
+        free(*buf);
+        *buf = NULL;
+        return -1;
+    }
+    return st;
+}
+
+int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size_t len, bool sync)
+{
+    unsigned flags;
+    const char *file = NULL, *obj = NULL;
+    herr_t ok;
+    H5E_BEGIN_TRY
+    {
+        ok = H5Lunpack_elink_val(buf, len, &flags, &file, &obj);
+    }
+    H5E_END_TRY
+    if (ok < 0 || len > H5FL_SOFT_MAX || !file || !obj || !file[0] || !obj[0]) {
+        h5fl_err("cannot create external link '%s': invalid link value", path);
+        return -1;
+    }
+    if (mkdir(dir, 0755) != 0) {
+        if (errno != EEXIST || h5fl_dir_type(dir, false) != H5I_BADID) {
+            h5fl_err(errno == EEXIST ? "cannot create external link '%s': a link with this name already exists"
+                                     : "cannot create external link '%s': %s",
+                     path, strerror(errno));
+            return -1;
+        }
+    }
+    return h5fl_write_file_atomic(dir, H5FL_EXT_FILE, buf, len, sync);
+}
+
+h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (h5fl_extlink_read(dir, &buf, &len) != 0)
+        return NULL;
+    unsigned flags;
+    const char *file = NULL, *obj = NULL;
+    herr_t ok;
+    H5E_BEGIN_TRY
+    {
+        ok = H5Lunpack_elink_val(buf, len, &flags, &file, &obj);
+    }
+    H5E_END_TRY
+    if (ok < 0 || !file || !obj) {
+        h5fl_err("external link %s is damaged", dir);
+        free(buf);
+        return NULL;
+    }
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        h5fl_err("h5flow_log does not follow external links in parallel; open '%s' with H5Fopen", file);
+        free(buf);
+        return NULL;
+    }
+    /* A relative file name is looked up beside the linking container, then in the working directory
+     * (HDF5's order without HDF5_EXT_PREFIX or an elink prefix). */
+    char *cand[2] = {NULL, NULL};
+    if (file[0] == '/') {
+        cand[0] = h5fl_strdup(file);
+    } else {
+        char *base = h5fl_strdup(f->o.dir), *slash = base ? strrchr(base, '/') : NULL;
+        if (slash) {
+            *slash = '\0';
+            cand[0] = h5fl_join(base[0] ? base : "/", file);
+        }
+        free(base);
+        cand[1] = h5fl_strdup(file);
+    }
+    h5fl_file_t *xf = NULL;
+    const char *tried = NULL;
+    for (int i = 0; i < 2 && !xf; i++) {
+        if (!cand[i])
+            continue;
+        tried = cand[i];
+        struct stat sb;
+        if (stat(cand[i], &sb) != 0)
+            continue;
+        if (!S_ISDIR(sb.st_mode) || !h5fl_exists(cand[i], H5FL_MARKER)) {
+            h5fl_err("external link %s names '%s', which is not an h5flow_log container: h5flow_log follows "
+                     "external links only into containers (open a native file with H5Fopen/h5py.File without "
+                     "the connector)",
+                     dir, cand[i]);
+            break;
+        }
+        if ((xf = h5fl_reg_find_file(cand[i])) && (!(f->intent & H5F_ACC_RDWR) || (xf->intent & H5F_ACC_RDWR))) {
+            xf->o.rc++;
+            break;
+        }
+        xf = h5fl_file_open(cand[i], f->intent & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY, f->fapl,
+                            H5P_DATASET_XFER_DEFAULT, NULL);
+        if (xf) { /* no file id refers to it: objects opened through the link hold it */
+            xf->handles--;
+        } else {
+            h5fl_err("cannot open '%s', named by external link %s", cand[i], dir);
+            break;
+        }
+    }
+    if (!xf && !h5fl_err_msg()[0])
+        h5fl_err("file '%s' named by external link %s does not exist", tried ? tried : file, dir);
+    if (xf && !(*obj_path = h5fl_strdup(obj))) {
+        h5fl_file_decref(xf);
+        xf = NULL;
+    }
+    free(cand[0]);
+    free(cand[1]);
+    free(buf);
+    return xf;
+}

@@ -364,7 +364,7 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
         if (loc.type != H5I_DATASET)
             h5fl_err(loc.type == H5I_BADID ? "dataset '%s' does not exist" : "'%s' is not a dataset", name);
         else
-            d = h5fl_dset_open_dir(o->file, loc.dir, loc.path);
+            d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
     }
     if (!d)

@@ -16,6 +16,9 @@ void h5fl_loc_free(h5fl_loc_t *l)
     free(l->dir);
     free(l->path);
     l->dir = l->path = NULL;
+    if (l->file)
+        h5fl_file_decref(l->file);
+    l->file = NULL;
 }
 
 H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
@@ -24,6 +27,8 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
     H5I_type_t t = H5I_BADID;
     if (!is_root && h5fl_exists(dir, H5FL_SOFT_FILE))
         t = H5FL_I_SOFT;
+    else if (!is_root && h5fl_exists(dir, H5FL_EXT_FILE))
+        t = H5FL_I_EXT;
     else if (h5fl_exists(dir, H5FL_DSET_FILE))
         t = H5I_DATASET;
     else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
@@ -55,8 +60,9 @@ static char *path_join(const char *path, const char *name)
 static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, int mode, h5fl_loc_t *out,
                 char **last, bool follow_last, int depth)
 {
-    const h5fl_file_t *f = o->file;
+    h5fl_file_t *f = o->file;
     bool abs = name[0] == '/';
+    out->file = NULL;
     out->dir = h5fl_strdup(abs ? f->o.dir : o->dir);
     out->path = h5fl_strdup(abs ? "/" : o->path);
     out->type = abs ? H5I_GROUP : (o->type == H5I_FILE ? H5I_GROUP : o->type);
@@ -145,7 +151,7 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             h5fl_loc_t t = {0};
             int r = -1;
             if (pp && pd) {
-                h5fl_obj_t g = {.type = H5I_GROUP, .file = o->file, .path = pp, .dir = pd};
+                h5fl_obj_t g = {.type = H5I_GROUP, .file = out->file ? out->file : o->file, .path = pp, .dir = pd};
                 r = walk(&g, target, false, mode == H5FL_COMPUTE ? H5FL_CHECK : mode, &t, NULL, true, depth + 1);
             }
             free(pp);
@@ -154,6 +160,10 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             if (r != 0) {
                 free(copy);
                 goto fail;
+            }
+            if (!t.file && out->file) { /* still in the container the walk had reached */
+                t.file = out->file;
+                out->file = NULL;
             }
             h5fl_loc_free(out);
             *out = t;
@@ -165,6 +175,41 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
                 }
                 break;
             }
+            continue;
+        }
+        if (out->type == H5FL_I_EXT && (i + 1 < n || follow_last || stop_before_last)) {
+            if (stop_before_last) {
+                h5fl_err("'%s' in '%s' is an external link: h5flow_log does not create objects through "
+                         "external links; open the other file and create them there",
+                         np, name);
+                free(copy);
+                goto fail;
+            }
+            char *opath = NULL;
+            h5fl_file_t *xf = h5fl_extlink_open(out->file ? out->file : f, nd, &opath);
+            if (!xf) {
+                free(copy);
+                goto fail;
+            }
+            h5fl_obj_t root = {.type = H5I_GROUP, .file = xf, .path = "/", .dir = xf->o.dir};
+            h5fl_loc_t t = {0};
+            int r = depth >= H5FL_SOFT_DEPTH ? -1 : walk(&root, opath, false, H5FL_CHECK, &t, NULL, true, depth + 1);
+            if (depth >= H5FL_SOFT_DEPTH)
+                h5fl_err("too many links while resolving '%s' (more than %d: a cycle?)", name, H5FL_SOFT_DEPTH);
+            free(opath);
+            if (r != 0) {
+                h5fl_file_decref(xf);
+                free(copy);
+                goto fail;
+            }
+            if (!t.file)
+                t.file = xf;
+            else
+                h5fl_file_decref(xf);
+            h5fl_loc_free(out);
+            *out = t;
+            if (out->type == H5I_BADID)
+                break;
             continue;
         }
         if (out->type == H5I_BADID && stop_before_last) {
@@ -335,8 +380,12 @@ int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl
                          g.path, kids.n);
             } else {
                 size_t k = lp->loc_data.loc_by_idx.order == H5_ITER_DEC ? kids.n - 1 - n : n;
-                h5fl_obj_t tmp = {.type = H5I_GROUP, .file = o->file, .path = g.path, .dir = g.dir};
+                h5fl_obj_t tmp = {.type = H5I_GROUP, .file = g.file ? g.file : o->file, .path = g.path, .dir = g.dir};
                 rc = follow ? h5fl_resolve(&tmp, kids.v[k], out) : h5fl_resolve_link(&tmp, kids.v[k], out);
+                if (rc == 0 && !out->file && g.file) {
+                    out->file = g.file;
+                    g.file = NULL;
+                }
             }
             h5fl_names_free(&kids);
             h5fl_loc_free(&g);
@@ -379,6 +428,8 @@ static h5fl_obj_t *group_new(h5fl_file_t *f, const char *path, const char *dir)
 
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type)
 {
+    if (loc->file)
+        f = loc->file; /* reached through an external link */
     if (loc->type == H5I_GROUP) {
         if (opened_type)
             *opened_type = H5I_GROUP;
@@ -503,7 +554,7 @@ void *h5fl_group_open(void *obj, const H5VL_loc_params_t *lp, const char *name, 
     if (loc.type != H5I_GROUP)
         h5fl_err(loc.type == H5I_BADID ? "group '%s' does not exist" : "'%s' is not a group", name);
     else
-        g = group_new(o->file, loc.path, loc.dir);
+        g = group_new(loc.file ? loc.file : o->file, loc.path, loc.dir);
     h5fl_loc_free(&loc);
     if (g)
         return g;

@@ -47,7 +47,16 @@ static const char *rel_dir(const h5fl_file_t *f, const char *dir)
 }
 
 /* ---------------------------------------------------------------- links */
+static int soft_create2(h5fl_obj_t *o, const char *target, const void *ebuf, size_t elen,
+                        const H5VL_loc_params_t *lp, hid_t lcpl, hid_t lapl);
 static int soft_create(h5fl_obj_t *o, const char *target, const H5VL_loc_params_t *lp, hid_t lcpl, hid_t lapl)
+{
+    return soft_create2(o, target, NULL, 0, lp, lcpl, lapl);
+}
+
+/* A soft link to `target`, or (target NULL) an external link with the encoded value ebuf[0..elen). */
+static int soft_create2(h5fl_obj_t *o, const char *target, const void *ebuf, size_t elen,
+                        const H5VL_loc_params_t *lp, hid_t lcpl, hid_t lapl)
 {
     h5fl_file_t *f = o->file;
     h5fl_loc_t parent = {0};
@@ -61,7 +70,7 @@ static int soft_create(h5fl_obj_t *o, const char *target, const H5VL_loc_params_
         ;
     else if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
-    else if (!target || !target[0])
+    else if (!ebuf && (!target || !target[0]))
         h5fl_err("a soft link needs a non-empty target path");
     else if (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") == 0 &&
              h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") == 0)
@@ -70,7 +79,9 @@ static int soft_create(h5fl_obj_t *o, const char *target, const H5VL_loc_params_
                                  leaf, sizeof leaf, &leafname);
     if (st == 0 && !(dir = h5fl_join(parent.dir, leaf)))
         st = -1;
-    if (st == 0 && f->rank == 0 && (st = h5fl_softlink_create(dir, lp->loc_data.loc_by_name.name, target, f->fsync)) == 0)
+    if (st == 0 && f->rank == 0 &&
+        (st = ebuf ? h5fl_extlink_create(dir, lp->loc_data.loc_by_name.name, ebuf, elen, f->fsync)
+                   : h5fl_softlink_create(dir, lp->loc_data.loc_by_name.name, target, f->fsync)) == 0)
         st = h5fl_corder_assign(parent.dir, dir, f->fsync);
     st = h5fl_collective(f, st);
     free(leafname);
@@ -104,6 +115,16 @@ static int link_info(const char *dir, H5I_type_t t, H5L_info2_t *li)
         free(v);
         return 0;
     }
+    if (t == H5FL_I_EXT) {
+        void *b = NULL;
+        size_t l = 0;
+        if (h5fl_extlink_read(dir, &b, &l) != 0)
+            return -1;
+        free(b);
+        li->type = H5L_TYPE_EXTERNAL;
+        li->u.val_size = l;
+        return 0;
+    }
     li->type = H5L_TYPE_HARD;
     h5fl_token_of(dir, &li->u.token);
     return 0;
@@ -117,12 +138,14 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
     h5fl_obj_t *o = obj, *target = args->op_type == H5VL_LINK_CREATE_HARD ? args->args.hard.curr_obj : NULL;
     if (args->op_type == H5VL_LINK_CREATE_SOFT && o)
         return soft_create(o, args->args.soft.target, lp, lcpl, lapl);
+    if (args->op_type == H5VL_LINK_CREATE_UD && o && args->args.ud.type == H5L_TYPE_EXTERNAL)
+        return soft_create2(o, NULL, args->args.ud.buf, args->args.ud.buf_size, lp, lcpl, lapl);
     if (!target || !target->anon || (target->type != H5I_DATASET && target->type != H5I_GROUP) ||
         args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
         h5fl_err(args->op_type == H5VL_LINK_CREATE_HARD
                      ? "h5flow_log stores every object in exactly one directory: a hard link can only name "
                        "an anonymous object, not add a second name to an object"
-                     : "external and user-defined links are not supported by h5flow_log (soft links are)");
+                     : "user-defined links are not supported by h5flow_log (soft and external links are)");
         h5fl_err_push(__func__);
         return -1;
     }
@@ -208,7 +231,17 @@ herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
         goto fail;
     if (from.type == H5I_BADID)
         h5fl_err("link '%s' does not exist", from.path);
-    else if (from.type != H5FL_I_SOFT)
+    else if (from.type == H5FL_I_EXT) {
+        void *b = NULL;
+        size_t l = 0;
+        int st = h5fl_extlink_read(from.dir, &b, &l);
+        h5fl_loc_free(&from);
+        if (st != 0)
+            goto fail;
+        st = soft_create2(dobj, NULL, b, l, lp2, lcpl, lapl);
+        free(b);
+        return st;
+    } else if (from.type != H5FL_I_SOFT)
         h5fl_err("'%s' is a hard link: copying it would give its object a second name, which h5flow_log "
                  "cannot store (each object is one directory); copy the object with H5Ocopy instead",
                  from.path);
@@ -321,6 +354,16 @@ herr_t h5fl_link_get(void *obj, const H5VL_loc_params_t *lp, H5VL_link_get_args_
         h5fl_err("link '%s' does not exist", loc.path);
     } else if (args->op_type == H5VL_LINK_GET_INFO) {
         rc = link_info(loc.dir, loc.type, args->args.get_info.linfo);
+    } else if (args->op_type == H5VL_LINK_GET_VAL && loc.type == H5FL_I_EXT) {
+        void *b = NULL;
+        size_t l = 0;
+        if (h5fl_extlink_read(loc.dir, &b, &l) == 0) {
+            size_t n = args->args.get_val.buf_size;
+            if (args->args.get_val.buf && n)
+                memcpy(args->args.get_val.buf, b, l < n ? l : n);
+            free(b);
+            rc = 0;
+        }
     } else if (args->op_type == H5VL_LINK_GET_VAL && loc.type == H5FL_I_SOFT) {
         char *v = h5fl_softlink_read(loc.dir);
         if (v) {
@@ -398,7 +441,7 @@ static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p
         }
         sprintf(cr, "%s%s%s", rel ? rel : "", rel ? "/" : "", name);
         H5I_type_t t = h5fl_dir_type(cd, false);
-        if (it->objects && t == H5FL_I_SOFT) {
+        if (it->objects && (t == H5FL_I_SOFT || t == H5FL_I_EXT)) {
             ; /* H5Ovisit follows hard links only */
         } else if (it->objects) {
             H5O_info2_t oi;
