@@ -90,6 +90,7 @@ def test_external_links_between_containers(tmp_path: Path) -> None:
             except KeyError:
                 out("bad", "KeyError")
             f.copy("e", "ecopy")                          # H5Ocopy through an external link
+            f["ecopy/d"][0] = -5                          # the copy is a.h5's own: t.h5 keeps its data
             out("ecopy", f["ecopy/d"][...])
             del f["e"]
             out("after_del", sorted(f.keys()))
@@ -142,6 +143,10 @@ def test_object_copy_within_and_across_containers(tmp_path: Path) -> None:
                 f.copy("g", "g2")
             except (ValueError, RuntimeError, OSError) as e:
                 out("exists", type(e).__name__)
+        with h5py.File("a.h5", "a") as f:                 # a later session: logs of earlier epochs are copied
+            f.copy("g/d", "d_old")
+            f["d_old"][0] = 1000; f["d_old"][5] = 5000
+            out("later_session", f["d_old"][...]); out("orig_kept", f["g/d"][:6])
             with h5py.File("b.h5", "w") as b:
                 f.copy("g", b, name="x")
                 f.copy("/", b, name="root")

@@ -1,7 +1,7 @@
-/* H5Ocopy inside one container (docs/FORMAT.md "Object copy"): the object's directory tree is copied
- * file by file. The copied data and index logs keep their names: a log's epoch and writer stay valid in
- * the same container (every epoch is claimed once per container), and a writer that later writes the copy
- * continues its own log after the copied records, as it does after reopening a dataset. */
+/* H5Ocopy (docs/FORMAT.md "Object copy"): the object's directory tree is copied file by file. Inside one
+ * container a dataset's data and index logs are copied as they are when all of them are of epochs before
+ * the destination writer's (so every later write orders after the copied records); otherwise, and into
+ * another container, the data is read and written anew. */
 #include "h5fl.h"
 
 #include <dirent.h>
@@ -205,9 +205,38 @@ static int copy_expanded(const copy_opts_t *c, const char *gdir, const char *gpa
     return st;
 }
 
+/* Whether dataset directory `dir` holds a log of epoch >= `epoch`. Such records (the copying writer's own,
+ * or another writer's of this or a later epoch) could order after the destination's later writes to the
+ * copy, so that copy's data is written anew instead. */
+static bool has_late_logs(const char *dir, uint64_t epoch)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return true;
+    bool late = false;
+    struct dirent *e;
+    size_t pl = strlen(H5FL_LOG_PREFIX);
+    while (!late && (e = readdir(d))) {
+        if (strncmp(e->d_name, H5FL_LOG_PREFIX, pl) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long ep = strtoull(e->d_name + pl, &end, 10);
+        late = errno != 0 || end == e->d_name + pl || ep >= epoch;
+    }
+    closedir(d);
+    return late;
+}
+
 static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, const char *to,
                     const char *dpath, bool root, int depth)
 {
+    copy_opts_t own;
+    if (c->logs && h5fl_exists(from, H5FL_DSET_FILE) && has_late_logs(from, c->df->epoch)) {
+        own = *c;
+        own.logs = false;
+        c = &own;
+    }
     if (mkdir(to, 0755) != 0) {
         h5fl_err("cannot create %s: %s", to, strerror(errno));
         return -1;
@@ -294,14 +323,21 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
     }
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
-    /* every rank's buffered writes reach the logs before rank 0 copies or reads them */
-    if (h5fl_file_flush(sf, false) != 0)
-        goto done;
     h5fl_collective_begin(df);
     st = h5fl_resolve(so, src_name, &src);
     if (st == 0 && src.type != H5I_GROUP && src.type != H5I_DATASET) {
         h5fl_err("object '%s' does not exist", src_name);
         st = -1;
+    }
+    if (st == 0 && src.file)
+        sf = src.file; /* reached through an external link: the source is in that container */
+    /* every rank's buffered writes reach the logs before rank 0 copies or reads them */
+    if (st == 0 && h5fl_file_flush(sf, false) != 0)
+        st = -1;
+    if (df->comm != MPI_COMM_NULL && df->size > 1) {
+        int all = st;
+        MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, df->comm);
+        st = all;
     }
     if (st == 0)
         st = h5fl_resolve_parent(dobj, dst_name, df->rank != 0 ? H5FL_COMPUTE : crt ? H5FL_MKPARENTS : H5FL_CHECK,

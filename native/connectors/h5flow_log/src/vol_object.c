@@ -287,6 +287,12 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     /* Every rank computes both names (rank 0 checks them against the disk and renames): open objects at or
      * under the old name follow the move on every rank. */
     st = h5fl_resolve_link(so, lp1->loc_data.loc_by_name.name, &from);
+    if (st == 0 && from.file) {
+        h5fl_err("'%s' is reached through an external link: h5flow_log does not move links through external "
+                 "links; open the other file",
+                 lp1->loc_data.loc_by_name.name);
+        st = -1;
+    }
     if (st == 0 && f->rank == 0 && from.type == H5I_BADID) {
         h5fl_err("link '%s' does not exist", lp1->loc_data.loc_by_name.name);
         st = -1;
@@ -519,6 +525,12 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
     }
     if (st == 0 && !strcmp(loc.path, "/")) {
         h5fl_err("the root group cannot be deleted");
+        st = -1;
+    }
+    if (st == 0 && loc.file) {
+        h5fl_err("'%s' is reached through an external link: h5flow_log does not delete through external "
+                 "links; open the other file and delete it there",
+                 loc.path);
         st = -1;
     }
     const char *rel = st == 0 ? rel_dir(f, loc.dir) : "";
