@@ -306,3 +306,33 @@ def test_tools_h5repack_container_to_native_and_back(container: Path, tmp_path: 
     dump_native = _run_tool(["h5dump", "-d", "/g/d", str(native)], connector=False).stdout
     dump_log = _run_tool(["h5dump", "-d", "/g/d", str(back)]).stdout
     assert dump_native.split("DATA {", 1)[1] == dump_log.split("DATA {", 1)[1]
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_soft_links_creation_order_and_copy(comm, mpi_tmp_path: Path) -> None:
+    """Collective link creation, creation-order tracking and H5Ocopy agree on every rank; each rank's
+    buffered writes reach the copy."""
+    import h5py
+    import numpy as np
+
+    from h5flow.testing.pytest_mpi import mpi_assert
+
+    path = mpi_tmp_path / "links.h5"
+    r = comm.rank
+    with h5py.File(path, "w", driver="mpio", comm=comm, track_order=True) as f:
+        for n in ("z", "a"):
+            f.create_group(n)
+        d = f.create_dataset("z/x", shape=(comm.size, 3), dtype="i8", fillvalue=-1)
+        d[r] = r + 1                                  # buffered on each rank
+        f["z/x"][...]                                 # every rank has built its read index
+        d[r, 0] = 70 + r                              # written after it: the copy must see it anyway
+        f["s"] = h5py.SoftLink("/z/x")
+        f.copy("z", "zc")
+        keys = list(f.keys())
+        mpi_assert(comm, keys == ["z", "a", "s", "zc"], f"rank {r} keys {keys}")
+        f.flush()
+        got = f["zc/x"][...]
+        via = f["s"][...]
+    want = np.array([[70 + k] + [k + 1] * 2 for k in range(comm.size)])
+    mpi_assert(comm, np.array_equal(got, want), f"rank {r} copy read {got.tolist()}")
+    mpi_assert(comm, np.array_equal(via, want), f"rank {r} soft link read {via.tolist()}")

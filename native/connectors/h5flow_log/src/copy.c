@@ -85,6 +85,8 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
         h5fl_dataset_close(s, H5P_DEFAULT, NULL);
         return -1;
     }
+    /* every rank flushed before the copy: read what all of them wrote, not the index built earlier */
+    h5fl_dset_forget_index(s);
     int st = 0;
     hid_t ms = H5I_INVALID_HID, fs = H5I_INVALID_HID;
     void *buf = NULL;
