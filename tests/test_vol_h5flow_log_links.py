@@ -84,6 +84,13 @@ def test_external_links_between_containers(tmp_path: Path) -> None:
             out("info", f.id.links.get_info(b"e").type); out("bad_in", "bad" in f); out("bad_get", f.get("bad"))
             f["e/d"][0] = 42                              # written through the link into t.h5
             out("written", f["e/d"][...]); out("name", f["e"].name)
+            ro = f.get("e", elink_mode="r")               # H5Pset_elink_acc_flags
+            out("elink_mode", ro.file.mode)
+            try:
+                ro["new"] = 1
+            except (ValueError, OSError, RuntimeError) as e:
+                out("elink_ro_write", "refused")
+            del ro
             out("file", os.path.basename(f["e"].file.filename))
             try:
                 f["bad"]

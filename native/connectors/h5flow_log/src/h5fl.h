@@ -339,6 +339,7 @@ int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl
 int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
 
 /* Links (links.c). */
+extern hid_t h5fl_cur_lapl; /* the link access list of the resolution in progress (H5P_DEFAULT: none) */
 /* The value of the external link at `dir` (H5Lcreate_external's encoding, as H5Lget_val returns it). */
 int h5fl_extlink_read(const char *dir, void **buf, size_t *len);
 int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size_t len, bool sync);

@@ -394,6 +394,24 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         free(base);
         cand[1] = h5fl_strdup(file);
     }
+    /* H5Pset_elink_acc_flags (h5py elink_mode): read-only, or read-write (refused from a read-only file) */
+    unsigned intent = f->intent & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY, acc = H5F_ACC_DEFAULT;
+    if (h5fl_cur_lapl != H5P_DEFAULT && h5fl_cur_lapl >= 0) {
+        H5E_BEGIN_TRY
+        {
+            if (H5Pget_elink_acc_flags(h5fl_cur_lapl, &acc) < 0)
+                acc = H5F_ACC_DEFAULT;
+        }
+        H5E_END_TRY
+    }
+    if (acc != H5F_ACC_DEFAULT) {
+        if ((acc & H5F_ACC_RDWR) && intent == H5F_ACC_RDONLY) {
+            h5fl_err("cannot open '%s' (external link %s) read-write from a file open read-only", file, dir);
+            free(buf);
+            return NULL;
+        }
+        intent = acc & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY;
+    }
     h5fl_file_t *xf = NULL;
     const char *tried = NULL;
     for (int i = 0; i < 2 && !xf; i++) {
@@ -410,12 +428,11 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
                      dir, cand[i]);
             break;
         }
-        if ((xf = h5fl_reg_find_file(cand[i])) && (!(f->intent & H5F_ACC_RDWR) || (xf->intent & H5F_ACC_RDWR))) {
+        if ((xf = h5fl_reg_find_file(cand[i])) && (xf->intent & H5F_ACC_RDWR) == (intent & H5F_ACC_RDWR)) {
             xf->o.rc++;
             break;
         }
-        xf = h5fl_file_open(cand[i], f->intent & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY, f->fapl,
-                            H5P_DATASET_XFER_DEFAULT, NULL);
+        xf = h5fl_file_open(cand[i], intent, f->fapl, H5P_DATASET_XFER_DEFAULT, NULL);
         if (xf) { /* no file id refers to it: objects opened through the link hold it */
             xf->handles--;
         } else {
@@ -423,7 +440,8 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
             break;
         }
     }
-    if (!xf && !h5fl_err_msg()[0])
+    bool missing = !xf && !h5fl_err_msg()[0];
+    if (missing)
         h5fl_err("file '%s' named by external link %s does not exist", tried ? tried : file, dir);
     if (xf && !(*obj_path = h5fl_strdup(obj))) {
         h5fl_file_decref(xf);
@@ -432,5 +450,6 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
     free(cand[0]);
     free(cand[1]);
     free(buf);
+    errno = missing ? ENOENT : 0;
     return xf;
 }

@@ -187,6 +187,11 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             }
             char *opath = NULL;
             h5fl_file_t *xf = h5fl_extlink_open(out->file ? out->file : f, nd, &opath);
+            if (!xf && errno == ENOENT) { /* no such file: a dangling link (H5Lexists is false below it) */
+                h5fl_err_clear();
+                out->type = H5I_BADID;
+                break;
+            }
             if (!xf) {
                 free(copy);
                 goto fail;
@@ -336,7 +341,21 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
     return h5fl_loc_from_params2(o, lp, out, true);
 }
 
+hid_t h5fl_cur_lapl = H5P_DEFAULT;
+static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow);
+
 int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow)
+{
+    /* the link access list of this call reaches external link traversal (its access flags) */
+    h5fl_cur_lapl = lp->type == H5VL_OBJECT_BY_NAME ? lp->loc_data.loc_by_name.lapl_id
+                  : lp->type == H5VL_OBJECT_BY_IDX  ? lp->loc_data.loc_by_idx.lapl_id
+                                                    : H5P_DEFAULT;
+    int rc = loc_from_params_(o, lp, out, follow);
+    h5fl_cur_lapl = H5P_DEFAULT;
+    return rc;
+}
+
+static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow)
 {
     memset(out, 0, sizeof *out);
     switch (lp->type) {
