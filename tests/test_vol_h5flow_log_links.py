@@ -335,9 +335,15 @@ def test_mpi_soft_links_creation_order_and_copy(comm, mpi_tmp_path: Path) -> Non
         d[r, 0] = 70 + r                              # written after it: the copy must see it anyway
         f["s"] = h5py.SoftLink("/z/x")
         f.copy("z", "zc")
+        f["s2"] = h5py.SoftLink("/zc")
+        e = f.create_dataset("s2/y", shape=(comm.size,), dtype="i8")   # created through a soft link
+        e[r] = 10 + r
+        mpi_assert(comm, e.name == "/zc/y" or e.name == "/s2/y", f"rank {r}: name {e.name}")
         keys = list(f.keys())
-        mpi_assert(comm, keys == ["z", "a", "s", "zc"], f"rank {r} keys {keys}")
+        mpi_assert(comm, keys == ["z", "a", "s", "zc", "s2"], f"rank {r} keys {keys}")
         f.flush()
+        ys = f["zc/y"][...]
+        mpi_assert(comm, ys.tolist() == [10 + k for k in range(comm.size)], f"rank {r} read {ys.tolist()}")
         got = f["zc/x"][...]
         via = f["s"][...]
     want = np.array([[70 + k] + [k + 1] * 2 for k in range(comm.size)])

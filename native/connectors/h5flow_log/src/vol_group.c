@@ -122,11 +122,13 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             free(copy);
             goto fail;
         }
-        if (mode == H5FL_COMPUTE) {
+        /* H5FL_COMPUTE (ranks other than 0 while rank 0 may be creating missing groups): every component
+         * is taken as a group, except links, which exist before the collective call and are followed */
+        out->type = h5fl_dir_type(nd, false);
+        if (mode == H5FL_COMPUTE && out->type != H5FL_I_SOFT && out->type != H5FL_I_EXT) {
             out->type = H5I_GROUP;
             continue;
         }
-        out->type = h5fl_dir_type(nd, false);
         if (out->type == H5FL_I_SOFT && (i + 1 < n || follow_last || stop_before_last)) {
             /* follow: the target is resolved from the group holding the link */
             char *target = h5fl_softlink_read(nd);
