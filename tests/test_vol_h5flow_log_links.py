@@ -272,6 +272,8 @@ def test_tools_h5ls_h5dump_h5stat(container: Path) -> None:
     assert "-1, -1, -1, -1, -1" in dump
     stat = _run_tool(["h5stat", str(container)]).stdout
     assert "# of unique groups: 3" in stat and "# of unique datasets: 3" in stat
+    size = sum(p.stat().st_size for p in container.rglob("*") if p.is_file())
+    assert f"Total space: {size} bytes" in stat   # H5Fget_filesize: the container's files
 
 
 def test_tools_h5copy_and_h5diff(container: Path, tmp_path: Path) -> None:

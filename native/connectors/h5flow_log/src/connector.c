@@ -65,7 +65,7 @@ const H5VL_class_t h5fl_class = {
                  h5fl_attr_specific, NULL, h5fl_attr_close},
     .dataset_cls = {h5fl_dataset_create, h5fl_dataset_open, h5fl_dataset_read, h5fl_dataset_write,
                     h5fl_dataset_get, h5fl_dataset_specific, NULL, h5fl_dataset_close},
-    .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, NULL, h5fl_file_close},
+    .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, h5fl_file_optional, h5fl_file_close},
     .group_cls = {h5fl_group_create, h5fl_group_open, h5fl_group_get, h5fl_group_specific,
                   group_optional_any, h5fl_group_close},
     .link_cls = {h5fl_link_create, h5fl_link_copy, h5fl_link_move, h5fl_link_get, h5fl_link_specific, NULL},

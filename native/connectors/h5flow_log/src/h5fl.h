@@ -379,6 +379,7 @@ void *h5fl_file_open(const char *, unsigned, hid_t, hid_t, void **);
 herr_t h5fl_file_get(void *, H5VL_file_get_args_t *, hid_t, void **);
 herr_t h5fl_file_specific(void *, H5VL_file_specific_args_t *, hid_t, void **);
 herr_t h5fl_file_close(void *, hid_t, void **);
+herr_t h5fl_file_optional(void *, H5VL_optional_args_t *, hid_t, void **); /* copy.c: H5Fget_filesize */
 
 void *h5fl_group_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, void **);
 void *h5fl_group_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
