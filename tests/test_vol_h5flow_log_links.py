@@ -351,3 +351,22 @@ def test_mpi_soft_links_creation_order_and_copy(comm, mpi_tmp_path: Path) -> Non
     want = np.array([[70 + k] + [k + 1] * 2 for k in range(comm.size)])
     mpi_assert(comm, np.array_equal(got, want), f"rank {r} copy read {got.tolist()}")
     mpi_assert(comm, np.array_equal(via, want), f"rank {r} soft link read {via.tolist()}")
+
+
+def test_expanding_a_soft_link_cycle_is_a_clear_error(tmp_path: Path) -> None:
+    """Native HDF5 copies a group whose soft link names the group itself, with expand_soft, by making a second
+    hard link to the copy; h5flow_log cannot store that and says so, leaving nothing behind."""
+    got = _run("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f.create_group("g/h")
+            f["g/h/up"] = h5py.SoftLink("/g")
+            try:
+                f.copy("g", "g2", expand_soft=True)
+                out("copy", "done")
+            except RuntimeError as e:
+                out("copy", str(e))
+            out("keys", sorted(f.keys()))
+            f.copy("g", "g3")                             # without expansion the link is copied
+            out("g3", f.get("g3/h/up", getlink=True).path)
+    """, tmp_path, connector=True)
+    assert "a group that contains it" in got["copy"] and got["keys"] == ["g"] and got["g3"] == "/g"

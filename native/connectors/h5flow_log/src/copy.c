@@ -198,9 +198,17 @@ static int copy_expanded(const copy_opts_t *c, const char *gdir, const char *gpa
     if (st != 0)
         return -1;
     char *dp = hpath_join(dpath, n);
-    if (!dp)
+    size_t ll = loc.dir ? strlen(loc.dir) : 0;
+    if (!dp) {
         st = -1;
-    else if (loc.type == H5I_GROUP || loc.type == H5I_DATASET)
+    } else if (loc.type == H5I_GROUP && !loc.file && !strncmp(gdir, loc.dir, ll) && (!gdir[ll] || gdir[ll] == '/')) {
+        /* the link names a group that contains it: expanding would never end (native HDF5 makes a second
+         * hard link to the copy there, which h5flow_log cannot store) */
+        h5fl_err("cannot expand soft link '%s': it names '%s', a group that contains it; copy without "
+                 "H5O_COPY_EXPAND_SOFT_LINK_FLAG",
+                 dp, loc.path);
+        st = -1;
+    } else if (loc.type == H5I_GROUP || loc.type == H5I_DATASET)
         st = copy_dir(c, loc.dir, loc.path, dst, dp, false, depth + 1);
     else
         st = copy_dir(c, link, loc.path, dst, dp, false, depth + 1); /* dangling: the link itself */
