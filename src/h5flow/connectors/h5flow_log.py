@@ -17,6 +17,7 @@ from pathlib import Path
 MARKER = "@h5flow_log"
 GROUP_FILE = "@group"
 DSET_FILE = "@dataset"
+SOFT_FILE = "@softlink"  # a directory holding it is a soft link; its bytes are the target path
 ATTR_PREFIX = "@attr."
 LOG_RE = re.compile(r"^@log\.(\d+)\.(\d+)\.(idx|dat)$")
 SIDECAR_MAGIC = b"H5FLDS01"
@@ -133,13 +134,14 @@ def check_index(path: Path) -> tuple[int, bool]:
 @dataclass(frozen=True)
 class Entry:
     path: str
-    kind: str  # "group" or "dataset"
+    kind: str  # "group", "dataset" or "softlink"
     shape: tuple[int, ...] | None = None
     maxshape: tuple[int | None, ...] | None = None
     dtype: str | None = None
     writers: int = 0
     data_bytes: int = 0
     attrs: int = 0
+    target: str | None = None  # soft links: the target path
 
 
 def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, ...]]:
@@ -175,6 +177,9 @@ def scan(container: str | Path) -> list[Entry]:
     entries: list[Entry] = []
 
     def visit(d: Path, path: str) -> None:
+        if d != root and (d / SOFT_FILE).is_file():
+            entries.append(Entry(path, "softlink", target=(d / SOFT_FILE).read_bytes().decode("utf-8", "replace")))
+            return
         names = sorted((n, c) for c in d.iterdir() if c.is_dir() and (n := unescape(c.name)) is not None)
         attrs = sum(1 for c in d.iterdir() if c.name.startswith(ATTR_PREFIX))
         if (d / DSET_FILE).is_file():
@@ -202,7 +207,9 @@ def format_entries(entries: list[Entry]) -> str:
     width = max((len(e.path) for e in entries), default=1)
     lines = []
     for e in entries:
-        if e.kind == "group":
+        if e.kind == "softlink":
+            lines.append(f"{e.path:<{width}}  soft link -> {e.target}")
+        elif e.kind == "group":
             lines.append(f"{e.path:<{width}}  group" + (f"  attrs={e.attrs}" if e.attrs else ""))
         else:
             shape = "x".join(str(s) for s in e.shape) if e.shape else "scalar"

@@ -75,7 +75,7 @@ class Source:
         d = _container_dir(self.path, dset_path)
         h = hashlib.sha256()
         for c in sorted(d.iterdir()):
-            if c.is_file() and not c.name.startswith("@attr."):
+            if c.is_file() and not c.name.startswith(("@attr.", "@acrt.")):
                 st = c.stat()
                 h.update(f"{c.name}:{st.st_size}:{st.st_mtime_ns};".encode("utf-8", "surrogateescape"))
         return f"h5flow_log:{h.hexdigest()[:32]}"

@@ -37,6 +37,18 @@
 #define H5FL_EPOCH_DIR "@epochs"  /* @epochs/<epoch>: one file per writer epoch, created O_EXCL (the claim) */
 #define H5FL_GONE_PREFIX "@gone." /* @gone.<epoch>.<n>: a deleted object still open somewhere */
 #define H5FL_XATTR "user.h5flow_log.meta"
+/* A directory holding @softlink is a soft link (links.c): the file holds the target path. */
+#define H5FL_SOFT_FILE "@softlink"
+#define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
+#define H5FL_EXT_FILE "@extlink" /* a directory holding this file is an external link (its H5Lget_val bytes) */
+#define H5FL_I_EXT ((H5I_type_t)1001)
+#define H5FL_SOFT_DEPTH 16             /* soft links followed per resolution, as HDF5's H5L_NUM_LINKS */
+/* Creation order (links.c): @corder in a group that tracks it for links, @acorder in an object that tracks
+ * it for attributes (the next order to give); @crt in a link's directory, @acrt.<name> beside an attribute. */
+#define H5FL_CORDER_FILE "@corder"
+#define H5FL_ACORDER_FILE "@acorder"
+#define H5FL_CRT_FILE "@crt"
+
 
 /* ---------------------------------------------------------------- errors (util.c) */
 /* A failing internal function records one message; the VOL callback that returns the failure pushes it
@@ -308,6 +320,7 @@ typedef struct h5fl_loc {
     char *dir;  /* file-system directory */
     char *path; /* HDF5 path */
     H5I_type_t type; /* H5I_GROUP or H5I_DATASET, H5I_BADID if it does not exist */
+    struct h5fl_file *file; /* reached through an external link: that container (a reference), else NULL */
 } h5fl_loc_t;
 void h5fl_loc_free(h5fl_loc_t *l);
 H5I_type_t h5fl_dir_type(const char *dir, bool is_root);
@@ -321,6 +334,40 @@ enum { H5FL_CHECK, H5FL_MKPARENTS, H5FL_COMPUTE };
 int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
                         size_t leafsz, char **leafname);
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out);
+/* As h5fl_loc_from_params; with !follow a soft link named last is not followed (type H5FL_I_SOFT). */
+int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow);
+int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
+
+/* Links (links.c). */
+extern hid_t h5fl_cur_lapl; /* the link access list of the resolution in progress (H5P_DEFAULT: none) */
+/* The value of the external link at `dir` (H5Lcreate_external's encoding, as H5Lget_val returns it). */
+int h5fl_extlink_read(const char *dir, void **buf, size_t *len);
+int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size_t len, bool sync);
+/* Open (or find open) the container an external link at `dir` of file `f` names; *obj_path is its object
+ * path (malloc'd). Returns a reference the caller drops with h5fl_file_decref. */
+h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path);
+char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
+/* Rank 0: create the soft link directory `dir` with `target`. */
+int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
+/* Creation order (links.c). What `ocpl` asks to track (links, attributes). */
+int h5fl_crt_flags(hid_t ocpl, unsigned *links, unsigned *attrs); /* H5P_CRT_ORDER_* flags, 0: not tracked */
+int h5fl_corder_enable(const char *dir, unsigned links, unsigned attrs, bool sync); /* rank 0, at creation */
+unsigned h5fl_corder_flags(const char *dir, bool attrs); /* the H5P_CRT_ORDER_* flags given at creation */
+bool h5fl_corder_tracked(const char *dir, bool attrs);
+uint64_t h5fl_corder_next(const char *dir, bool attrs); /* the next order to give (0 if not tracked) */
+/* Rank 0: give the new link `child_dir` of group `gdir` the next order (nothing if not tracked). */
+int h5fl_corder_assign(const char *gdir, const char *child_dir, bool sync);
+uint64_t h5fl_corder_of(const char *child_dir);
+int h5fl_acorder_assign(const char *odir, const char *name, bool sync);
+int h5fl_acorder_drop(const char *odir, const char *name);
+int h5fl_acorder_rename(const char *odir, const char *from, const char *to);
+int64_t h5fl_acorder_of(const char *odir, const char *name); /* -1: not tracked */
+/* Reorder `names` (links of group `dir`, or attributes of object `dir`) by creation order; an error if
+ * `dir` does not track it (as native HDF5). */
+int h5fl_corder_sort(const char *dir, h5fl_names_t *names, bool attrs);
+/* Object copy (copy.c). */
+herr_t h5fl_object_copy(void *, const H5VL_loc_params_t *, const char *, void *, const H5VL_loc_params_t *,
+                        const char *, hid_t, hid_t, hid_t, void **);
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
 int h5fl_make_group_dir(const char *dir, bool sync);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
@@ -332,6 +379,7 @@ void *h5fl_file_open(const char *, unsigned, hid_t, hid_t, void **);
 herr_t h5fl_file_get(void *, H5VL_file_get_args_t *, hid_t, void **);
 herr_t h5fl_file_specific(void *, H5VL_file_specific_args_t *, hid_t, void **);
 herr_t h5fl_file_close(void *, hid_t, void **);
+herr_t h5fl_file_optional(void *, H5VL_optional_args_t *, hid_t, void **); /* copy.c: H5Fget_filesize */
 
 void *h5fl_group_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, void **);
 void *h5fl_group_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
@@ -370,6 +418,8 @@ herr_t h5fl_attr_close(void *, hid_t, void **);
 
 herr_t h5fl_link_create(H5VL_link_create_args_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t, hid_t,
                         void **);
+herr_t h5fl_link_copy(void *, const H5VL_loc_params_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t, hid_t,
+                      void **);
 herr_t h5fl_link_move(void *, const H5VL_loc_params_t *, void *, const H5VL_loc_params_t *, hid_t, hid_t,
                       hid_t, void **);
 herr_t h5fl_link_get(void *, const H5VL_loc_params_t *, H5VL_link_get_args_t *, hid_t, void **);
@@ -379,6 +429,7 @@ void *h5fl_object_open(void *, const H5VL_loc_params_t *, H5I_type_t *, hid_t, v
 herr_t h5fl_object_get(void *, const H5VL_loc_params_t *, H5VL_object_get_args_t *, hid_t, void **);
 herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_specific_args_t *, hid_t,
                             void **);
+herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
                     H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);

@@ -290,8 +290,8 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         else if (access(path, F_OK) == 0) {
             h5fl_err("attribute '%s' already exists on '%s'", name, loc.path);
             st = -1;
-        } else {
-            st = attr_store(a);
+        } else if ((st = attr_store(a)) == 0) {
+            st = h5fl_acorder_assign(loc.dir, name, f->fsync);
         }
         free(path);
     }
@@ -319,6 +319,9 @@ static h5fl_attr_t *open_by_idx(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
     h5fl_attr_t *a = NULL;
     if (h5fl_list_attrs(loc.dir, &names) == 0) {
         hsize_t n = lp->loc_data.loc_by_idx.n;
+        if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER && h5fl_corder_tracked(loc.dir, true) &&
+            h5fl_corder_sort(loc.dir, &names, true) != 0)
+            n = names.n; /* unreachable: tracked; without tracking, as native's compact storage, by name */
         if (n >= names.n)
             h5fl_err("attribute index %llu out of range (%zu attributes)", (unsigned long long)n, names.n);
         else
@@ -478,8 +481,9 @@ static size_t data_size(const h5fl_attr_t *a)
 
 static void fill_info(const h5fl_attr_t *a, H5A_info_t *ai)
 {
-    ai->corder_valid = false;
-    ai->corder = 0;
+    int64_t c = h5fl_acorder_of(a->o.dir, a->name);
+    ai->corder_valid = c >= 0;
+    ai->corder = c >= 0 ? c : 0;
     ai->cset = a->utf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII;
     ai->data_size = data_size(a);
 }
@@ -560,13 +564,16 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
 
 static int iterate_attrs(h5fl_obj_t *o, const h5fl_loc_t *loc, H5VL_attr_iterate_args_t *it)
 {
-    if (it->idx_type == H5_INDEX_CRT_ORDER) {
-        h5fl_err("h5flow_log does not track attribute creation order; iterate by name");
-        return -1;
-    }
     h5fl_names_t names;
     if (h5fl_list_attrs(loc->dir, &names) != 0)
         return -1;
+    /* by creation order where tracked; otherwise by name (native HDF5 iterates an object's compact
+     * attribute storage by creation order without tracking; h5flow_log has no such order to offer) */
+    if (it->idx_type == H5_INDEX_CRT_ORDER && h5fl_corder_tracked(loc->dir, true) &&
+        h5fl_corder_sort(loc->dir, &names, true) != 0) {
+        h5fl_names_free(&names);
+        return -1;
+    }
     /* the callback gets an id for the object that carries the attributes */
     hid_t id;
     if (loc->type == H5I_DATASET) {
@@ -646,6 +653,9 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
                 h5fl_names_t names;
                 if (h5fl_list_attrs(loc.dir, &names) == 0) {
                     hsize_t n = args->args.delete_by_idx.n;
+                    if (args->args.delete_by_idx.idx_type == H5_INDEX_CRT_ORDER &&
+                        h5fl_corder_tracked(loc.dir, true) && h5fl_corder_sort(loc.dir, &names, true) != 0)
+                        n = names.n;
                     if (n < names.n)
                         name = h5fl_strdup(
                             names.v[args->args.delete_by_idx.order == H5_ITER_DEC ? names.n - 1 - n : n]);
@@ -659,6 +669,8 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
             if (st == 0 && f->rank == 0 && unlink(p) != 0) {
                 h5fl_err("attribute '%s' does not exist on '%s'", name, loc.path);
                 st = -1;
+            } else if (st == 0 && f->rank == 0) {
+                h5fl_acorder_drop(loc.dir, name);
             }
             rc = h5fl_collective(f, st);
             if (rc == 0) { /* open handles keep their data but no longer name an attribute of the object */
@@ -686,6 +698,8 @@ herr_t h5fl_attr_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_attr_spec
                     if (rename(from, to) != 0) {
                         h5fl_err("cannot rename attribute '%s'", args->args.rename.old_name);
                         st = -1;
+                    } else {
+                        h5fl_acorder_rename(loc.dir, args->args.rename.old_name, args->args.rename.new_name);
                     }
                 }
             }

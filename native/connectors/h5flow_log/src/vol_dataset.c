@@ -320,6 +320,11 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
         }
         if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
             st = -1;
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(dcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (h5fl_corder_enable(dir, false, crt_attrs, f->fsync) != 0 ||
+                        (name && h5fl_corder_assign(parent.dir, dir, f->fsync) != 0)))
+            st = -1;
     }
     st = h5fl_collective(f, st);
     if (st == 0) {
@@ -359,7 +364,7 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
         if (loc.type != H5I_DATASET)
             h5fl_err(loc.type == H5I_BADID ? "dataset '%s' does not exist" : "'%s' is not a dataset", name);
         else
-            d = h5fl_dset_open_dir(o->file, loc.dir, loc.path);
+            d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
     }
     if (!d)

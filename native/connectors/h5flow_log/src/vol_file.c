@@ -452,7 +452,11 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
             st = -1;
         }
         uint64_t first = 0;
-        if (st == 0 && (claim_epoch(name, 1, f->fsync, &first) != 0 || write_marker(name, first, f->fsync) != 0))
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(fcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (claim_epoch(name, 1, f->fsync, &first) != 0 ||
+                        h5fl_corder_enable(name, crt_links, crt_attrs, f->fsync) != 0 ||
+                        write_marker(name, first, f->fsync) != 0))
             st = -1;
         if (st == 0 && first != 1) {
             h5fl_err("cannot create %s: another process created it at the same time", name);

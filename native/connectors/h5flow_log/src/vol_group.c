@@ -16,15 +16,25 @@ void h5fl_loc_free(h5fl_loc_t *l)
     free(l->dir);
     free(l->path);
     l->dir = l->path = NULL;
+    if (l->file)
+        h5fl_file_decref(l->file);
+    l->file = NULL;
 }
 
 H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
 {
-    if (h5fl_exists(dir, H5FL_DSET_FILE))
-        return H5I_DATASET;
-    if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
-        return H5I_GROUP;
-    return H5I_BADID;
+    int e = errno; /* callers report the errno of the mkdir before this look */
+    H5I_type_t t = H5I_BADID;
+    if (!is_root && h5fl_exists(dir, H5FL_SOFT_FILE))
+        t = H5FL_I_SOFT;
+    else if (!is_root && h5fl_exists(dir, H5FL_EXT_FILE))
+        t = H5FL_I_EXT;
+    else if (h5fl_exists(dir, H5FL_DSET_FILE))
+        t = H5I_DATASET;
+    else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
+        t = H5I_GROUP;
+    errno = e;
+    return t;
 }
 
 static char *path_join(const char *path, const char *name)
@@ -44,12 +54,15 @@ static char *path_join(const char *path, const char *name)
     return p;
 }
 
-/* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID. */
+/* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID.
+ * Soft links met on the way are followed (at most H5FL_SOFT_DEPTH deep); the last component only with
+ * `follow_last` (else its type is H5FL_I_SOFT). */
 static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, int mode, h5fl_loc_t *out,
-                char **last)
+                char **last, bool follow_last, int depth)
 {
-    const h5fl_file_t *f = o->file;
+    h5fl_file_t *f = o->file;
     bool abs = name[0] == '/';
+    out->file = NULL;
     out->dir = h5fl_strdup(abs ? f->o.dir : o->dir);
     out->path = h5fl_strdup(abs ? "/" : o->path);
     out->type = abs ? H5I_GROUP : (o->type == H5I_FILE ? H5I_GROUP : o->type);
@@ -109,11 +122,103 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             free(copy);
             goto fail;
         }
-        if (mode == H5FL_COMPUTE) {
+        /* H5FL_COMPUTE (ranks other than 0 while rank 0 may be creating missing groups): every component
+         * is taken as a group, except links, which exist before the collective call and are followed */
+        out->type = h5fl_dir_type(nd, false);
+        if (mode == H5FL_COMPUTE && out->type != H5FL_I_SOFT && out->type != H5FL_I_EXT) {
             out->type = H5I_GROUP;
             continue;
         }
-        out->type = h5fl_dir_type(nd, false);
+        if (out->type == H5FL_I_SOFT && (i + 1 < n || follow_last || stop_before_last)) {
+            /* follow: the target is resolved from the group holding the link */
+            char *target = h5fl_softlink_read(nd);
+            if (!target) {
+                free(copy);
+                goto fail;
+            }
+            if (depth >= H5FL_SOFT_DEPTH) {
+                h5fl_err("too many soft links while resolving '%s' (more than %d: a cycle?)", name,
+                         H5FL_SOFT_DEPTH);
+                free(target);
+                free(copy);
+                goto fail;
+            }
+            size_t pl = strlen(np), bl = strlen(comps[i]);
+            char *pp = h5fl_strdup(np);
+            if (pp)
+                pp[pl - bl - (pl - bl > 1 ? 1 : 0)] = '\0'; /* the group's path */
+            char *pd = h5fl_strdup(nd);
+            if (pd)
+                *strrchr(pd, '/') = '\0';
+            h5fl_loc_t t = {0};
+            int r = -1;
+            if (pp && pd) {
+                h5fl_obj_t g = {.type = H5I_GROUP, .file = out->file ? out->file : o->file, .path = pp, .dir = pd};
+                r = walk(&g, target, false, mode == H5FL_COMPUTE ? H5FL_CHECK : mode, &t, NULL, true, depth + 1);
+            }
+            free(pp);
+            free(pd);
+            free(target);
+            if (r != 0) {
+                free(copy);
+                goto fail;
+            }
+            if (!t.file && out->file) { /* still in the container the walk had reached */
+                t.file = out->file;
+                out->file = NULL;
+            }
+            h5fl_loc_free(out);
+            *out = t;
+            if (out->type == H5I_BADID) { /* dangling */
+                if (stop_before_last) {
+                    h5fl_err("'%s' in '%s' is a dangling soft link", np, name);
+                    free(copy);
+                    goto fail;
+                }
+                break;
+            }
+            continue;
+        }
+        if (out->type == H5FL_I_EXT && (i + 1 < n || follow_last || stop_before_last)) {
+            if (stop_before_last) {
+                h5fl_err("'%s' in '%s' is an external link: h5flow_log does not create objects through "
+                         "external links; open the other file and create them there",
+                         np, name);
+                free(copy);
+                goto fail;
+            }
+            char *opath = NULL;
+            h5fl_file_t *xf = h5fl_extlink_open(out->file ? out->file : f, nd, &opath);
+            if (!xf && errno == ENOENT) { /* no such file: a dangling link (H5Lexists is false below it) */
+                h5fl_err_clear();
+                out->type = H5I_BADID;
+                break;
+            }
+            if (!xf) {
+                free(copy);
+                goto fail;
+            }
+            h5fl_obj_t root = {.type = H5I_GROUP, .file = xf, .path = "/", .dir = xf->o.dir};
+            h5fl_loc_t t = {0};
+            int r = depth >= H5FL_SOFT_DEPTH ? -1 : walk(&root, opath, false, H5FL_CHECK, &t, NULL, true, depth + 1);
+            if (depth >= H5FL_SOFT_DEPTH)
+                h5fl_err("too many links while resolving '%s' (more than %d: a cycle?)", name, H5FL_SOFT_DEPTH);
+            free(opath);
+            if (r != 0) {
+                h5fl_file_decref(xf);
+                free(copy);
+                goto fail;
+            }
+            if (!t.file)
+                t.file = xf;
+            else
+                h5fl_file_decref(xf);
+            h5fl_loc_free(out);
+            *out = t;
+            if (out->type == H5I_BADID)
+                break;
+            continue;
+        }
         if (out->type == H5I_BADID && stop_before_last) {
             if (mode != H5FL_MKPARENTS) {
                 h5fl_err("group '%s' does not exist (use create_intermediate_group to create it)", np);
@@ -145,14 +250,19 @@ fail:
 
 int h5fl_resolve(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out)
 {
-    return walk(o, name, false, H5FL_CHECK, out, NULL);
+    return walk(o, name, false, H5FL_CHECK, out, NULL, true, 0);
+}
+
+int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out)
+{
+    return walk(o, name, false, H5FL_CHECK, out, NULL, false, 0);
 }
 
 int h5fl_resolve_parent(const h5fl_obj_t *o, const char *name, int mode, h5fl_loc_t *parent, char *leaf,
                         size_t leafsz, char **leafname)
 {
     char *last = NULL;
-    if (walk(o, name, true, mode, parent, &last) != 0)
+    if (walk(o, name, true, mode, parent, &last, true, 0) != 0)
         return -1;
     if (h5fl_escape(last, leaf, leafsz) != 0) {
         free(last);
@@ -230,6 +340,25 @@ static int find_ino(const char *dir, const char *path, uint64_t ino, h5fl_loc_t 
 
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out)
 {
+    return h5fl_loc_from_params2(o, lp, out, true);
+}
+
+hid_t h5fl_cur_lapl = H5P_DEFAULT;
+static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow);
+
+int h5fl_loc_from_params2(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow)
+{
+    /* the link access list of this call reaches external link traversal (its access flags) */
+    h5fl_cur_lapl = lp->type == H5VL_OBJECT_BY_NAME ? lp->loc_data.loc_by_name.lapl_id
+                  : lp->type == H5VL_OBJECT_BY_IDX  ? lp->loc_data.loc_by_idx.lapl_id
+                                                    : H5P_DEFAULT;
+    int rc = loc_from_params_(o, lp, out, follow);
+    h5fl_cur_lapl = H5P_DEFAULT;
+    return rc;
+}
+
+static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out, bool follow)
+{
     memset(out, 0, sizeof *out);
     switch (lp->type) {
         case H5VL_OBJECT_BY_SELF:
@@ -244,7 +373,8 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
         case H5VL_OBJECT_BY_NAME:
             if (h5fl_check_plist(lp->loc_data.loc_by_name.lapl_id, H5P_LINK_ACCESS, "link access property list"))
                 return -1;
-            return h5fl_resolve(o, lp->loc_data.loc_by_name.name, out);
+            return follow ? h5fl_resolve(o, lp->loc_data.loc_by_name.name, out)
+                          : h5fl_resolve_link(o, lp->loc_data.loc_by_name.name, out);
         case H5VL_OBJECT_BY_IDX: {
             h5fl_loc_t g;
             if (h5fl_resolve(o, lp->loc_data.loc_by_idx.name, &g) != 0)
@@ -254,13 +384,13 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
                 h5fl_loc_free(&g);
                 return -1;
             }
-            if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER) {
-                h5fl_err("h5flow_log does not track creation order; use the name index");
+            h5fl_names_t kids;
+            if (h5fl_list_children(g.dir, &kids) != 0) {
                 h5fl_loc_free(&g);
                 return -1;
             }
-            h5fl_names_t kids;
-            if (h5fl_list_children(g.dir, &kids) != 0) {
+            if (lp->loc_data.loc_by_idx.idx_type == H5_INDEX_CRT_ORDER && h5fl_corder_sort(g.dir, &kids, false)) {
+                h5fl_names_free(&kids);
                 h5fl_loc_free(&g);
                 return -1;
             }
@@ -271,8 +401,12 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
                          g.path, kids.n);
             } else {
                 size_t k = lp->loc_data.loc_by_idx.order == H5_ITER_DEC ? kids.n - 1 - n : n;
-                h5fl_obj_t tmp = {.type = H5I_GROUP, .file = o->file, .path = g.path, .dir = g.dir};
-                rc = h5fl_resolve(&tmp, kids.v[k], out);
+                h5fl_obj_t tmp = {.type = H5I_GROUP, .file = g.file ? g.file : o->file, .path = g.path, .dir = g.dir};
+                rc = follow ? h5fl_resolve(&tmp, kids.v[k], out) : h5fl_resolve_link(&tmp, kids.v[k], out);
+                if (rc == 0 && !out->file && g.file) {
+                    out->file = g.file;
+                    g.file = NULL;
+                }
             }
             h5fl_names_free(&kids);
             h5fl_loc_free(&g);
@@ -315,6 +449,8 @@ static h5fl_obj_t *group_new(h5fl_file_t *f, const char *path, const char *dir)
 
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type)
 {
+    if (loc->file)
+        f = loc->file; /* reached through an external link */
     if (loc->type == H5I_GROUP) {
         if (opened_type)
             *opened_type = H5I_GROUP;
@@ -368,8 +504,10 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
                  (unsigned long long)f->anon_counter++);
         char *adir = h5fl_join(f->o.dir, leafa);
         int sta = adir ? 0 : -1;
-        if (sta == 0 && f->rank == 0)
-            sta = h5fl_make_group_dir(adir, f->fsync);
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
+        if (sta == 0 && f->rank == 0 && (sta = h5fl_make_group_dir(adir, f->fsync)) == 0)
+            sta = h5fl_corder_enable(adir, crt_links, crt_attrs, f->fsync);
         sta = h5fl_collective(f, sta);
         if (sta == 0 && (g = group_new(f, "", adir)))
             g->anon = true;
@@ -401,7 +539,11 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
                 st = -1;
             }
         }
-        if (st == 0 && h5fl_make_group_dir(dir, f->fsync) != 0)
+        unsigned crt_links, crt_attrs;
+        h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (h5fl_make_group_dir(dir, f->fsync) != 0 ||
+                        h5fl_corder_enable(dir, crt_links, crt_attrs, f->fsync) != 0 ||
+                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
             st = -1;
     }
     st = h5fl_collective(f, st);
@@ -433,7 +575,7 @@ void *h5fl_group_open(void *obj, const H5VL_loc_params_t *lp, const char *name, 
     if (loc.type != H5I_GROUP)
         h5fl_err(loc.type == H5I_BADID ? "group '%s' does not exist" : "'%s' is not a group", name);
     else
-        g = group_new(o->file, loc.path, loc.dir);
+        g = group_new(loc.file ? loc.file : o->file, loc.path, loc.dir);
     h5fl_loc_free(&loc);
     if (g)
         return g;
@@ -449,7 +591,12 @@ herr_t h5fl_group_get(void *obj, H5VL_group_get_args_t *args, hid_t dxpl, void *
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
     if (args->op_type == H5VL_GROUP_GET_GCPL) {
-        if ((args->args.get_gcpl.gcpl_id = H5Pcreate(H5P_GROUP_CREATE)) >= 0)
+        hid_t p = H5Pcreate(H5P_GROUP_CREATE);
+        if (p >= 0 && h5fl_corder_tracked(o->dir, false))
+            H5Pset_link_creation_order(p, h5fl_corder_flags(o->dir, false));
+        if (p >= 0 && h5fl_corder_tracked(o->dir, true))
+            H5Pset_attr_creation_order(p, h5fl_corder_flags(o->dir, true));
+        if ((args->args.get_gcpl.gcpl_id = p) >= 0)
             return 0;
     } else if (args->op_type == H5VL_GROUP_GET_INFO) {
         h5fl_loc_t loc;
@@ -462,7 +609,7 @@ herr_t h5fl_group_get(void *obj, H5VL_group_get_args_t *args, hid_t dxpl, void *
                 H5G_info_t *gi = args->args.get_info.ginfo;
                 gi->storage_type = H5G_STORAGE_TYPE_DENSE;
                 gi->nlinks = kids.n;
-                gi->max_corder = 0;
+                gi->max_corder = (int64_t)h5fl_corder_next(loc.dir, false);
                 gi->mounted = false;
                 h5fl_names_free(&kids);
                 rc = 0;

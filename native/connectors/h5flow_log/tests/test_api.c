@@ -88,10 +88,19 @@ int main(int argc, char **argv)
     double scale = 2.5;
     CHECK(H5Awrite(a, H5T_NATIVE_DOUBLE, &scale) >= 0);
     H5Aclose(a);
+    /* soft links: created, followed, valued */
+    CHECK(H5Lcreate_soft("/x/y", f, "soft", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    {
+        H5L_info2_t li;
+        char val[16];
+        CHECK(H5Lget_info2(f, "soft", &li, H5P_DEFAULT) >= 0 && li.type == H5L_TYPE_SOFT && li.u.val_size == 5);
+        CHECK(H5Lget_val(f, "soft", val, sizeof val, H5P_DEFAULT) >= 0 && !strcmp(val, "/x/y"));
+        CHECK(H5Oexists_by_name(f, "soft/d", H5P_DEFAULT) > 0);
+    }
     /* what is not supported fails cleanly */
     H5E_BEGIN_TRY
     {
-        CHECK(H5Lcreate_soft("/x", f, "soft", H5P_DEFAULT, H5P_DEFAULT) < 0);
+        CHECK(H5Lcreate_soft("/x", f, "soft", H5P_DEFAULT, H5P_DEFAULT) < 0); /* exists */
         CHECK(H5Lcreate_hard(f, "x", f, "again", H5P_DEFAULT, H5P_DEFAULT) < 0);
         CHECK(H5Gcreate2(f, "missing/parent", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) < 0);
         CHECK(H5Dopen2(f, "x", H5P_DEFAULT) < 0);
@@ -106,10 +115,10 @@ int main(int argc, char **argv)
     char names[256] = "";
     hsize_t idx = 0;
     CHECK(H5Literate2(f, H5_INDEX_NAME, H5_ITER_INC, &idx, count_links, names) >= 0);
-    CHECK(!strcmp(names, "x;"));
+    CHECK(!strcmp(names, "soft;x;"));
     names[0] = '\0';
     CHECK(H5Lvisit2(f, H5_INDEX_NAME, H5_ITER_INC, count_links, names) >= 0);
-    CHECK(!strcmp(names, "x;x/y;x/y/d;"));
+    CHECK(!strcmp(names, "soft;x;x/y;x/y/d;"));
     int n[2] = {0, 0};
     CHECK(H5Ovisit3(f, H5_INDEX_NAME, H5_ITER_INC, count_objs, n, H5O_INFO_BASIC) >= 0);
     CHECK(n[0] == 3 && n[1] == 1); /* "/", x, x/y and one dataset */
