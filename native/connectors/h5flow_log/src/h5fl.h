@@ -23,6 +23,9 @@
 #define H5FL_FORMAT_VERSION 2
 #define H5FL_FORMAT_OLDEST 1
 #define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
+/* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
+ * dataset instead of misreading its data */
+#define H5FL_SIDECAR_VERSION_VLEN 2
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
@@ -211,6 +214,7 @@ struct h5fl_file {
     bool verify; /* data checksums checked on read (default; H5FLOW_LOG_VERIFY=0 turns it off) */
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
     uint64_t gone_counter; /* likewise, for H5Ldelete */
+    uint64_t ref_minted;   /* object ids minted by this open (refs.c) */
     unsigned long fileno;
 };
 
@@ -265,6 +269,9 @@ struct h5fl_dset {
     hid_t type, space, dcpl, dapl;
     size_t esize; /* bytes per element in the data log (16 for variable-length strings) */
     bool vstr;    /* variable-length strings: the log holds the bytes, then (offset, length) pairs */
+    bool blob;    /* variable-length sequences or members: like vstr, the bytes are each element's
+                   * encoding (blob.c); tsize: bytes of one element in memory */
+    size_t tsize;
     uint8_t *fill;
     char *vfill;  /* variable-length strings: the fill value (NULL: none defined, reads as "") */
     h5fl_writer_t *w;
@@ -283,6 +290,8 @@ typedef struct h5fl_attr {
     uint8_t *data; /* fixed types: npoints*size bytes; vlen strings: char*[npoints] */
     size_t npoints;
     bool vlen_str;
+    bool blob;   /* variable-length sequences or members (blob.c): data is the encoding, blen bytes */
+    size_t blen;
     bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
 
@@ -325,6 +334,26 @@ void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_ty
 int h5fl_make_group_dir(const char *dir, bool sync);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
 unsigned long h5fl_objno(const char *dir);
+
+/* Object references (refs.c): the token of a reference is the object's persistent id, minted on first
+ * use (tokens with the top bit set); h5fl_ref_resolve finds the one object holding it, or fails. */
+bool h5fl_ref_is_id(const H5O_token_t *tok);
+int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok);
+int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
+/* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
+ * object (`what` "dataset"/"attribute", `name`). */
+int h5fl_check_ref_types(hid_t type, const char *what, const char *name);
+
+/* Values with variable-length parts, one byte string per element (blob.c; docs/FORMAT.md). */
+typedef struct h5fl_buf {
+    uint8_t *p;
+    size_t len, cap;
+} h5fl_buf_t;
+bool h5fl_blob_type(hid_t type);
+int h5fl_blob_encode(hid_t type, const void *elem, h5fl_buf_t *out);
+/* Decode one element at *pp (advanced) into elem (memory layout of `type`; malloc'd parts, freed by
+ * H5Treclaim). On failure the parts decoded so far stay in elem: reclaim it. */
+int h5fl_blob_decode(hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
 
 /* Callbacks, one group per translation unit. */
 void *h5fl_file_create(const char *, unsigned, hid_t, hid_t, hid_t, void **);

@@ -60,7 +60,9 @@ static int attr_store(const h5fl_attr_t *a)
         h5fl_err("cannot encode attribute '%s'", a->name);
         return -1;
     }
-    if (a->vlen_str) {
+    if (a->blob) {
+        ld = a->blen;
+    } else if (a->vlen_str) {
         for (size_t i = 0; i < a->npoints; i++) {
             const char *s = ((char **)a->data)[i];
             ld += 8 + (s ? strlen(s) : 0);
@@ -75,16 +77,19 @@ static int attr_store(const h5fl_attr_t *a)
         return -1;
     }
     memcpy(b, ATTR_MAGIC, 8);
-    h5fl_put_u32(b + 8, H5FL_SIDECAR_VERSION);
+    h5fl_put_u32(b + 8, a->blob ? H5FL_SIDECAR_VERSION_VLEN : H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
-    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u));
+    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u) | (a->blob ? 4u : 0u));
     h5fl_put_u64(b + 24, ld);
     uint8_t *p = b + 32;
     H5Tencode(a->type, p, &lt);
     H5Sencode2(a->space, p + lt, &ls, H5P_DEFAULT);
     p += lt + ls;
-    if (a->vlen_str) {
+    if (a->blob) {
+        if (ld)
+            memcpy(p, a->data, ld);
+    } else if (a->vlen_str) {
         for (size_t i = 0; i < a->npoints; i++) {
             const char *s = ((char **)a->data)[i];
             size_t l = s ? strlen(s) : 0;
@@ -184,8 +189,22 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
     a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
     a->vlen_str = flags & 1;
     a->utf8 = (flags & 2) != 0;
+    a->blob = (flags & 4) != 0;
+    uint32_t sv = h5fl_get_u32(b + 8);
+    if ((flags & ~7u) || (a->blob && (a->vlen_str || !h5fl_blob_type(a->type))) ||
+        (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN) || (sv == H5FL_SIDECAR_VERSION_VLEN) != a->blob) {
+        h5fl_err("attribute file %s has flags 0x%x this h5flow_log does not know (written by a newer "
+                 "version?) or that contradict its datatype",
+                 path, (unsigned)flags);
+        goto fail;
+    }
     const uint8_t *p = b + 32 + lt + ls, *end = p + ld;
-    if (a->vlen_str) {
+    if (a->blob) {
+        a->blen = (size_t)ld;
+        if (!(a->data = malloc(ld ? ld : 1)))
+            goto fail;
+        memcpy(a->data, p, ld);
+    } else if (a->vlen_str) {
         char **v = calloc(a->npoints ? a->npoints : 1, sizeof *v);
         a->data = (uint8_t *)v;
         if (!v)
@@ -259,13 +278,9 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         h5fl_check_plist(aapl, H5P_ATTRIBUTE_ACCESS, "attribute access property list") || owner_of(o, lp, &loc) != 0)
         goto fail;
     H5T_class_t cls = H5Tget_class(type);
-    if ((cls == H5T_VLEN || H5Tdetect_class(type, H5T_VLEN) > 0 || cls == H5T_REFERENCE) ||
-        (H5Tdetect_class(type, H5T_STRING) > 0 && cls != H5T_STRING && H5Tdetect_class(type, H5T_VLEN) > 0)) {
-        h5fl_err("attribute '%s': variable-length sequences and references are not supported (variable-length "
-                 "strings are)",
-                 name);
+    if (h5fl_check_ref_types(type, "attribute", name) != 0) /* refs.c */
         goto fail;
-    }
+    (void)cls;
     if (!(a = attr_new(f, loc.dir, loc.path, name)))
         goto fail;
     a->type = H5Tcopy(type);
@@ -277,10 +292,28 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
     H5T_cset_t cs = H5T_CSET_ASCII;
     if (acpl != H5P_DEFAULT && H5Pget_char_encoding(acpl, &cs) >= 0)
         a->utf8 = cs == H5T_CSET_UTF8;
-    a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
-    if (!a->data) {
-        h5fl_err("out of memory");
-        goto fail;
+    a->blob = h5fl_blob_type(type);
+    if (a->blob) { /* npoints empty values (all-zero memory: empty sequences, null strings) */
+        size_t es = H5Tget_size(type);
+        uint8_t *z = calloc(1, es ? es : 1);
+        h5fl_buf_t enc = {0};
+        int erc = z ? 0 : -1;
+        for (size_t i = 0; erc == 0 && i < a->npoints; i++)
+            erc = h5fl_blob_encode(type, z, &enc);
+        free(z);
+        if (erc != 0 || !(a->data = enc.p ? enc.p : malloc(1))) {
+            free(enc.p);
+            if (!h5fl_err_msg())
+                h5fl_err("out of memory");
+            goto fail;
+        }
+        a->blen = enc.len;
+    } else {
+        a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
+        if (!a->data) {
+            h5fl_err("out of memory");
+            goto fail;
+        }
     }
     int st = 0;
     if (f->rank == 0) {
@@ -358,6 +391,28 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
     (void)req;
     h5fl_err_clear();
     h5fl_attr_t *a = obj;
+    if (a->blob) {
+        if (H5Tequal(mtype, a->type) <= 0) {
+            h5fl_err("attribute '%s' has variable-length parts: read it with its own datatype (H5Aget_type); "
+                     "h5flow_log does not convert such values",
+                     a->name);
+            goto fail;
+        }
+        size_t es = H5Tget_size(a->type);
+        const uint8_t *p = a->data, *end = p + a->blen;
+        memset(buf, 0, a->npoints * es);
+        for (size_t i = 0; i < a->npoints; i++)
+            if (h5fl_blob_decode(a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
+                hid_t sp = H5Screate_simple(1, (hsize_t[]){a->npoints}, NULL);
+                if (sp >= 0) {
+                    H5Treclaim(a->type, sp, H5P_DEFAULT, buf);
+                    H5Sclose(sp);
+                }
+                h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");
+                goto fail;
+            }
+        return 0;
+    }
     if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: read it with a variable-length string "
@@ -414,7 +469,28 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     if (!h5fl_writable(f))
         goto fail;
     h5fl_collective_begin(f);
-    if (a->vlen_str) {
+    size_t nblen = 0;
+    if (a->blob) {
+        if (H5Tequal(mtype, a->type) <= 0) {
+            h5fl_err("attribute '%s' has variable-length parts: write it with its own datatype (H5Aget_type); "
+                     "h5flow_log does not convert such values",
+                     a->name);
+            goto fail;
+        }
+        size_t es = H5Tget_size(a->type);
+        h5fl_buf_t enc = {0};
+        for (size_t i = 0; i < a->npoints; i++)
+            if (h5fl_blob_encode(a->type, (const uint8_t *)buf + i * es, &enc) != 0) {
+                free(enc.p);
+                goto fail;
+            }
+        nd = enc.p ? enc.p : malloc(1);
+        nblen = enc.len;
+        if (!nd) {
+            h5fl_err("out of memory");
+            goto fail;
+        }
+    } else if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: write it with a variable-length string "
                      "memory type",
@@ -455,11 +531,14 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     /* The new values replace the old ones only once they are stored: a failed write leaves the attribute
      * reading what the container holds. */
     uint8_t *old = a->data;
+    size_t oblen = a->blen;
     a->data = nd;
+    a->blen = nblen;
     int st = f->rank == 0 ? attr_store(a) : 0;
     if (h5fl_collective(f, st) != 0) {
         attr_data_free(a);
         a->data = old;
+        a->blen = oblen;
         goto fail;
     }
     a->data = old;

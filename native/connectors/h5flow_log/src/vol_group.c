@@ -279,6 +279,8 @@ int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_
             return rc;
         }
         case H5VL_OBJECT_BY_TOKEN: {
+            if (h5fl_ref_is_id(lp->loc_data.loc_by_token.token)) /* a reference's token (refs.c) */
+                return h5fl_ref_resolve(o->file, lp->loc_data.loc_by_token.token, out);
             uint64_t ino;
             memcpy(&ino, lp->loc_data.loc_by_token.token->__data, sizeof ino);
             if (h5fl_objno(o->file->o.dir) == ino) {

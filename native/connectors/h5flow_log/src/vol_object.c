@@ -536,8 +536,7 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
                 h5fl_err("object '%s' does not exist", loc.path);
                 break;
             }
-            h5fl_token_of(loc.dir, args->args.lookup.token_ptr);
-            rc = 0;
+            rc = h5fl_ref_token(o->file, loc.dir, loc.path, args->args.lookup.token_ptr); /* refs.c */
             break;
         case H5VL_OBJECT_VISIT: {
             H5VL_object_visit_args_t *a = &args->args.visit;
