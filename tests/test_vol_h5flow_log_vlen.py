@@ -64,3 +64,28 @@ def test_compounds_with_vlen_members_datasets_and_attributes(tmp_path: Path) -> 
             out("vs", [x for x in f.attrs["vs"]])
     """, tmp_path)
     assert got["va"] == [[0, 1], [0, 1, 2]]
+
+
+def test_dimension_scales(tmp_path: Path) -> None:
+    """H5DS on a non-native connector stores H5T_STD_REF references (DIMENSION_LIST: a variable-length
+    sequence of them, REFERENCE_LIST: a compound with one): netCDF-4's building block."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["x"] = np.arange(3.0); f["y"] = np.arange(4.0)
+            d = f.create_dataset("data", (3, 4), dtype="f4")
+            f["x"].make_scale("x"); f["y"].make_scale("ycoord")
+            d.dims[0].attach_scale(f["x"]); d.dims[1].attach_scale(f["y"])
+            d.dims[0].label = "lx"
+            e = f.create_dataset("other", (3,), dtype="f4"); e.dims[0].attach_scale(f["x"])
+            out("labels", [dim.label for dim in d.dims]); out("keys", [list(dim.keys()) for dim in d.dims])
+        with h5py.File("c.h5", "r") as f:
+            d = f["data"]
+            out("labels2", [dim.label for dim in d.dims]); out("keys2", [list(dim.keys()) for dim in d.dims])
+            out("scale", [d.dims[1][0].name, f["x"].is_scale, f["data"].is_scale])
+            out("values", d.dims[0][0][...])
+        with h5py.File("c.h5", "a") as f:
+            f["data"].dims[0].detach_scale(f["x"])
+            out("after", [len(dim) for dim in f["data"].dims]); out("other", len(f["other"].dims[0]))
+    """, tmp_path)
+    assert got["keys2"] == [["x"], ["ycoord"]]
+    assert got["after"] == [0, 1]

@@ -459,7 +459,8 @@ static int strings_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from,
 }
 
 /* Elements with variable-length parts (d->blob): decode each stored encoding into out (tsize each). */
-static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n, uint8_t *out)
+static int blobs_decode(h5fl_blob_ctx_t *bx, const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n,
+                        uint8_t *out)
 {
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *p = l->map + from + 16 * i;
@@ -471,7 +472,7 @@ static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, u
             return -1;
         }
         const uint8_t *q = l->map + off;
-        if (h5fl_blob_decode(d->type, &q, l->map + off + len, out + i * d->tsize) != 0 ||
+        if (h5fl_blob_decode(bx, d->type, &q, l->map + off + len, out + i * d->tsize) != 0 ||
             q != l->map + off + len) {
             h5fl_err("dataset '%s': corrupt variable-length value in %s: %s", d->o.path, l->path,
                      h5fl_err_msg() ? h5fl_err_msg() : "trailing bytes");
@@ -479,6 +480,14 @@ static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, u
         }
     }
     return 0;
+}
+
+static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n, uint8_t *out)
+{
+    h5fl_blob_ctx_t bx = {.f = d->o.file};
+    int rc = blobs_decode(&bx, d, l, from, n, out);
+    h5fl_blob_ctx_end(&bx);
+    return rc;
 }
 
 /* The first read that touches a checksummed write checks its data (once per index). */

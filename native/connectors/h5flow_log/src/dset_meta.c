@@ -88,6 +88,11 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl)
         goto done;
     }
     *type = H5Tdecode(b + 24);
+    if (*type >= 0 && sv == H5FL_SIDECAR_VERSION_VLEN) { /* see h5fl_blob_memtype */
+        hid_t mt = h5fl_blob_memtype(*type);
+        H5Tclose(*type);
+        *type = mt;
+    }
     if (*type >= 0 && (sv == H5FL_SIDECAR_VERSION_VLEN) != h5fl_blob_type(*type)) {
         h5fl_err("dataset metadata %s: format %u does not match its datatype (corrupt)", path, sv);
         goto done;

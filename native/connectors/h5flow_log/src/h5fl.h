@@ -349,11 +349,19 @@ typedef struct h5fl_buf {
     uint8_t *p;
     size_t len, cap;
 } h5fl_buf_t;
+/* The container references (H5T_STD_REF) are encoded for; end it with h5fl_blob_ctx_end. */
+typedef struct h5fl_blob_ctx {
+    h5fl_file_t *f;
+    H5R_ref_t tmpl;
+    bool have_tmpl;
+} h5fl_blob_ctx_t;
 bool h5fl_blob_type(hid_t type);
-int h5fl_blob_encode(hid_t type, const void *elem, h5fl_buf_t *out);
+int h5fl_blob_encode(h5fl_blob_ctx_t *ctx, hid_t type, const void *elem, h5fl_buf_t *out);
 /* Decode one element at *pp (advanced) into elem (memory layout of `type`; malloc'd parts, freed by
  * H5Treclaim). On failure the parts decoded so far stay in elem: reclaim it. */
-int h5fl_blob_decode(hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
+int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
+void h5fl_blob_ctx_end(h5fl_blob_ctx_t *ctx);
+hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 
 /* Callbacks, one group per translation unit. */
 void *h5fl_file_create(const char *, unsigned, hid_t, hid_t, hid_t, void **);

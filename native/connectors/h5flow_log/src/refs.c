@@ -33,6 +33,7 @@
 #define REF_EPOCH_BITS 23
 #define REF_WRITER_BITS 20
 #define REF_COUNT_BITS 20
+#define REF_ROOT REF_BIT /* the root group's id: epoch 0 is never claimed, so no minted id is this */
 
 bool h5fl_ref_is_id(const H5O_token_t *tok)
 {
@@ -138,8 +139,8 @@ static int object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t
 
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok)
 {
-    uint64_t id;
-    if (object_id(f, dir, path, &id) != 0)
+    uint64_t id = REF_ROOT; /* the root group is one per container: a fixed id, nothing to store */
+    if (strcmp(path, "/") != 0 && object_id(f, dir, path, &id) != 0)
         return -1;
     memset(tok, 0, sizeof *tok);
     memcpy(tok->__data, &id, sizeof id); /* native byte order, as the inode tokens */
@@ -205,11 +206,7 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
     memcpy(&id, tok->__data, sizeof id);
     memset(out, 0, sizeof *out);
     int found = 0;
-    uint64_t rid;
-    int r = read_id(f->o.dir, &rid);
-    if (r < 0)
-        return -1;
-    if (r == 1 && rid == id) {
+    if (id == REF_ROOT) {
         found = 1;
         out->dir = h5fl_strdup(f->o.dir);
         out->path = h5fl_strdup("/");
@@ -219,6 +216,7 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
             h5fl_err("out of memory");
             return -1;
         }
+        return 0;
     }
     if (scan(f->o.dir, "/", id, out, &found) != 0) {
         h5fl_loc_free(out);
@@ -246,7 +244,7 @@ static int only_obj_refs(hid_t type)
 {
     H5T_class_t cls = H5Tget_class(type);
     if (cls == H5T_REFERENCE)
-        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 ? 1 : 0;
+        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 || H5Tequal(type, H5T_STD_REF) > 0 ? 1 : 0;
     if (cls == H5T_COMPOUND) {
         int n = H5Tget_nmembers(type);
         if (n < 0)
@@ -280,9 +278,9 @@ int h5fl_check_ref_types(hid_t type, const char *what, const char *name)
     int r = only_obj_refs(type);
     if (r == 1)
         return 0;
-    h5fl_err("%s '%s': h5flow_log stores object references of the HDF5 1.10 kind (H5T_STD_REF_OBJ, "
-             "hobj_ref_t; h5py.ref_dtype) only: region references (H5T_STD_REF_DSETREG, "
-             "h5py.regionref_dtype) and H5T_STD_REF (H5R_ref_t) are not supported (docs/FORMAT.md, "
+    h5fl_err("%s '%s': h5flow_log stores object references only (H5T_STD_REF_OBJ, hobj_ref_t, "
+             "h5py.ref_dtype; H5T_STD_REF holding object references): region references "
+             "(H5T_STD_REF_DSETREG, h5py.regionref_dtype) are not supported (docs/FORMAT.md, "
              "\"Object references\")",
              what, name);
     return -1;

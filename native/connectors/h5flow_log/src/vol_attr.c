@@ -190,6 +190,15 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
     a->vlen_str = flags & 1;
     a->utf8 = (flags & 2) != 0;
     a->blob = (flags & 4) != 0;
+    if (a->blob) { /* see h5fl_blob_memtype */
+        hid_t mt = h5fl_blob_memtype(a->type);
+        if (mt < 0) {
+            h5fl_err("attribute file %s: its datatype cannot be rebuilt", path);
+            goto fail;
+        }
+        H5Tclose(a->type);
+        a->type = mt;
+    }
     uint32_t sv = h5fl_get_u32(b + 8);
     if ((flags & ~7u) || (a->blob && (a->vlen_str || !h5fl_blob_type(a->type))) ||
         (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN) || (sv == H5FL_SIDECAR_VERSION_VLEN) != a->blob) {
@@ -298,8 +307,10 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         uint8_t *z = calloc(1, es ? es : 1);
         h5fl_buf_t enc = {0};
         int erc = z ? 0 : -1;
+        h5fl_blob_ctx_t bx = {.f = f};
         for (size_t i = 0; erc == 0 && i < a->npoints; i++)
-            erc = h5fl_blob_encode(type, z, &enc);
+            erc = h5fl_blob_encode(&bx, type, z, &enc);
+        h5fl_blob_ctx_end(&bx);
         free(z);
         if (erc != 0 || !(a->data = enc.p ? enc.p : malloc(1))) {
             free(enc.p);
@@ -401,8 +412,10 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
         size_t es = H5Tget_size(a->type);
         const uint8_t *p = a->data, *end = p + a->blen;
         memset(buf, 0, a->npoints * es);
+        h5fl_blob_ctx_t bx = {.f = a->o.file};
         for (size_t i = 0; i < a->npoints; i++)
-            if (h5fl_blob_decode(a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
+            if (h5fl_blob_decode(&bx, a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
+                h5fl_blob_ctx_end(&bx);
                 hid_t sp = H5Screate_simple(1, (hsize_t[]){a->npoints}, NULL);
                 if (sp >= 0) {
                     H5Treclaim(a->type, sp, H5P_DEFAULT, buf);
@@ -411,6 +424,7 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
                 h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");
                 goto fail;
             }
+        h5fl_blob_ctx_end(&bx);
         return 0;
     }
     if (a->vlen_str) {
@@ -479,11 +493,14 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
         }
         size_t es = H5Tget_size(a->type);
         h5fl_buf_t enc = {0};
+        h5fl_blob_ctx_t bx = {.f = f};
         for (size_t i = 0; i < a->npoints; i++)
-            if (h5fl_blob_encode(a->type, (const uint8_t *)buf + i * es, &enc) != 0) {
+            if (h5fl_blob_encode(&bx, a->type, (const uint8_t *)buf + i * es, &enc) != 0) {
+                h5fl_blob_ctx_end(&bx);
                 free(enc.p);
                 goto fail;
             }
+        h5fl_blob_ctx_end(&bx);
         nd = enc.p ? enc.p : malloc(1);
         nblen = enc.len;
         if (!nd) {

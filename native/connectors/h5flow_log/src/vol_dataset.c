@@ -449,7 +449,8 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
         goto done;
     for (hsize_t i = 0; i < s->n; i++) {
         enc.len = 0;
-        if (h5fl_blob_encode(d->type, v + i * ts, &enc) != 0)
+        h5fl_blob_ctx_t bx = {.f = d->o.file}; /* encoding holds no template: nothing to end */
+        if (h5fl_blob_encode(&bx, d->type, v + i * ts, &enc) != 0)
             goto done;
         h5fl_put_u64(pairs + 16 * i, w->dend + w->dlen);
         h5fl_put_u64(pairs + 16 * i + 8, enc.len);
