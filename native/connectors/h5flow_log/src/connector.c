@@ -65,6 +65,8 @@ const H5VL_class_t h5fl_class = {
                  h5fl_attr_specific, NULL, h5fl_attr_close},
     .dataset_cls = {h5fl_dataset_create, h5fl_dataset_open, h5fl_dataset_read, h5fl_dataset_write,
                     h5fl_dataset_get, h5fl_dataset_specific, NULL, h5fl_dataset_close},
+    .datatype_cls = {h5fl_datatype_commit, h5fl_datatype_open, h5fl_datatype_get, h5fl_datatype_specific, NULL,
+                     h5fl_datatype_close},
     .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, NULL, h5fl_file_close},
     .group_cls = {h5fl_group_create, h5fl_group_open, h5fl_group_get, h5fl_group_specific,
                   group_optional_any, h5fl_group_close},

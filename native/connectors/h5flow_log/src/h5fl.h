@@ -34,6 +34,7 @@
 #define H5FL_MARKER "@h5flow_log"   /* container root: format name + version + epoch */
 #define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
+#define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
@@ -419,6 +420,15 @@ herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_speci
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
                     H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
+
+/* Committed datatypes (vol_datatype.c). */
+void *h5fl_datatype_commit(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,
+                           void **);
+void *h5fl_datatype_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
+herr_t h5fl_datatype_get(void *, H5VL_datatype_get_args_t *, hid_t, void **);
+herr_t h5fl_datatype_specific(void *, H5VL_datatype_specific_args_t *, hid_t, void **);
+herr_t h5fl_datatype_close(void *, hid_t, void **);
+void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 
 extern const H5VL_class_t h5fl_class;
 

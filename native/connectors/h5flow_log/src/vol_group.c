@@ -22,6 +22,8 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
 {
     if (h5fl_exists(dir, H5FL_DSET_FILE))
         return H5I_DATASET;
+    if (h5fl_exists(dir, H5FL_DTYPE_FILE)) /* vol_datatype.c */
+        return H5I_DATATYPE;
     if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
         return H5I_GROUP;
     return H5I_BADID;
@@ -326,6 +328,11 @@ void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_ty
         if (opened_type)
             *opened_type = H5I_DATASET;
         return h5fl_dset_open_dir(f, loc->dir, loc->path);
+    }
+    if (loc->type == H5I_DATATYPE) { /* vol_datatype.c */
+        if (opened_type)
+            *opened_type = H5I_DATATYPE;
+        return h5fl_datatype_open_dir(f, loc->dir, loc->path);
     }
     h5fl_err("object '%s' does not exist", loc->path ? loc->path : "?");
     return NULL;

@@ -11,7 +11,10 @@
 
 static H5O_type_t otype(H5I_type_t t)
 {
-    return t == H5I_GROUP ? H5O_TYPE_GROUP : t == H5I_DATASET ? H5O_TYPE_DATASET : H5O_TYPE_UNKNOWN;
+    return t == H5I_GROUP     ? H5O_TYPE_GROUP
+           : t == H5I_DATASET  ? H5O_TYPE_DATASET
+           : t == H5I_DATATYPE ? H5O_TYPE_NAMED_DATATYPE
+                               : H5O_TYPE_UNKNOWN;
 }
 
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields, H5O_info2_t *oi)
