@@ -224,6 +224,24 @@ int h5fl_blob_encode(h5fl_blob_ctx_t *ctx, hid_t type, const void *elem, h5fl_bu
     return put(out, elem, size);
 }
 
+static void *blob_alloc(h5fl_blob_ctx_t *ctx, size_t n)
+{
+    return ctx && ctx->alloc ? ctx->alloc(n, ctx->alloc_info) : malloc(n);
+}
+
+void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl)
+{
+    H5MM_free_t fr;
+    void *fi;
+    ctx->alloc = NULL;
+    ctx->alloc_info = NULL;
+    if (dxpl >= 0 && dxpl != H5P_DEFAULT &&
+        H5Pget_vlen_mem_manager(dxpl, &ctx->alloc, &ctx->alloc_info, &fr, &fi) < 0) {
+        ctx->alloc = NULL;
+        ctx->alloc_info = NULL;
+    }
+}
+
 static int need(const uint8_t *p, const uint8_t *end, uint64_t n)
 {
     if ((uint64_t)(end - p) < n) {
@@ -245,7 +263,7 @@ int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const
         p += 8;
         char *s = NULL;
         if (l != UINT64_MAX) {
-            if (need(p, end, l) || !(s = malloc(l + 1))) {
+            if (need(p, end, l) || !(s = blob_alloc(ctx, l + 1))) {
                 if (!h5fl_err_msg())
                     h5fl_err("out of memory");
                 return -1;
@@ -274,10 +292,11 @@ int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const
             if (n > (uint64_t)(end - p) || n > SIZE_MAX / bs) {
                 h5fl_err("a stored variable-length sequence has an impossible length (damaged data)");
                 rc = -1;
-            } else if (!(v->p = calloc((size_t)n, bs))) {
+            } else if (!(v->p = blob_alloc(ctx, (size_t)n * bs))) {
                 h5fl_err("out of memory");
                 rc = -1;
             } else {
+                memset(v->p, 0, (size_t)n * bs);
                 v->len = (size_t)n;
                 for (size_t i = 0; rc == 0 && i < v->len; i++)
                     rc = h5fl_blob_decode(ctx, base, &p, end, (uint8_t *)v->p + i * bs);

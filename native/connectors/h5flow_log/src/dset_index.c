@@ -484,7 +484,7 @@ static int blobs_decode(h5fl_blob_ctx_t *bx, const h5fl_dset_t *d, const h5fl_lo
 
 static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n, uint8_t *out)
 {
-    h5fl_blob_ctx_t bx = {.f = d->o.file};
+    h5fl_blob_ctx_t bx = {.f = d->o.file, .alloc = d->valloc, .alloc_info = d->valloc_info};
     int rc = blobs_decode(&bx, d, l, from, n, out);
     h5fl_blob_ctx_end(&bx);
     return rc;

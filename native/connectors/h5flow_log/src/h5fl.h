@@ -273,6 +273,8 @@ struct h5fl_dset {
     bool blob;    /* variable-length sequences or members: like vstr, the bytes are each element's
                    * encoding (blob.c); tsize: bytes of one element in memory */
     size_t tsize;
+    H5MM_allocate_t valloc; /* during a read: the transfer list's allocator (see h5fl_blob_ctx_t) */
+    void *valloc_info;
     uint8_t *fill;
     char *vfill;  /* variable-length strings: the fill value (NULL: none defined, reads as "") */
     h5fl_writer_t *w;
@@ -353,6 +355,8 @@ typedef struct h5fl_buf {
 /* The container references (H5T_STD_REF) are encoded for; end it with h5fl_blob_ctx_end. */
 typedef struct h5fl_blob_ctx {
     h5fl_file_t *f;
+    H5MM_allocate_t alloc; /* the transfer list's variable-length allocator (H5Pset_vlen_mem_manager), */
+    void *alloc_info;      /* NULL: malloc */
     H5R_ref_t tmpl;
     bool have_tmpl;
 } h5fl_blob_ctx_t;
@@ -362,6 +366,7 @@ int h5fl_blob_encode(h5fl_blob_ctx_t *ctx, hid_t type, const void *elem, h5fl_bu
  * H5Treclaim). On failure the parts decoded so far stay in elem: reclaim it. */
 int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
 void h5fl_blob_ctx_end(h5fl_blob_ctx_t *ctx);
+void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 
 /* Callbacks, one group per translation unit. */

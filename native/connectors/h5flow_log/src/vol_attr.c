@@ -413,12 +413,13 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
         const uint8_t *p = a->data, *end = p + a->blen;
         memset(buf, 0, a->npoints * es);
         h5fl_blob_ctx_t bx = {.f = a->o.file};
+        h5fl_blob_ctx_set_alloc(&bx, dxpl);
         for (size_t i = 0; i < a->npoints; i++)
             if (h5fl_blob_decode(&bx, a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
                 h5fl_blob_ctx_end(&bx);
                 hid_t sp = H5Screate_simple(1, (hsize_t[]){a->npoints}, NULL);
                 if (sp >= 0) {
-                    H5Treclaim(a->type, sp, H5P_DEFAULT, buf);
+                    H5Treclaim(a->type, sp, dxpl, buf);
                     H5Sclose(sp);
                 }
                 h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");

@@ -620,7 +620,7 @@ static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
     return rc;
 }
 
-static int read_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
+static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, void *buf)
 {
     if (H5Tequal(mtype, d->type) <= 0) {
         h5fl_err("dataset '%s' has a datatype with variable-length parts: read it with its own datatype "
@@ -635,7 +635,13 @@ static int read_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
         return -1;
     }
     gather_ctx_t g = {d, v};
+    h5fl_blob_ctx_t bx = {0};
+    h5fl_blob_ctx_set_alloc(&bx, dxpl);
+    d->valloc = bx.alloc;
+    d->valloc_info = bx.alloc_info;
     int rc = h5fl_for_each_seq(s->fsel, 1, h5fl_gather_seq, &g);
+    d->valloc = NULL;
+    d->valloc_info = NULL;
     if (rc == 0) {
         copy_ctx_t c = {buf, v, 0, false};
         if (s->msel == H5S_BLOCK)
@@ -646,7 +652,7 @@ static int read_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
     if (rc != 0) { /* free what was decoded: the caller's buffer was not handed any of it */
         hid_t sp = H5Screate_simple(1, (hsize_t[]){s->n}, NULL);
         if (sp >= 0) {
-            H5Treclaim(d->type, sp, H5P_DEFAULT, v);
+            H5Treclaim(d->type, sp, dxpl, v);
             H5Sclose(sp);
         }
     }
@@ -677,7 +683,7 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
     if (d->vstr)
         return read_vstr(d, mtype, &s, buf);
     if (d->blob)
-        return read_blob(d, mtype, &s, buf);
+        return read_blob(d, mtype, dxpl, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         gather_ctx_t g = {d, (uint8_t *)buf + moff};
         return h5fl_for_each_seq(s.fsel, 1, h5fl_gather_seq, &g);
