@@ -123,3 +123,22 @@ def test_region_and_new_style_references_are_refused_clearly(tmp_path: Path) -> 
     assert "NOERROR" not in p.stdout, p.stdout
     assert "region" in p.stdout, p.stdout
     assert "Failed to extract" not in p.stdout, p.stdout
+
+
+def test_an_id_held_twice_is_refused_not_guessed(tmp_path: Path) -> None:
+    p = _run_log("""
+        with h5py.File("c.h5", "w") as f:
+            f.create_dataset("a", data=[1]); f.create_dataset("b", data=[2])
+            f["refs"] = np.array([f["a"].ref], dtype=h5py.ref_dtype)
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    shutil.copy(tmp_path / "c.h5" / "a" / "@id", tmp_path / "c.h5" / "b" / "@id")  # a hand-made duplicate
+    p = _run_log("""
+        with h5py.File("c.h5", "r") as f:
+            try:
+                print("OPENED", f[f["refs"][0]].name)
+            except Exception as e:
+                print("ERROR", e)
+    """, tmp_path)
+    assert "ERROR" in p.stdout and "OPENED" not in p.stdout, p.stdout + p.stderr
+    assert "held by 2 objects" in p.stdout + p.stderr

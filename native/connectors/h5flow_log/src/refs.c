@@ -200,6 +200,53 @@ static int scan(const char *dir, const char *path, uint64_t id, h5fl_loc_t *out,
     return rc;
 }
 
+/* Where ids were last found (per process, by container): a hit is trusted only after reading the id
+ * back from that directory, so a move or a deletion since makes it a miss and a full scan. */
+#define REF_CACHE 256
+static struct {
+    unsigned long fileno;
+    uint64_t id;
+    char *dir, *path;
+    H5I_type_t type;
+} cache[REF_CACHE];
+
+static void cache_put(unsigned long fileno, uint64_t id, const h5fl_loc_t *l)
+{
+    size_t k = (size_t)((id ^ (id >> 20) ^ (uint64_t)fileno) % REF_CACHE);
+    char *d = h5fl_strdup(l->dir), *p = h5fl_strdup(l->path);
+    if (!d || !p) {
+        free(d);
+        free(p);
+        return;
+    }
+    free(cache[k].dir);
+    free(cache[k].path);
+    cache[k].fileno = fileno;
+    cache[k].id = id;
+    cache[k].dir = d;
+    cache[k].path = p;
+    cache[k].type = l->type;
+}
+
+static bool cache_get(unsigned long fileno, uint64_t id, h5fl_loc_t *out)
+{
+    size_t k = (size_t)((id ^ (id >> 20) ^ (uint64_t)fileno) % REF_CACHE);
+    uint64_t v;
+    if (!cache[k].dir || cache[k].fileno != fileno || cache[k].id != id || read_id(cache[k].dir, &v) != 1 ||
+        v != id || h5fl_dir_type(cache[k].dir, false) != cache[k].type) {
+        h5fl_err_clear();
+        return false;
+    }
+    out->dir = h5fl_strdup(cache[k].dir);
+    out->path = h5fl_strdup(cache[k].path);
+    out->type = cache[k].type;
+    if (!out->dir || !out->path) {
+        h5fl_loc_free(out);
+        return false;
+    }
+    return true;
+}
+
 int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
 {
     uint64_t id;
@@ -218,6 +265,8 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
         }
         return 0;
     }
+    if (cache_get(f->fileno, id, out))
+        return 0;
     if (scan(f->o.dir, "/", id, out, &found) != 0) {
         h5fl_loc_free(out);
         return -1;
@@ -235,6 +284,7 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
         h5fl_loc_free(out);
         return -1;
     }
+    cache_put(f->fileno, id, out);
     return 0;
 }
 
