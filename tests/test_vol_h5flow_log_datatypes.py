@@ -21,6 +21,7 @@ def test_committed_datatypes(tmp_path: Path) -> None:
             out("t", [type(t).__name__, str(t.dtype), t.name])
             d = f.create_dataset("d", (2,), dtype=t)
             d[0] = (1, 2.5)
+            out("committed", [d.id.get_type().committed(), d.id.get_type() == t.id])  # native links them
             f.attrs.create("a", data=np.array([(3, 4.5)], dtype=t.dtype), dtype=t)
             f["g/t2"] = np.dtype("i8")
             f["vs"] = h5py.string_dtype()
@@ -33,12 +34,15 @@ def test_committed_datatypes(tmp_path: Path) -> None:
                 out("dup", type(e).__name__)
         with h5py.File("c.h5", "r+") as f:
             out("reopen", [str(f["t"].dtype), f["d"][...].tolist(), f.attrs["a"].tolist(), str(f["g/t2"].dtype)])
+            out("committed2", f["d"].id.get_type().committed())
             seen = []
             f.visititems(lambda n, o: seen.append((n, type(o).__name__)))
             out("visit", seen)
             out("isdt", isinstance(f["vs"], h5py.Datatype))
             f.move("g/t2", "t3"); del f["t"]
             out("after", sorted(f.keys())); out("t3", str(f["t3"].dtype))
+            out("_orphan", [str(f["d"].dtype), f["d"].id.get_type().committed()])  # native keeps the unlinked type object alive (refcount); h5flow_log hands out a copy
     """, tmp_path)
     assert got["t"][0] == "Datatype"
+    assert got["committed"] == [True, True]
     assert got["after"] == ["d", "g", "t3", "vs"]

@@ -35,6 +35,7 @@
 #define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
 #define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
+#define H5FL_DTYPE_USE_FILE "@dtype" /* in a dataset: the id of the committed datatype it was created with */
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
@@ -434,6 +435,8 @@ herr_t h5fl_datatype_get(void *, H5VL_datatype_get_args_t *, hid_t, void **);
 herr_t h5fl_datatype_specific(void *, H5VL_datatype_specific_args_t *, hid_t, void **);
 herr_t h5fl_datatype_close(void *, hid_t, void **);
 void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
+int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir);
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir); /* -1: none, hand out a copy */
 
 extern const H5VL_class_t h5fl_class;
 

@@ -316,6 +316,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
                      path, strerror(errno));
             st = -1;
         }
+        if (st == 0 && h5fl_datatype_note_use(f, type, dir) != 0) /* vol_datatype.c */
+            st = -1;
         if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
             st = -1;
     }
@@ -789,7 +791,8 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
             *args->args.get_storage_size.storage_size = storage_size(d);
             return 0;
         case H5VL_DATASET_GET_TYPE:
-            if ((args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
+            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir)) >= 0 ||
+                (args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
                 return 0;
             break;
         default:

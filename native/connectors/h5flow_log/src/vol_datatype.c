@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char DT_MAGIC[8] = {'H', '5', 'F', 'L', 'D', 'T', '0', '1'};
 
@@ -264,4 +265,67 @@ herr_t h5fl_datatype_close(void *obj, hid_t dxpl, void **req)
     h5fl_obj_release(&t->o);
     free(t);
     return 0;
+}
+
+/* A dataset created with a committed datatype of the same container remembers it (file @dtype in its
+ * directory: the datatype's reference id, u64 + CRC32C), so that H5Dget_type hands out the committed
+ * type, as native HDF5 does (h5py: dset.id.get_type().committed()). Other types: nothing. */
+int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
+{
+    if (H5Tcommitted(type) <= 0)
+        return 0;
+    hid_t ours = H5VLget_connector_id_by_name(H5FL_NAME), theirs = H5VLget_connector_id(type);
+    int cmp = 1;
+    bool same = ours >= 0 && theirs >= 0 && H5VLcmp_connector_cls(&cmp, ours, theirs) >= 0 && cmp == 0;
+    if (ours >= 0)
+        H5VLclose(ours);
+    if (theirs >= 0)
+        H5VLclose(theirs);
+    if (!same)
+        return 0; /* a committed type of another connector's file: the dataset keeps a copy only */
+    h5fl_dtype_t *t = H5VLobject(type);
+    if (!t || t->o.type != H5I_DATATYPE || !t->o.file || t->o.file->fileno != f->fileno)
+        return 0; /* another container's: a copy only (like native HDF5 across files) */
+    H5O_token_t tok;
+    if (h5fl_ref_token(f, t->o.dir, t->o.path, &tok) != 0)
+        return -1;
+    uint8_t b[12];
+    uint64_t id;
+    memcpy(&id, tok.__data, sizeof id);
+    h5fl_put_u64(b, id);
+    h5fl_put_u32(b + 8, h5fl_crc32c(0, b, 8));
+    return h5fl_write_file_atomic(objdir, H5FL_DTYPE_USE_FILE, b, sizeof b, f->fsync);
+}
+
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
+{
+    char *p = h5fl_join(objdir, H5FL_DTYPE_USE_FILE);
+    void *vb = NULL;
+    size_t n = 0;
+    hid_t r = H5I_INVALID_HID;
+    if (!p || access(p, F_OK) != 0 || h5fl_read_file(p, &vb, &n) != 0 || n != 12 ||
+        h5fl_crc32c(0, vb, 8) != h5fl_get_u32((uint8_t *)vb + 8)) {
+        free(p);
+        free(vb);
+        return H5I_INVALID_HID; /* none (or unreadable): the caller hands out a copy of the type */
+    }
+    H5O_token_t tok;
+    memset(&tok, 0, sizeof tok);
+    uint64_t id = h5fl_get_u64(vb);
+    memcpy(tok.__data, &id, sizeof id);
+    h5fl_loc_t loc = {0};
+    if (h5fl_ref_resolve(f, &tok, &loc) == 0 && loc.type == H5I_DATATYPE) {
+        h5fl_loc_t root = {.dir = f->o.dir, .path = "/", .type = H5I_GROUP};
+        hid_t g = h5fl_register_for_callback(f, &root);
+        if (g >= 0) {
+            H5E_BEGIN_TRY { r = H5Topen2(g, loc.path, H5P_DEFAULT); }
+            H5E_END_TRY
+            H5Idec_ref(g);
+        }
+    }
+    h5fl_err_clear(); /* a committed type deleted since: the copy does */
+    h5fl_loc_free(&loc);
+    free(p);
+    free(vb);
+    return r;
 }
