@@ -35,6 +35,8 @@ def test_committed_datatypes(tmp_path: Path) -> None:
         with h5py.File("c.h5", "r+") as f:
             out("reopen", [str(f["t"].dtype), f["d"][...].tolist(), f.attrs["a"].tolist(), str(f["g/t2"].dtype)])
             out("committed2", f["d"].id.get_type().committed())
+            at = h5py.h5a.open(f.id, b"a").get_type()
+            out("acommitted", [at.committed(), at == f["t"].id])
             seen = []
             f.visititems(lambda n, o: seen.append((n, type(o).__name__)))
             out("visit", seen)
@@ -44,5 +46,5 @@ def test_committed_datatypes(tmp_path: Path) -> None:
             out("_orphan", [str(f["d"].dtype), f["d"].id.get_type().committed()])  # native keeps the unlinked type object alive (refcount); h5flow_log hands out a copy
     """, tmp_path)
     assert got["t"][0] == "Datatype"
-    assert got["committed"] == [True, True]
+    assert got["committed"] == [True, True] and got["acommitted"] == [True, True]
     assert got["after"] == ["d", "g", "t3", "vs"]

@@ -295,6 +295,8 @@ typedef struct h5fl_attr {
     size_t npoints;
     bool vlen_str;
     bool blob;   /* variable-length sequences or members (blob.c): data is the encoding, blen bytes */
+    bool has_dtype;    /* created with a committed datatype of its container: */
+    uint64_t dtype_id; /* that type's reference id (vol_datatype.c) */
     size_t blen;
     bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
@@ -437,6 +439,8 @@ herr_t h5fl_datatype_close(void *, hid_t, void **);
 void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir);
 hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir); /* -1: none, hand out a copy */
+int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id); /* 1: a committed type of f, id set */
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id);
 
 extern const H5VL_class_t h5fl_class;
 

@@ -70,7 +70,7 @@ static int attr_store(const h5fl_attr_t *a)
     } else {
         ld = a->npoints * esize;
     }
-    size_t n = 8 + 4 * 4 + 8 + lt + ls + ld + 4;
+    size_t n = 8 + 4 * 4 + 8 + lt + ls + ld + (a->has_dtype ? 8 : 0) + 4;
     uint8_t *b = calloc(1, n);
     if (!b) {
         h5fl_err("out of memory");
@@ -80,7 +80,8 @@ static int attr_store(const h5fl_attr_t *a)
     h5fl_put_u32(b + 8, a->blob ? H5FL_SIDECAR_VERSION_VLEN : H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
-    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u) | (a->blob ? 4u : 0u));
+    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u) | (a->blob ? 4u : 0u) |
+                              (a->has_dtype ? 8u : 0u));
     h5fl_put_u64(b + 24, ld);
     uint8_t *p = b + 32;
     H5Tencode(a->type, p, &lt);
@@ -100,6 +101,8 @@ static int attr_store(const h5fl_attr_t *a)
     } else if (ld) {
         memcpy(p, a->data, ld);
     }
+    if (a->has_dtype)
+        h5fl_put_u64(b + n - 12, a->dtype_id);
     h5fl_put_u32(b + n - 4, h5fl_crc32c(0, b, n - 4));
     char esc[NAME_MAX + 1], comp[NAME_MAX + 16];
     int rc = -1;
@@ -174,7 +177,8 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
     size_t lt = h5fl_get_u32(b + 12), ls = h5fl_get_u32(b + 16);
     uint32_t flags = h5fl_get_u32(b + 20);
     uint64_t ld = h5fl_get_u64(b + 24);
-    if (32 + lt + ls + ld + 4 != n) {
+    size_t extra = (flags & 8) ? 8 : 0; /* the committed datatype's id, before the checksum */
+    if (32 + lt + ls + ld + extra + 4 != n) {
         h5fl_err("attribute file %s is corrupt (inconsistent lengths)", path);
         goto fail;
     }
@@ -200,7 +204,10 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
         a->type = mt;
     }
     uint32_t sv = h5fl_get_u32(b + 8);
-    if ((flags & ~7u) || (a->blob && (a->vlen_str || !h5fl_blob_type(a->type))) ||
+    a->has_dtype = (flags & 8) != 0;
+    if (a->has_dtype)
+        a->dtype_id = h5fl_get_u64(b + n - 12);
+    if ((flags & ~15u) || (a->blob && (a->vlen_str || !h5fl_blob_type(a->type))) ||
         (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN) || (sv == H5FL_SIDECAR_VERSION_VLEN) != a->blob) {
         h5fl_err("attribute file %s has flags 0x%x this h5flow_log does not know (written by a newer "
                  "version?) or that contradict its datatype",
@@ -293,6 +300,10 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
     if (!(a = attr_new(f, loc.dir, loc.path, name)))
         goto fail;
     a->type = H5Tcopy(type);
+    int cu = h5fl_datatype_use_id(f, type, &a->dtype_id); /* vol_datatype.c */
+    if (cu < 0)
+        goto fail;
+    a->has_dtype = cu == 1;
     a->space = H5Scopy(space);
     if (a->type < 0 || a->space < 0)
         goto fail;
@@ -601,7 +612,9 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
                 return 0;
             break;
         case H5VL_ATTR_GET_TYPE:
-            if (a && (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0)
+            if (a && ((a->has_dtype && (args->args.get_type.type_id =
+                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id)) >= 0) ||
+                      (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0))
                 return 0;
             break;
         case H5VL_ATTR_GET_STORAGE_SIZE:

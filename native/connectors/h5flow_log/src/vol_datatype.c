@@ -270,7 +270,7 @@ herr_t h5fl_datatype_close(void *obj, hid_t dxpl, void **req)
 /* A dataset created with a committed datatype of the same container remembers it (file @dtype in its
  * directory: the datatype's reference id, u64 + CRC32C), so that H5Dget_type hands out the committed
  * type, as native HDF5 does (h5py: dset.id.get_type().committed()). Other types: nothing. */
-int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
+int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id)
 {
     if (H5Tcommitted(type) <= 0)
         return 0;
@@ -289,9 +289,17 @@ int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
     H5O_token_t tok;
     if (h5fl_ref_token(f, t->o.dir, t->o.path, &tok) != 0)
         return -1;
-    uint8_t b[12];
+    memcpy(id, tok.__data, sizeof *id);
+    return 1;
+}
+
+int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
+{
     uint64_t id;
-    memcpy(&id, tok.__data, sizeof id);
+    int r = h5fl_datatype_use_id(f, type, &id);
+    if (r <= 0)
+        return r;
+    uint8_t b[12];
     h5fl_put_u64(b, id);
     h5fl_put_u32(b + 8, h5fl_crc32c(0, b, 8));
     return h5fl_write_file_atomic(objdir, H5FL_DTYPE_USE_FILE, b, sizeof b, f->fsync);
@@ -302,16 +310,23 @@ hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
     char *p = h5fl_join(objdir, H5FL_DTYPE_USE_FILE);
     void *vb = NULL;
     size_t n = 0;
-    hid_t r = H5I_INVALID_HID;
     if (!p || access(p, F_OK) != 0 || h5fl_read_file(p, &vb, &n) != 0 || n != 12 ||
         h5fl_crc32c(0, vb, 8) != h5fl_get_u32((uint8_t *)vb + 8)) {
         free(p);
         free(vb);
         return H5I_INVALID_HID; /* none (or unreadable): the caller hands out a copy of the type */
     }
+    hid_t r = h5fl_datatype_reopen_id(f, h5fl_get_u64(vb));
+    free(p);
+    free(vb);
+    return r;
+}
+
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id)
+{
+    hid_t r = H5I_INVALID_HID;
     H5O_token_t tok;
     memset(&tok, 0, sizeof tok);
-    uint64_t id = h5fl_get_u64(vb);
     memcpy(tok.__data, &id, sizeof id);
     h5fl_loc_t loc = {0};
     if (h5fl_ref_resolve(f, &tok, &loc) == 0 && loc.type == H5I_DATATYPE) {
@@ -325,7 +340,5 @@ hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
     }
     h5fl_err_clear(); /* a committed type deleted since: the copy does */
     h5fl_loc_free(&loc);
-    free(p);
-    free(vb);
     return r;
 }
