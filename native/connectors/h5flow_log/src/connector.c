@@ -9,7 +9,8 @@
      H5VL_CAP_FLAG_DATASET_MORE | H5VL_CAP_FLAG_ATTR_BASIC | H5VL_CAP_FLAG_ATTR_MORE |                     \
      H5VL_CAP_FLAG_LINK_BASIC | H5VL_CAP_FLAG_SOFT_LINKS | H5VL_CAP_FLAG_EXTERNAL_LINKS | H5VL_CAP_FLAG_LINK_MORE | H5VL_CAP_FLAG_OBJECT_BASIC | H5VL_CAP_FLAG_OBJECT_MORE | H5VL_CAP_FLAG_ITERATE | H5VL_CAP_FLAG_CREATION_ORDER | H5VL_CAP_FLAG_BY_IDX |  \
      H5VL_CAP_FLAG_GET_PLIST | H5VL_CAP_FLAG_FLUSH_REFRESH |                                              \
-     H5VL_CAP_FLAG_FILL_VALUES)
+     H5VL_CAP_FLAG_FILL_VALUES | H5VL_CAP_FLAG_STORED_DATATYPES | H5VL_CAP_FLAG_REF_BASIC |                \
+     H5VL_CAP_FLAG_REF_MORE | H5VL_CAP_FLAG_OBJ_REF)
 
 static herr_t init(hid_t vipl)
 {
@@ -65,7 +66,10 @@ const H5VL_class_t h5fl_class = {
                  h5fl_attr_specific, NULL, h5fl_attr_close},
     .dataset_cls = {h5fl_dataset_create, h5fl_dataset_open, h5fl_dataset_read, h5fl_dataset_write,
                     h5fl_dataset_get, h5fl_dataset_specific, NULL, h5fl_dataset_close},
-    .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, h5fl_file_optional, h5fl_file_close},
+    .datatype_cls = {h5fl_datatype_commit, h5fl_datatype_open, h5fl_datatype_get, h5fl_datatype_specific, NULL,
+                     h5fl_datatype_close},
+    .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, h5fl_file_optional,
+                 h5fl_file_close},
     .group_cls = {h5fl_group_create, h5fl_group_open, h5fl_group_get, h5fl_group_specific,
                   group_optional_any, h5fl_group_close},
     .link_cls = {h5fl_link_create, h5fl_link_copy, h5fl_link_move, h5fl_link_get, h5fl_link_specific, NULL},

@@ -458,6 +458,38 @@ static int strings_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from,
     return 0;
 }
 
+/* Elements with variable-length parts (d->blob): decode each stored encoding into out (tsize each). */
+static int blobs_decode(h5fl_blob_ctx_t *bx, const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n,
+                        uint8_t *out)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *p = l->map + from + 16 * i;
+        uint64_t off = h5fl_get_u64(p), len = h5fl_get_u64(p + 8);
+        if (len == UINT64_MAX) /* never written as such: reads as the empty value */
+            continue;
+        if (off > l->mapsize || len > l->mapsize - off) {
+            h5fl_err("dataset '%s': corrupt value reference in %s", d->o.path, l->path);
+            return -1;
+        }
+        const uint8_t *q = l->map + off;
+        if (h5fl_blob_decode(bx, d->type, &q, l->map + off + len, out + i * d->tsize) != 0 ||
+            q != l->map + off + len) {
+            h5fl_err("dataset '%s': corrupt variable-length value in %s: %s", d->o.path, l->path,
+                     h5fl_err_msg() ? h5fl_err_msg() : "trailing bytes");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, uint64_t n, uint8_t *out)
+{
+    h5fl_blob_ctx_t bx = {.f = d->o.file, .alloc = d->valloc, .alloc_info = d->valloc_info};
+    int rc = blobs_decode(&bx, d, l, from, n, out);
+    h5fl_blob_ctx_end(&bx);
+    return rc;
+}
+
 /* The first read that touches a checksummed write checks its data (once per index). */
 static int verify_rec(const h5fl_dset_t *d, uint32_t ri)
 {
@@ -502,6 +534,14 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
                 h5fl_err("dataset '%s': index points beyond the mapped data log %s", d->o.path, l->path);
                 return -1;
             }
+            if (d->blob) {
+                if (blobs_out(d, l, from, stop - pos, g->out) != 0)
+                    return -1;
+                g->out += (stop - pos) * d->tsize;
+                pos = stop;
+                k++;
+                continue;
+            }
             if (d->vstr) {
                 if (strings_out(d, l, from, stop - pos, (char **)g->out) != 0)
                     return -1;
@@ -515,6 +555,11 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
         } else if (k < m->n && m->ext[k].start <= pos) { /* a range a shrink discarded */
             stop = m->ext[k].start + m->ext[k].len < end ? m->ext[k].start + m->ext[k].len : end;
             k++;
+            if (d->blob) { /* the caller's buffer is zeroed: empty values */
+                g->out += (stop - pos) * d->tsize;
+                pos = stop;
+                continue;
+            }
             if (d->vstr) {
                 for (uint64_t i = 0; i < stop - pos; i++)
                     if (!(((char **)g->out)[i] = h5fl_strdup(d->vfill ? d->vfill : "")))
@@ -526,6 +571,11 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             put_fill(d, g->out, stop - pos);
         } else {
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
+            if (d->blob) { /* unwritten: empty values (the caller's buffer is zeroed) */
+                g->out += (stop - pos) * d->tsize;
+                pos = stop;
+                continue;
+            }
             if (d->vstr) { /* unwritten variable-length strings read as empty strings */
                 for (uint64_t i = 0; i < stop - pos; i++)
                     if (!(((char **)g->out)[i] = h5fl_strdup(d->vfill ? d->vfill : "")))

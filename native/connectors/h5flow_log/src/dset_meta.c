@@ -31,7 +31,7 @@ static int encode_sidecar(hid_t type, hid_t space, hid_t dcpl, uint8_t **out, si
         return -1;
     }
     memcpy(b, SIDECAR_MAGIC, 8);
-    h5fl_put_u32(b + 8, H5FL_SIDECAR_VERSION);
+    h5fl_put_u32(b + 8, h5fl_blob_type(type) ? H5FL_SIDECAR_VERSION_VLEN : H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
     h5fl_put_u32(b + 20, (uint32_t)lp);
@@ -76,9 +76,10 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl)
         h5fl_err("dataset metadata %s is corrupt (bad magic or checksum)", path);
         goto done;
     }
-    if (h5fl_get_u32(b + 8) != H5FL_SIDECAR_VERSION) {
-        h5fl_err("dataset metadata %s has format %u, expected %d", path, h5fl_get_u32(b + 8),
-                 H5FL_SIDECAR_VERSION);
+    uint32_t sv = h5fl_get_u32(b + 8);
+    if (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN) {
+        h5fl_err("dataset metadata %s has format %u, expected %d or %d (written by a newer h5flow_log?)", path,
+                 sv, H5FL_SIDECAR_VERSION, H5FL_SIDECAR_VERSION_VLEN);
         goto done;
     }
     size_t lt = h5fl_get_u32(b + 12), ls = h5fl_get_u32(b + 16), lp = h5fl_get_u32(b + 20);
@@ -87,6 +88,15 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl)
         goto done;
     }
     *type = H5Tdecode(b + 24);
+    if (*type >= 0 && sv == H5FL_SIDECAR_VERSION_VLEN) { /* see h5fl_blob_memtype */
+        hid_t mt = h5fl_blob_memtype(*type);
+        H5Tclose(*type);
+        *type = mt;
+    }
+    if (*type >= 0 && (sv == H5FL_SIDECAR_VERSION_VLEN) != h5fl_blob_type(*type)) {
+        h5fl_err("dataset metadata %s: format %u does not match its datatype (corrupt)", path, sv);
+        goto done;
+    }
     *space = H5Sdecode(b + 24 + lt);
     *dcpl = H5Pdecode(b + 24 + lt + ls);
     if (*type < 0 || *space < 0 || *dcpl < 0) {

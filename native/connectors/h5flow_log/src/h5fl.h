@@ -23,6 +23,9 @@
 #define H5FL_FORMAT_VERSION 2
 #define H5FL_FORMAT_OLDEST 1
 #define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
+/* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
+ * dataset instead of misreading its data */
+#define H5FL_SIDECAR_VERSION_VLEN 2
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
@@ -31,6 +34,8 @@
 #define H5FL_MARKER "@h5flow_log"   /* container root: format name + version + epoch */
 #define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
+#define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
+#define H5FL_DTYPE_USE_FILE "@dtype" /* in a dataset: the id of the committed datatype it was created with */
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
@@ -223,6 +228,7 @@ struct h5fl_file {
     bool verify; /* data checksums checked on read (default; H5FLOW_LOG_VERIFY=0 turns it off) */
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
     uint64_t gone_counter; /* likewise, for H5Ldelete */
+    uint64_t ref_minted;   /* object ids minted by this open (refs.c) */
     unsigned long fileno;
 };
 
@@ -277,6 +283,11 @@ struct h5fl_dset {
     hid_t type, space, dcpl, dapl;
     size_t esize; /* bytes per element in the data log (16 for variable-length strings) */
     bool vstr;    /* variable-length strings: the log holds the bytes, then (offset, length) pairs */
+    bool blob;    /* variable-length sequences or members: like vstr, the bytes are each element's
+                   * encoding (blob.c); tsize: bytes of one element in memory */
+    size_t tsize;
+    H5MM_allocate_t valloc; /* during a read: the transfer list's allocator (see h5fl_blob_ctx_t) */
+    void *valloc_info;
     uint8_t *fill;
     char *vfill;  /* variable-length strings: the fill value (NULL: none defined, reads as "") */
     h5fl_writer_t *w;
@@ -295,6 +306,10 @@ typedef struct h5fl_attr {
     uint8_t *data; /* fixed types: npoints*size bytes; vlen strings: char*[npoints] */
     size_t npoints;
     bool vlen_str;
+    bool blob;   /* variable-length sequences or members (blob.c): data is the encoding, blen bytes */
+    bool has_dtype;    /* created with a committed datatype of its container: */
+    uint64_t dtype_id; /* that type's reference id (vol_datatype.c) */
+    size_t blen;
     bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
 
@@ -373,6 +388,37 @@ int h5fl_make_group_dir(const char *dir, bool sync);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
 unsigned long h5fl_objno(const char *dir);
 
+/* Object references (refs.c): the token of a reference is the object's persistent id, minted on first
+ * use (tokens with the top bit set); h5fl_ref_resolve finds the one object holding it, or fails. */
+bool h5fl_ref_is_id(const H5O_token_t *tok);
+int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok);
+int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
+/* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
+ * object (`what` "dataset"/"attribute", `name`). */
+int h5fl_check_ref_types(hid_t type, const char *what, const char *name);
+
+/* Values with variable-length parts, one byte string per element (blob.c; docs/FORMAT.md). */
+typedef struct h5fl_buf {
+    uint8_t *p;
+    size_t len, cap;
+} h5fl_buf_t;
+/* The container references (H5T_STD_REF) are encoded for; end it with h5fl_blob_ctx_end. */
+typedef struct h5fl_blob_ctx {
+    h5fl_file_t *f;
+    H5MM_allocate_t alloc; /* the transfer list's variable-length allocator (H5Pset_vlen_mem_manager), */
+    void *alloc_info;      /* NULL: malloc */
+    H5R_ref_t tmpl;
+    bool have_tmpl;
+} h5fl_blob_ctx_t;
+bool h5fl_blob_type(hid_t type);
+int h5fl_blob_encode(h5fl_blob_ctx_t *ctx, hid_t type, const void *elem, h5fl_buf_t *out);
+/* Decode one element at *pp (advanced) into elem (memory layout of `type`; malloc'd parts, freed by
+ * H5Treclaim). On failure the parts decoded so far stay in elem: reclaim it. */
+int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
+void h5fl_blob_ctx_end(h5fl_blob_ctx_t *ctx);
+void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
+hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
+
 /* Callbacks, one group per translation unit. */
 void *h5fl_file_create(const char *, unsigned, hid_t, hid_t, hid_t, void **);
 void *h5fl_file_open(const char *, unsigned, hid_t, hid_t, void **);
@@ -433,6 +479,19 @@ herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_arg
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
                     H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
+
+/* Committed datatypes (vol_datatype.c). */
+void *h5fl_datatype_commit(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,
+                           void **);
+void *h5fl_datatype_open(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, void **);
+herr_t h5fl_datatype_get(void *, H5VL_datatype_get_args_t *, hid_t, void **);
+herr_t h5fl_datatype_specific(void *, H5VL_datatype_specific_args_t *, hid_t, void **);
+herr_t h5fl_datatype_close(void *, hid_t, void **);
+void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
+int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir);
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir); /* -1: none, hand out a copy */
+int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id); /* 1: a committed type of f, id set */
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id);
 
 extern const H5VL_class_t h5fl_class;
 

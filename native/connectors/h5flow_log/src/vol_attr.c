@@ -60,7 +60,9 @@ static int attr_store(const h5fl_attr_t *a)
         h5fl_err("cannot encode attribute '%s'", a->name);
         return -1;
     }
-    if (a->vlen_str) {
+    if (a->blob) {
+        ld = a->blen;
+    } else if (a->vlen_str) {
         for (size_t i = 0; i < a->npoints; i++) {
             const char *s = ((char **)a->data)[i];
             ld += 8 + (s ? strlen(s) : 0);
@@ -68,23 +70,27 @@ static int attr_store(const h5fl_attr_t *a)
     } else {
         ld = a->npoints * esize;
     }
-    size_t n = 8 + 4 * 4 + 8 + lt + ls + ld + 4;
+    size_t n = 8 + 4 * 4 + 8 + lt + ls + ld + (a->has_dtype ? 8 : 0) + 4;
     uint8_t *b = calloc(1, n);
     if (!b) {
         h5fl_err("out of memory");
         return -1;
     }
     memcpy(b, ATTR_MAGIC, 8);
-    h5fl_put_u32(b + 8, H5FL_SIDECAR_VERSION);
+    h5fl_put_u32(b + 8, a->blob ? H5FL_SIDECAR_VERSION_VLEN : H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
-    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u));
+    h5fl_put_u32(b + 20, (a->vlen_str ? 1u : 0u) | (a->utf8 ? 2u : 0u) | (a->blob ? 4u : 0u) |
+                              (a->has_dtype ? 8u : 0u));
     h5fl_put_u64(b + 24, ld);
     uint8_t *p = b + 32;
     H5Tencode(a->type, p, &lt);
     H5Sencode2(a->space, p + lt, &ls, H5P_DEFAULT);
     p += lt + ls;
-    if (a->vlen_str) {
+    if (a->blob) {
+        if (ld)
+            memcpy(p, a->data, ld);
+    } else if (a->vlen_str) {
         for (size_t i = 0; i < a->npoints; i++) {
             const char *s = ((char **)a->data)[i];
             size_t l = s ? strlen(s) : 0;
@@ -95,6 +101,8 @@ static int attr_store(const h5fl_attr_t *a)
     } else if (ld) {
         memcpy(p, a->data, ld);
     }
+    if (a->has_dtype)
+        h5fl_put_u64(b + n - 12, a->dtype_id);
     h5fl_put_u32(b + n - 4, h5fl_crc32c(0, b, n - 4));
     char esc[NAME_MAX + 1], comp[NAME_MAX + 16];
     int rc = -1;
@@ -169,7 +177,8 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
     size_t lt = h5fl_get_u32(b + 12), ls = h5fl_get_u32(b + 16);
     uint32_t flags = h5fl_get_u32(b + 20);
     uint64_t ld = h5fl_get_u64(b + 24);
-    if (32 + lt + ls + ld + 4 != n) {
+    size_t extra = (flags & 8) ? 8 : 0; /* the committed datatype's id, before the checksum */
+    if (32 + lt + ls + ld + extra + 4 != n) {
         h5fl_err("attribute file %s is corrupt (inconsistent lengths)", path);
         goto fail;
     }
@@ -184,8 +193,34 @@ static h5fl_attr_t *attr_read_file(h5fl_file_t *f, const char *owner_dir, const 
     a->npoints = (size_t)H5Sget_simple_extent_npoints(a->space);
     a->vlen_str = flags & 1;
     a->utf8 = (flags & 2) != 0;
+    a->blob = (flags & 4) != 0;
+    if (a->blob) { /* see h5fl_blob_memtype */
+        hid_t mt = h5fl_blob_memtype(a->type);
+        if (mt < 0) {
+            h5fl_err("attribute file %s: its datatype cannot be rebuilt", path);
+            goto fail;
+        }
+        H5Tclose(a->type);
+        a->type = mt;
+    }
+    uint32_t sv = h5fl_get_u32(b + 8);
+    a->has_dtype = (flags & 8) != 0;
+    if (a->has_dtype)
+        a->dtype_id = h5fl_get_u64(b + n - 12);
+    if ((flags & ~15u) || (a->blob && (a->vlen_str || !h5fl_blob_type(a->type))) ||
+        (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN) || (sv == H5FL_SIDECAR_VERSION_VLEN) != a->blob) {
+        h5fl_err("attribute file %s has flags 0x%x this h5flow_log does not know (written by a newer "
+                 "version?) or that contradict its datatype",
+                 path, (unsigned)flags);
+        goto fail;
+    }
     const uint8_t *p = b + 32 + lt + ls, *end = p + ld;
-    if (a->vlen_str) {
+    if (a->blob) {
+        a->blen = (size_t)ld;
+        if (!(a->data = malloc(ld ? ld : 1)))
+            goto fail;
+        memcpy(a->data, p, ld);
+    } else if (a->vlen_str) {
         char **v = calloc(a->npoints ? a->npoints : 1, sizeof *v);
         a->data = (uint8_t *)v;
         if (!v)
@@ -259,16 +294,16 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         h5fl_check_plist(aapl, H5P_ATTRIBUTE_ACCESS, "attribute access property list") || owner_of(o, lp, &loc) != 0)
         goto fail;
     H5T_class_t cls = H5Tget_class(type);
-    if ((cls == H5T_VLEN || H5Tdetect_class(type, H5T_VLEN) > 0 || cls == H5T_REFERENCE) ||
-        (H5Tdetect_class(type, H5T_STRING) > 0 && cls != H5T_STRING && H5Tdetect_class(type, H5T_VLEN) > 0)) {
-        h5fl_err("attribute '%s': variable-length sequences and references are not supported (variable-length "
-                 "strings are)",
-                 name);
+    if (h5fl_check_ref_types(type, "attribute", name) != 0) /* refs.c */
         goto fail;
-    }
+    (void)cls;
     if (!(a = attr_new(f, loc.dir, loc.path, name)))
         goto fail;
     a->type = H5Tcopy(type);
+    int cu = h5fl_datatype_use_id(f, type, &a->dtype_id); /* vol_datatype.c */
+    if (cu < 0)
+        goto fail;
+    a->has_dtype = cu == 1;
     a->space = H5Scopy(space);
     if (a->type < 0 || a->space < 0)
         goto fail;
@@ -277,10 +312,30 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
     H5T_cset_t cs = H5T_CSET_ASCII;
     if (acpl != H5P_DEFAULT && H5Pget_char_encoding(acpl, &cs) >= 0)
         a->utf8 = cs == H5T_CSET_UTF8;
-    a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
-    if (!a->data) {
-        h5fl_err("out of memory");
-        goto fail;
+    a->blob = h5fl_blob_type(type);
+    if (a->blob) { /* npoints empty values (all-zero memory: empty sequences, null strings) */
+        size_t es = H5Tget_size(type);
+        uint8_t *z = calloc(1, es ? es : 1);
+        h5fl_buf_t enc = {0};
+        int erc = z ? 0 : -1;
+        h5fl_blob_ctx_t bx = {.f = f};
+        for (size_t i = 0; erc == 0 && i < a->npoints; i++)
+            erc = h5fl_blob_encode(&bx, type, z, &enc);
+        h5fl_blob_ctx_end(&bx);
+        free(z);
+        if (erc != 0 || !(a->data = enc.p ? enc.p : malloc(1))) {
+            free(enc.p);
+            if (!h5fl_err_msg())
+                h5fl_err("out of memory");
+            goto fail;
+        }
+        a->blen = enc.len;
+    } else {
+        a->data = calloc(a->npoints ? a->npoints : 1, a->vlen_str ? sizeof(char *) : H5Tget_size(type));
+        if (!a->data) {
+            h5fl_err("out of memory");
+            goto fail;
+        }
     }
     int st = 0;
     if (f->rank == 0) {
@@ -361,6 +416,32 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
     (void)req;
     h5fl_err_clear();
     h5fl_attr_t *a = obj;
+    if (a->blob) {
+        if (H5Tequal(mtype, a->type) <= 0) {
+            h5fl_err("attribute '%s' has variable-length parts: read it with its own datatype (H5Aget_type); "
+                     "h5flow_log does not convert such values",
+                     a->name);
+            goto fail;
+        }
+        size_t es = H5Tget_size(a->type);
+        const uint8_t *p = a->data, *end = p + a->blen;
+        memset(buf, 0, a->npoints * es);
+        h5fl_blob_ctx_t bx = {.f = a->o.file};
+        h5fl_blob_ctx_set_alloc(&bx, dxpl);
+        for (size_t i = 0; i < a->npoints; i++)
+            if (h5fl_blob_decode(&bx, a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
+                h5fl_blob_ctx_end(&bx);
+                hid_t sp = H5Screate_simple(1, (hsize_t[]){a->npoints}, NULL);
+                if (sp >= 0) {
+                    H5Treclaim(a->type, sp, dxpl, buf);
+                    H5Sclose(sp);
+                }
+                h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");
+                goto fail;
+            }
+        h5fl_blob_ctx_end(&bx);
+        return 0;
+    }
     if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: read it with a variable-length string "
@@ -417,7 +498,31 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     if (!h5fl_writable(f))
         goto fail;
     h5fl_collective_begin(f);
-    if (a->vlen_str) {
+    size_t nblen = 0;
+    if (a->blob) {
+        if (H5Tequal(mtype, a->type) <= 0) {
+            h5fl_err("attribute '%s' has variable-length parts: write it with its own datatype (H5Aget_type); "
+                     "h5flow_log does not convert such values",
+                     a->name);
+            goto fail;
+        }
+        size_t es = H5Tget_size(a->type);
+        h5fl_buf_t enc = {0};
+        h5fl_blob_ctx_t bx = {.f = f};
+        for (size_t i = 0; i < a->npoints; i++)
+            if (h5fl_blob_encode(&bx, a->type, (const uint8_t *)buf + i * es, &enc) != 0) {
+                h5fl_blob_ctx_end(&bx);
+                free(enc.p);
+                goto fail;
+            }
+        h5fl_blob_ctx_end(&bx);
+        nd = enc.p ? enc.p : malloc(1);
+        nblen = enc.len;
+        if (!nd) {
+            h5fl_err("out of memory");
+            goto fail;
+        }
+    } else if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: write it with a variable-length string "
                      "memory type",
@@ -458,11 +563,14 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     /* The new values replace the old ones only once they are stored: a failed write leaves the attribute
      * reading what the container holds. */
     uint8_t *old = a->data;
+    size_t oblen = a->blen;
     a->data = nd;
+    a->blen = nblen;
     int st = f->rank == 0 ? attr_store(a) : 0;
     if (h5fl_collective(f, st) != 0) {
         attr_data_free(a);
         a->data = old;
+        a->blen = oblen;
         goto fail;
     }
     a->data = old;
@@ -508,7 +616,9 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
                 return 0;
             break;
         case H5VL_ATTR_GET_TYPE:
-            if (a && (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0)
+            if (a && ((a->has_dtype && (args->args.get_type.type_id =
+                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id)) >= 0) ||
+                      (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0))
                 return 0;
             break;
         case H5VL_ATTR_GET_STORAGE_SIZE:

@@ -53,6 +53,8 @@ static int load_fill(h5fl_dset_t *d)
         }
         return 0;
     }
+    if (d->blob) /* no fill values for these (refused at creation): unwritten values read as empty */
+        return 0;
     uint8_t *v = calloc(1, d->esize);
     if (!v) {
         h5fl_err("out of memory");
@@ -83,7 +85,9 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
     d->dcpl = dcpl;
     d->dapl = (dapl >= 0 && dapl != H5P_DEFAULT) ? H5Pcopy(dapl) : H5Pcreate(H5P_DATASET_ACCESS);
     d->vstr = H5Tis_variable_str(type) > 0;
-    d->esize = d->vstr ? 16 : H5Tget_size(type);
+    d->blob = h5fl_blob_type(type);
+    d->tsize = H5Tget_size(type);
+    d->esize = d->vstr || d->blob ? 16 : H5Tget_size(type);
     d->fill = calloc(1, d->esize ? d->esize : 1);
     if (!d->o.path || !d->o.dir || !d->fill || d->esize == 0) {
         h5fl_err("cannot set up dataset '%s'", path);
@@ -206,24 +210,12 @@ int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
 }
 
 /* ---------------------------------------------------------------- create / open */
-static int check_supported(hid_t type, hid_t dcpl)
+static int check_supported(hid_t type, hid_t dcpl, const char *name)
 {
     H5T_class_t cls = H5Tget_class(type);
-    if (cls == H5T_VLEN) {
-        h5fl_err("variable-length sequences are not supported in h5flow_log datasets (variable-length "
-                 "strings are)");
+    if (h5fl_check_ref_types(type, "dataset", name) != 0) /* refs.c: object references only */
         return -1;
-    }
-    if (cls == H5T_REFERENCE) {
-        h5fl_err("reference datatypes are not supported by h5flow_log");
-        return -1;
-    }
-    if ((cls != H5T_STRING && H5Tdetect_class(type, H5T_VLEN) > 0) ||
-        (cls == H5T_COMPOUND && H5Tdetect_class(type, H5T_STRING) > 0 && H5Tdetect_class(type, H5T_VLEN) > 0) ||
-        H5Tdetect_class(type, H5T_REFERENCE) > 0) {
-        h5fl_err("datatypes containing variable-length or reference members are not supported");
-        return -1;
-    }
+    (void)cls;
     if (dcpl != H5P_DEFAULT && dcpl >= 0) {
         if (H5Pget_nfilters(dcpl) > 0) {
             h5fl_err("h5flow_log does not apply filters (compression, shuffle, ...): create the dataset "
@@ -239,6 +231,12 @@ static int check_supported(hid_t type, hid_t dcpl)
             return -1;
         }
         H5D_fill_value_t fs = H5D_FILL_VALUE_UNDEFINED;
+        if (H5Pfill_value_defined(dcpl, &fs) >= 0 && fs == H5D_FILL_VALUE_USER_DEFINED && h5fl_blob_type(type)) {
+            h5fl_err("dataset '%s': h5flow_log does not support fill values for datatypes with variable-length "
+                     "parts (unwritten elements read as empty sequences / null strings)",
+                     name);
+            return -1;
+        }
         if (H5Pfill_value_defined(dcpl, &fs) >= 0 && fs == H5D_FILL_VALUE_USER_DEFINED) {
             size_t sz = H5Tget_size(type);
             uint8_t *v = calloc(1, sz > sizeof(char *) ? sz : sizeof(char *));
@@ -273,7 +271,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID, p = H5I_INVALID_HID;
     h5fl_dset_t *d = NULL;
     h5fl_collective_begin(f);
-    if (!h5fl_writable(f) || check_supported(type, dcpl) != 0 ||
+    if (!h5fl_writable(f) || check_supported(type, dcpl, name ? name : "(anonymous)") != 0 ||
         h5fl_check_plist(dcpl, H5P_DATASET_CREATE, "dataset creation property list") != 0 ||
         h5fl_check_plist(dapl, H5P_DATASET_ACCESS, "dataset access property list") != 0 ||
         h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0 ||
@@ -318,6 +316,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
                      path, strerror(errno));
             st = -1;
         }
+        if (st == 0 && h5fl_datatype_note_use(f, type, dir) != 0) /* vol_datatype.c */
+            st = -1;
         if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
             st = -1;
         unsigned crt_links, crt_attrs;
@@ -430,6 +430,51 @@ done:
     return rc;
 }
 
+/* Values with variable-length parts: append each element's encoding (blob.c), then one (offset, length)
+ * pair per element, exactly as write_vstr does for strings. The memory type must be the dataset's. */
+static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *buf)
+{
+    if (H5Tequal(mtype, d->type) <= 0) {
+        h5fl_err("dataset '%s' has a datatype with variable-length parts: write it with its own datatype "
+                 "(H5Dget_type); h5flow_log does not convert such values",
+                 d->o.path);
+        return -1;
+    }
+    h5fl_writer_t *w = d->w;
+    size_t ts = d->tsize;
+    uint8_t *v = malloc(s->n * ts + 1), *pairs = malloc(s->n * 16 + 1);
+    h5fl_buf_t enc = {0};
+    int rc = -1;
+    if (!v || !pairs) {
+        h5fl_err("out of memory");
+        goto done;
+    }
+    copy_ctx_t c = {(uint8_t *)(uintptr_t)buf, v, 0, true};
+    if (s->msel == H5S_BLOCK)
+        memcpy(v, buf, s->n * ts);
+    else if (h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c) != 0)
+        goto done;
+    for (hsize_t i = 0; i < s->n; i++) {
+        enc.len = 0;
+        h5fl_blob_ctx_t bx = {.f = d->o.file}; /* encoding holds no template: nothing to end */
+        if (h5fl_blob_encode(&bx, d->type, v + i * ts, &enc) != 0)
+            goto done;
+        h5fl_put_u64(pairs + 16 * i, w->dend + w->dlen);
+        h5fl_put_u64(pairs + 16 * i + 8, enc.len);
+        if (enc.len && h5fl_writer_append_data(w, enc.p, enc.len) != 0)
+            goto done;
+    }
+    uint64_t data_off = w->dend + w->dlen;
+    if (h5fl_writer_append_data(w, pairs, s->n * 16) != 0)
+        goto done;
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
+done:
+    free(enc.p);
+    free(v);
+    free(pairs);
+    return rc;
+}
+
 static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, const void *buf)
 {
     h5fl_file_t *f = d->o.file;
@@ -457,6 +502,8 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     hsize_t moff;
     if (d->vstr)
         return write_vstr(d, mtype, &s, buf);
+    if (d->blob)
+        return write_blob(d, mtype, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (h5fl_writer_append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
@@ -580,6 +627,46 @@ static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
     return rc;
 }
 
+static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, void *buf)
+{
+    if (H5Tequal(mtype, d->type) <= 0) {
+        h5fl_err("dataset '%s' has a datatype with variable-length parts: read it with its own datatype "
+                 "(H5Dget_type); h5flow_log does not convert such values",
+                 d->o.path);
+        return -1;
+    }
+    size_t ts = d->tsize;
+    uint8_t *v = calloc(s->n, ts);
+    if (!v) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    gather_ctx_t g = {d, v};
+    h5fl_blob_ctx_t bx = {0};
+    h5fl_blob_ctx_set_alloc(&bx, dxpl);
+    d->valloc = bx.alloc;
+    d->valloc_info = bx.alloc_info;
+    int rc = h5fl_for_each_seq(s->fsel, 1, h5fl_gather_seq, &g);
+    d->valloc = NULL;
+    d->valloc_info = NULL;
+    if (rc == 0) {
+        copy_ctx_t c = {buf, v, 0, false};
+        if (s->msel == H5S_BLOCK)
+            memcpy(buf, v, s->n * ts);
+        else
+            rc = h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c);
+    }
+    if (rc != 0) { /* free what was decoded: the caller's buffer was not handed any of it */
+        hid_t sp = H5Screate_simple(1, (hsize_t[]){s->n}, NULL);
+        if (sp >= 0) {
+            H5Treclaim(d->type, sp, dxpl, v);
+            H5Sclose(sp);
+        }
+    }
+    free(v);
+    return rc;
+}
+
 static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf)
 {
     sel_t s;
@@ -602,6 +689,8 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
     hsize_t moff;
     if (d->vstr)
         return read_vstr(d, mtype, &s, buf);
+    if (d->blob)
+        return read_blob(d, mtype, dxpl, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         gather_ctx_t g = {d, (uint8_t *)buf + moff};
         return h5fl_for_each_seq(s.fsel, 1, h5fl_gather_seq, &g);
@@ -707,7 +796,8 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
             *args->args.get_storage_size.storage_size = storage_size(d);
             return 0;
         case H5VL_DATASET_GET_TYPE:
-            if ((args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
+            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir)) >= 0 ||
+                (args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
                 return 0;
             break;
         default:

@@ -31,6 +31,8 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
         t = H5FL_I_EXT;
     else if (h5fl_exists(dir, H5FL_DSET_FILE))
         t = H5I_DATASET;
+    else if (h5fl_exists(dir, H5FL_DTYPE_FILE)) /* vol_datatype.c */
+        t = H5I_DATATYPE;
     else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
         t = H5I_GROUP;
     errno = e;
@@ -413,6 +415,8 @@ static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5
             return rc;
         }
         case H5VL_OBJECT_BY_TOKEN: {
+            if (h5fl_ref_is_id(lp->loc_data.loc_by_token.token)) /* a reference's token (refs.c) */
+                return h5fl_ref_resolve(o->file, lp->loc_data.loc_by_token.token, out);
             uint64_t ino;
             memcpy(&ino, lp->loc_data.loc_by_token.token->__data, sizeof ino);
             if (h5fl_objno(o->file->o.dir) == ino) {
@@ -460,6 +464,11 @@ void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_ty
         if (opened_type)
             *opened_type = H5I_DATASET;
         return h5fl_dset_open_dir(f, loc->dir, loc->path);
+    }
+    if (loc->type == H5I_DATATYPE) { /* vol_datatype.c */
+        if (opened_type)
+            *opened_type = H5I_DATATYPE;
+        return h5fl_datatype_open_dir(f, loc->dir, loc->path);
     }
     h5fl_err("object '%s' does not exist", loc->path ? loc->path : "?");
     return NULL;

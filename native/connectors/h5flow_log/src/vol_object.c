@@ -12,7 +12,10 @@
 
 static H5O_type_t otype(H5I_type_t t)
 {
-    return t == H5I_GROUP ? H5O_TYPE_GROUP : t == H5I_DATASET ? H5O_TYPE_DATASET : H5O_TYPE_UNKNOWN;
+    return t == H5I_GROUP     ? H5O_TYPE_GROUP
+           : t == H5I_DATASET  ? H5O_TYPE_DATASET
+           : t == H5I_DATATYPE ? H5O_TYPE_NAMED_DATATYPE
+                               : H5O_TYPE_UNKNOWN;
 }
 
 int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields, H5O_info2_t *oi)
@@ -700,8 +703,7 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
                 h5fl_err("object '%s' does not exist", loc.path);
                 break;
             }
-            h5fl_token_of(loc.dir, args->args.lookup.token_ptr);
-            rc = 0;
+            rc = h5fl_ref_token(o->file, loc.dir, loc.path, args->args.lookup.token_ptr); /* refs.c */
             break;
         case H5VL_OBJECT_VISIT: {
             H5VL_object_visit_args_t *a = &args->args.visit;

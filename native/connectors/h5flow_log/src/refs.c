@@ -1,0 +1,337 @@
+/* Object references: persistent object ids (docs/FORMAT.md "Object references").
+ *
+ * A reference (hobj_ref_t, H5R_ref_t) holds the 8-byte token H5VL_OBJECT_LOOKUP returns. A directory's
+ * inode is no such token: copying a container (cp -r, tar, rsync) gives every object a new inode, and
+ * an inode freed by a deleted object is reused by the next one created, so a reference made from an
+ * inode could later name another object. The token of a reference is therefore the object's id, kept
+ * in the file @id of its directory, minted the first time a reference to it is made:
+ *
+ *     id = 1 << 63 | epoch << 40 | writer << 20 | n
+ *
+ * (epoch: the writer epoch of the handle that mints it, claimed by exactly one process; writer: its MPI
+ * rank; n: a counter of that handle), which no other object of the container can ever have been given,
+ * copies included. The file is published with link(2), so two processes minting for one object agree
+ * on the first. Renames carry @id along (it is inside the directory); H5Ocopy must not (a copy is
+ * another object). Resolving a token scans the container for the directory whose @id is the token: a
+ * token no directory holds fails ("does not exist any more"), one two directories hold fails
+ * ("ambiguous"): a reference never opens an object other than the one it was made from. Tokens without
+ * the top bit (H5Oget_info, link info) are inodes, resolved as before (vol_group.c). */
+#include "h5fl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REF_ID_FILE "@id"
+#define REF_BIT (UINT64_C(1) << 63)
+#define REF_EPOCH_BITS 23
+#define REF_WRITER_BITS 20
+#define REF_COUNT_BITS 20
+#define REF_ROOT REF_BIT /* the root group's id: epoch 0 is never claimed, so no minted id is this */
+
+bool h5fl_ref_is_id(const H5O_token_t *tok)
+{
+    uint64_t v;
+    memcpy(&v, tok->__data, sizeof v);
+    return (v & REF_BIT) != 0;
+}
+
+/* The id stored in dir/@id: 1 and *id, 0 if there is none, -1 on a damaged file (error recorded). */
+static int read_id(const char *dir, uint64_t *id)
+{
+    char *p = h5fl_join(dir, REF_ID_FILE);
+    if (!p) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        free(p);
+        if (e == ENOENT || e == ENOTDIR)
+            return 0;
+        h5fl_err("cannot read the object id %s/%s: %s", dir, REF_ID_FILE, strerror(e));
+        return -1;
+    }
+    uint8_t b[16];
+    ssize_t n = read(fd, b, sizeof b);
+    close(fd);
+    if (n != 12 || h5fl_crc32c(0, b, 8) != h5fl_get_u32(b + 8) || !(h5fl_get_u64(b) & REF_BIT)) {
+        h5fl_err("the object id file %s is damaged: references to this object cannot be resolved; "
+                 "remove the file only if no reference to the object is stored anywhere",
+                 p);
+        free(p);
+        return -1;
+    }
+    free(p);
+    *id = h5fl_get_u64(b);
+    return 1;
+}
+
+static int mint(h5fl_file_t *f, uint64_t *id)
+{
+    if (f->epoch >= (UINT64_C(1) << REF_EPOCH_BITS) || (uint64_t)f->rank >= (UINT64_C(1) << REF_WRITER_BITS)) {
+        h5fl_err("cannot give an object of %s a reference id: writer epoch %llu / rank %d exceed the id's "
+                 "%d / %d bits; copy the container's objects into a new container (h5repack)",
+                 f->name, (unsigned long long)f->epoch, f->rank, REF_EPOCH_BITS, REF_WRITER_BITS);
+        return -1;
+    }
+    if (f->ref_minted >= (UINT64_C(1) << REF_COUNT_BITS)) {
+        h5fl_err("%s: this open gave %llu objects their first reference, the most one open can; close and "
+                 "reopen the container to make more",
+                 f->name, (unsigned long long)f->ref_minted);
+        return -1;
+    }
+    uint64_t n = f->ref_minted++;
+    *id = REF_BIT | f->epoch << (REF_WRITER_BITS + REF_COUNT_BITS) | (uint64_t)f->rank << REF_COUNT_BITS | n;
+    return 0;
+}
+
+/* The id of the object at `dir`, minted if it has none (the container must be writable then). */
+static int object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id)
+{
+    int r = read_id(dir, id);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    if (!(f->intent & H5F_ACC_RDWR)) {
+        h5fl_err("object '%s' has never been referenced and the container %s is open read-only: a "
+                 "reference needs an id stored with the object; open the container read-write once to "
+                 "create the first reference to it",
+                 path, f->name);
+        return -1;
+    }
+    uint64_t nid;
+    if (mint(f, &nid) != 0)
+        return -1;
+    uint8_t b[12];
+    h5fl_put_u64(b, nid);
+    h5fl_put_u32(b + 8, h5fl_crc32c(0, b, 8));
+    char tmpname[64];
+    snprintf(tmpname, sizeof tmpname, "@tmp.%016llx" REF_ID_FILE, (unsigned long long)nid);
+    if (h5fl_write_file_atomic(dir, tmpname, b, sizeof b, f->fsync) != 0)
+        return -1;
+    char *tp = h5fl_join(dir, tmpname), *ip = h5fl_join(dir, REF_ID_FILE);
+    int rc = -1;
+    if (!tp || !ip) {
+        h5fl_err("out of memory");
+    } else if (link(tp, ip) == 0) {
+        *id = nid;
+        rc = 0;
+    } else if (errno == EEXIST) { /* another process minted first: its id is the object's */
+        rc = read_id(dir, id) == 1 ? 0 : -1;
+        if (rc != 0 && !h5fl_err_msg())
+            h5fl_err("the object id of '%s' vanished while it was being created", path);
+    } else {
+        h5fl_err("cannot store the object id of '%s' in %s: %s", path, dir, strerror(errno));
+    }
+    if (tp)
+        unlink(tp);
+    free(tp);
+    free(ip);
+    return rc;
+}
+
+int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok)
+{
+    uint64_t id = REF_ROOT; /* the root group is one per container: a fixed id, nothing to store */
+    if (strcmp(path, "/") != 0 && object_id(f, dir, path, &id) != 0)
+        return -1;
+    memset(tok, 0, sizeof *tok);
+    memcpy(tok->__data, &id, sizeof id); /* native byte order, as the inode tokens */
+    return 0;
+}
+
+static char *path_join(const char *path, const char *name)
+{
+    size_t a = strlen(path), b = strlen(name);
+    char *r = malloc(a + b + 2);
+    if (!r)
+        return NULL;
+    memcpy(r, path, a);
+    size_t k = a;
+    if (k == 0 || r[k - 1] != '/')
+        r[k++] = '/';
+    memcpy(r + k, name, b + 1);
+    return r;
+}
+
+/* Depth-first over the container: count the directories whose id is `id`, keep the first in *out. */
+static int scan(const char *dir, const char *path, uint64_t id, h5fl_loc_t *out, int *found)
+{
+    h5fl_names_t kids;
+    if (h5fl_list_children(dir, &kids) != 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < kids.n && rc == 0; i++) {
+        char esc[NAME_MAX + 1];
+        if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
+            continue;
+        char *cd = h5fl_join(dir, esc), *cp = path_join(path, kids.v[i]);
+        if (!cd || !cp) {
+            h5fl_err("out of memory");
+            rc = -1;
+        } else {
+            H5I_type_t t = h5fl_dir_type(cd, false);
+            uint64_t v;
+            int r = read_id(cd, &v);
+            if (r < 0) {
+                rc = -1;
+            } else if (r == 1 && v == id) {
+                if ((*found)++ == 0) {
+                    out->dir = cd;
+                    out->path = cp;
+                    out->type = t;
+                    cd = cp = NULL;
+                }
+            }
+            if (rc == 0 && t == H5I_GROUP && cd)
+                rc = scan(cd, cp, id, out, found);
+        }
+        free(cd);
+        free(cp);
+    }
+    h5fl_names_free(&kids);
+    return rc;
+}
+
+/* Where ids were last found (per process, by container): a hit is trusted only after reading the id
+ * back from that directory, so a move or a deletion since makes it a miss and a full scan. */
+#define REF_CACHE 256
+static struct {
+    unsigned long fileno;
+    uint64_t id;
+    char *dir, *path;
+    H5I_type_t type;
+} cache[REF_CACHE];
+
+static void cache_put(unsigned long fileno, uint64_t id, const h5fl_loc_t *l)
+{
+    size_t k = (size_t)((id ^ (id >> 20) ^ (uint64_t)fileno) % REF_CACHE);
+    char *d = h5fl_strdup(l->dir), *p = h5fl_strdup(l->path);
+    if (!d || !p) {
+        free(d);
+        free(p);
+        return;
+    }
+    free(cache[k].dir);
+    free(cache[k].path);
+    cache[k].fileno = fileno;
+    cache[k].id = id;
+    cache[k].dir = d;
+    cache[k].path = p;
+    cache[k].type = l->type;
+}
+
+static bool cache_get(unsigned long fileno, uint64_t id, h5fl_loc_t *out)
+{
+    size_t k = (size_t)((id ^ (id >> 20) ^ (uint64_t)fileno) % REF_CACHE);
+    uint64_t v;
+    if (!cache[k].dir || cache[k].fileno != fileno || cache[k].id != id || read_id(cache[k].dir, &v) != 1 ||
+        v != id || h5fl_dir_type(cache[k].dir, false) != cache[k].type) {
+        h5fl_err_clear();
+        return false;
+    }
+    out->dir = h5fl_strdup(cache[k].dir);
+    out->path = h5fl_strdup(cache[k].path);
+    out->type = cache[k].type;
+    if (!out->dir || !out->path) {
+        h5fl_loc_free(out);
+        return false;
+    }
+    return true;
+}
+
+int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
+{
+    uint64_t id;
+    memcpy(&id, tok->__data, sizeof id);
+    memset(out, 0, sizeof *out);
+    int found = 0;
+    if (id == REF_ROOT) {
+        found = 1;
+        out->dir = h5fl_strdup(f->o.dir);
+        out->path = h5fl_strdup("/");
+        out->type = H5I_GROUP;
+        if (!out->dir || !out->path) {
+            h5fl_loc_free(out);
+            h5fl_err("out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (cache_get(f->fileno, id, out))
+        return 0;
+    if (scan(f->o.dir, "/", id, out, &found) != 0) {
+        h5fl_loc_free(out);
+        return -1;
+    }
+    if (found == 0) {
+        h5fl_err("the object this reference points to (id %016llx) does not exist in %s any more (it was "
+                 "deleted, or the reference was made in another container)",
+                 (unsigned long long)id, f->name);
+        return -1;
+    }
+    if (found > 1) {
+        h5fl_err("reference id %016llx is held by %d objects of %s (an @id file was copied by hand): "
+                 "refusing to guess; remove the @id file from the copies",
+                 (unsigned long long)id, found, f->name);
+        h5fl_loc_free(out);
+        return -1;
+    }
+    cache_put(f->fileno, id, out);
+    return 0;
+}
+
+/* Whether every reference inside `type` is an object reference of the 1.10 kind (H5T_STD_REF_OBJ: the
+ * 8-byte token, stored as it is); 1 yes, 0 no, -1 on a library error. */
+static int only_obj_refs(hid_t type)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls == H5T_REFERENCE)
+        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 || H5Tequal(type, H5T_STD_REF) > 0 ? 1 : 0;
+    if (cls == H5T_COMPOUND) {
+        int n = H5Tget_nmembers(type);
+        if (n < 0)
+            return -1;
+        for (unsigned i = 0; i < (unsigned)n; i++) {
+            hid_t m = H5Tget_member_type(type, i);
+            if (m < 0)
+                return -1;
+            int r = only_obj_refs(m);
+            H5Tclose(m);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    }
+    if (cls == H5T_ARRAY || cls == H5T_VLEN) {
+        hid_t b = H5Tget_super(type);
+        if (b < 0)
+            return -1;
+        int r = only_obj_refs(b);
+        H5Tclose(b);
+        return r;
+    }
+    return 1;
+}
+
+int h5fl_check_ref_types(hid_t type, const char *what, const char *name)
+{
+    if (H5Tdetect_class(type, H5T_REFERENCE) <= 0)
+        return 0;
+    int r = only_obj_refs(type);
+    if (r == 1)
+        return 0;
+    h5fl_err("%s '%s': h5flow_log stores object references only (H5T_STD_REF_OBJ, hobj_ref_t, "
+             "h5py.ref_dtype; H5T_STD_REF holding object references): region references "
+             "(H5T_STD_REF_DSETREG, h5py.regionref_dtype) are not supported (docs/FORMAT.md, "
+             "\"Object references\")",
+             what, name);
+    return -1;
+}

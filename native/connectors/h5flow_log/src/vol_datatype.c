@@ -1,0 +1,344 @@
+/* Committed (named) datatypes: H5Tcommit2 / H5Topen2, h5py f["t"] = np.dtype(...).
+ *
+ * A committed datatype is a directory holding @datatype (docs/FORMAT.md "Committed datatypes"):
+ * magic "H5FLDT01", u32 version 1, u32 length n, the H5Tencode form of the type (n bytes), CRC32C of all
+ * before it. Datasets and attributes created with a committed type record the type itself (as native
+ * HDF5 does in effect: their type is a copy); they keep no link to the committed one. */
+#include "h5fl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char DT_MAGIC[8] = {'H', '5', 'F', 'L', 'D', 'T', '0', '1'};
+
+typedef struct h5fl_dtype {
+    h5fl_obj_t o; /* first: the generic callbacks see an h5fl_obj_t */
+    hid_t type;
+} h5fl_dtype_t;
+
+static char *path_join(const char *path, const char *name)
+{
+    size_t a = strlen(path), b = strlen(name);
+    char *r = malloc(a + b + 2);
+    if (!r)
+        return NULL;
+    memcpy(r, path, a);
+    size_t k = a;
+    if (k == 0 || r[k - 1] != '/')
+        r[k++] = '/';
+    memcpy(r + k, name, b + 1);
+    return r;
+}
+
+static int store(const char *dir, hid_t type, bool sync)
+{
+    size_t lt = 0;
+    if (H5Tencode(type, NULL, &lt) < 0 || lt > UINT32_MAX) {
+        h5fl_err("cannot encode the datatype");
+        return -1;
+    }
+    size_t n = 16 + lt + 4;
+    uint8_t *b = calloc(1, n);
+    if (!b) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    memcpy(b, DT_MAGIC, 8);
+    h5fl_put_u32(b + 8, 1);
+    h5fl_put_u32(b + 12, (uint32_t)lt);
+    int rc = -1;
+    if (H5Tencode(type, b + 16, &lt) >= 0) {
+        h5fl_put_u32(b + n - 4, h5fl_crc32c(0, b, n - 4));
+        rc = h5fl_write_file_atomic(dir, H5FL_DTYPE_FILE, b, n, sync);
+    } else {
+        h5fl_err("cannot encode the datatype");
+    }
+    free(b);
+    return rc;
+}
+
+static hid_t load(const char *dir)
+{
+    char *p = h5fl_join(dir, H5FL_DTYPE_FILE);
+    void *vb = NULL;
+    size_t n = 0;
+    hid_t t = H5I_INVALID_HID;
+    if (!p || h5fl_read_file(p, &vb, &n) != 0)
+        goto done;
+    const uint8_t *b = vb;
+    if (n < 20 || memcmp(b, DT_MAGIC, 8) != 0 || h5fl_crc32c(0, b, n - 4) != h5fl_get_u32(b + n - 4) ||
+        h5fl_get_u32(b + 8) != 1 || (size_t)h5fl_get_u32(b + 12) + 20 != n) {
+        h5fl_err("committed datatype %s is corrupt (bad magic, version, length or checksum)", p);
+        goto done;
+    }
+    t = H5Tdecode(b + 16);
+    if (t < 0)
+        h5fl_err("committed datatype %s cannot be decoded", p);
+    else if (h5fl_blob_type(t)) { /* see h5fl_blob_memtype */
+        hid_t mt = h5fl_blob_memtype(t);
+        H5Tclose(t);
+        t = mt;
+    }
+done:
+    free(vb);
+    free(p);
+    return t;
+}
+
+static h5fl_dtype_t *dtype_new(h5fl_file_t *f, const char *path, const char *dir, hid_t type)
+{
+    h5fl_dtype_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    h5fl_obj_init(&t->o, H5I_DATATYPE, f, path, dir);
+    t->type = type;
+    if (!t->o.path || !t->o.dir || type < 0) {
+        if (type >= 0)
+            H5Tclose(type);
+        h5fl_obj_release(&t->o);
+        free(t);
+        if (!h5fl_err_msg())
+            h5fl_err("out of memory");
+        return NULL;
+    }
+    return t;
+}
+
+void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path)
+{
+    hid_t t = load(dir);
+    return t < 0 ? NULL : dtype_new(f, path, dir, t);
+}
+
+void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t type_id, hid_t lcpl,
+                           hid_t tcpl, hid_t tapl, hid_t dxpl, void **req)
+{
+    (void)lp;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t parent = {0};
+    char leaf[NAME_MAX + 1], *leafname = NULL, *dir = NULL, *path = NULL;
+    h5fl_dtype_t *t = NULL;
+    h5fl_collective_begin(f);
+    if (!h5fl_writable(f) || h5fl_check_plist(tcpl, H5P_DATATYPE_CREATE, "datatype creation property list") ||
+        h5fl_check_plist(tapl, H5P_DATATYPE_ACCESS, "datatype access property list") ||
+        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list"))
+        goto fail;
+    if (!name) {
+        h5fl_err("h5flow_log does not support anonymous committed datatypes (H5Tcommit_anon): commit the "
+                 "datatype with a name (H5Tcommit2)");
+        goto fail;
+    }
+    if (h5fl_check_ref_types(type_id, "committed datatype", name) != 0)
+        goto fail;
+    unsigned crt = 0;
+    if (lcpl != H5P_DEFAULT && lcpl >= 0)
+        H5Pget_create_intermediate_group(lcpl, &crt);
+    int mode = f->rank == 0 ? (crt ? H5FL_MKPARENTS : H5FL_CHECK) : H5FL_COMPUTE;
+    int st = h5fl_resolve_parent(o, name, mode, &parent, leaf, sizeof leaf, &leafname);
+    if (st == 0) {
+        dir = h5fl_join(parent.dir, leaf);
+        path = path_join(parent.path, leafname);
+        if (!dir || !path) {
+            h5fl_err("out of memory");
+            st = -1;
+        }
+    }
+    if (st == 0 && f->rank == 0) {
+        if (mkdir(dir, 0755) != 0 && !(errno == EEXIST && h5fl_dir_type(dir, false) == H5I_BADID)) {
+            h5fl_err(errno == EEXIST ? "cannot commit datatype '%s': a link with this name already exists"
+                                     : "cannot commit datatype '%s': %s",
+                     path, strerror(errno));
+            st = -1;
+        }
+        if (st == 0 && store(dir, type_id, f->fsync) != 0)
+            st = -1;
+    }
+    st = h5fl_collective(f, st);
+    if (st == 0)
+        t = dtype_new(f, path, dir, H5Tcopy(type_id));
+    free(leafname);
+    free(dir);
+    free(path);
+    h5fl_loc_free(&parent);
+    if (t)
+        return t;
+fail:
+    h5fl_err_push(__func__);
+    return NULL;
+}
+
+void *h5fl_datatype_open(void *obj, const H5VL_loc_params_t *lp, const char *name, hid_t tapl, hid_t dxpl,
+                         void **req)
+{
+    (void)lp;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_obj_t *o = obj;
+    h5fl_loc_t loc = {0};
+    void *r = NULL;
+    if (h5fl_check_plist(tapl, H5P_DATATYPE_ACCESS, "datatype access property list") == 0 &&
+        h5fl_resolve(o, name, &loc) == 0) {
+        if (loc.type != H5I_DATATYPE)
+            h5fl_err(loc.type == H5I_BADID ? "committed datatype '%s' does not exist"
+                                           : "'%s' is not a committed datatype",
+                     loc.path ? loc.path : name);
+        else
+            r = h5fl_datatype_open_dir(o->file, loc.dir, loc.path);
+    }
+    h5fl_loc_free(&loc);
+    if (!r)
+        h5fl_err_push(__func__);
+    return r;
+}
+
+herr_t h5fl_datatype_get(void *obj, H5VL_datatype_get_args_t *args, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    h5fl_dtype_t *t = obj;
+    switch (args->op_type) {
+        case H5VL_DATATYPE_GET_BINARY_SIZE: {
+            size_t n = 0;
+            if (H5Tencode(t->type, NULL, &n) < 0)
+                break;
+            *args->args.get_binary_size.size = n;
+            return 0;
+        }
+        case H5VL_DATATYPE_GET_BINARY: {
+            size_t n = args->args.get_binary.buf_size;
+            if (H5Tencode(t->type, args->args.get_binary.buf, &n) < 0)
+                break;
+            return 0;
+        }
+        case H5VL_DATATYPE_GET_TCPL:
+            if ((args->args.get_tcpl.tcpl_id = H5Pcreate(H5P_DATATYPE_CREATE)) < 0)
+                break;
+            return 0;
+        default:
+            h5fl_err("datatype get operation %d is not supported by h5flow_log", (int)args->op_type);
+    }
+    if (!h5fl_err_msg())
+        h5fl_err("cannot describe committed datatype '%s'", t->o.path);
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_datatype_specific(void *obj, H5VL_datatype_specific_args_t *args, hid_t dxpl, void **req)
+{
+    (void)obj;
+    (void)dxpl;
+    (void)req;
+    h5fl_err_clear();
+    switch (args->op_type) {
+        case H5VL_DATATYPE_FLUSH:
+        case H5VL_DATATYPE_REFRESH:
+            return 0; /* written at commit; immutable */
+        default:
+            break;
+    }
+    h5fl_err("datatype operation %d is not supported by h5flow_log", (int)args->op_type);
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_datatype_close(void *obj, hid_t dxpl, void **req)
+{
+    (void)dxpl;
+    (void)req;
+    h5fl_dtype_t *t = obj;
+    if (--t->o.rc > 0)
+        return 0;
+    H5Tclose(t->type);
+    h5fl_obj_release(&t->o);
+    free(t);
+    return 0;
+}
+
+/* A dataset created with a committed datatype of the same container remembers it (file @dtype in its
+ * directory: the datatype's reference id, u64 + CRC32C), so that H5Dget_type hands out the committed
+ * type, as native HDF5 does (h5py: dset.id.get_type().committed()). Other types: nothing. */
+int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id)
+{
+    if (H5Tcommitted(type) <= 0)
+        return 0;
+    hid_t ours = H5VLget_connector_id_by_name(H5FL_NAME), theirs = H5VLget_connector_id(type);
+    int cmp = 1;
+    bool same = ours >= 0 && theirs >= 0 && H5VLcmp_connector_cls(&cmp, ours, theirs) >= 0 && cmp == 0;
+    if (ours >= 0)
+        H5VLclose(ours);
+    if (theirs >= 0)
+        H5VLclose(theirs);
+    if (!same)
+        return 0; /* a committed type of another connector's file: the dataset keeps a copy only */
+    h5fl_dtype_t *t = H5VLobject(type);
+    if (!t || t->o.type != H5I_DATATYPE || !t->o.file || t->o.file->fileno != f->fileno)
+        return 0; /* another container's: a copy only (like native HDF5 across files) */
+    H5O_token_t tok;
+    if (h5fl_ref_token(f, t->o.dir, t->o.path, &tok) != 0)
+        return -1;
+    memcpy(id, tok.__data, sizeof *id);
+    return 1;
+}
+
+int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
+{
+    uint64_t id;
+    int r = h5fl_datatype_use_id(f, type, &id);
+    if (r <= 0)
+        return r;
+    uint8_t b[12];
+    h5fl_put_u64(b, id);
+    h5fl_put_u32(b + 8, h5fl_crc32c(0, b, 8));
+    return h5fl_write_file_atomic(objdir, H5FL_DTYPE_USE_FILE, b, sizeof b, f->fsync);
+}
+
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
+{
+    char *p = h5fl_join(objdir, H5FL_DTYPE_USE_FILE);
+    void *vb = NULL;
+    size_t n = 0;
+    if (!p || access(p, F_OK) != 0 || h5fl_read_file(p, &vb, &n) != 0 || n != 12 ||
+        h5fl_crc32c(0, vb, 8) != h5fl_get_u32((uint8_t *)vb + 8)) {
+        free(p);
+        free(vb);
+        return H5I_INVALID_HID; /* none (or unreadable): the caller hands out a copy of the type */
+    }
+    hid_t r = h5fl_datatype_reopen_id(f, h5fl_get_u64(vb));
+    free(p);
+    free(vb);
+    return r;
+}
+
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id)
+{
+    hid_t r = H5I_INVALID_HID;
+    H5O_token_t tok;
+    memset(&tok, 0, sizeof tok);
+    memcpy(tok.__data, &id, sizeof id);
+    h5fl_loc_t loc = {0};
+    if (h5fl_ref_resolve(f, &tok, &loc) == 0 && loc.type == H5I_DATATYPE) {
+        h5fl_loc_t root = {.dir = f->o.dir, .path = "/", .type = H5I_GROUP};
+        hid_t g = h5fl_register_for_callback(f, &root);
+        if (g >= 0) {
+            H5E_BEGIN_TRY { r = H5Topen2(g, loc.path, H5P_DEFAULT); }
+            H5E_END_TRY
+            H5Idec_ref(g);
+        }
+    }
+    h5fl_err_clear(); /* a committed type deleted since: the copy does */
+    h5fl_loc_free(&loc);
+    return r;
+}

@@ -1,0 +1,144 @@
+"""h5flow_log: object references (h5py `.ref`, `f[ref]`, `h5py.ref_dtype` datasets and attributes).
+
+A reference holds the referenced object's persistent id (docs/FORMAT.md "Object references"): it must
+resolve to the same object after close/reopen, after the object (or a group above it) is renamed, and in a
+copy of the container directory; it must never resolve to another object (a deleted object's reference
+fails). Each scenario runs natively and through the connector (`same_as_native`), needs HDF5 patch 0003
+(third_party/hdf5/patches) for the 1.10 H5Rcreate/H5Rdereference2 h5py calls.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, same_as_native
+
+pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
+                                reason="h5flow_log plugin not built (run make setup)")
+
+
+def test_object_refs_roundtrip_reopen_and_move(tmp_path: Path) -> None:
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            g = f.create_group("g/h"); d = f.create_dataset("g/d", data=np.arange(4))
+            out("null", bool(h5py.Reference()))
+            r_root, r_g, r_d = f.ref, g.ref, d.ref
+            out("root", f[r_root].name); out("g", f[r_g].name); out("d", f[r_d][...])
+            out("type", [str(h5py.h5r.get_obj_type(r, f.id)) for r in (r_g, r_d)])
+            ds = f.create_dataset("refs", (3,), dtype=h5py.ref_dtype)
+            ds[0] = r_g; ds[1] = r_d
+            f.attrs.create("aref", r_d, dtype=h5py.ref_dtype)
+            f.attrs["arefs"] = np.array([r_g, r_d], dtype=h5py.ref_dtype)
+            out("same", f[r_d] == d)
+        with h5py.File("c.h5", "r+") as f:                 # after close/reopen
+            refs = f["refs"][...]
+            out("reopen", [f[refs[0]].name, f[refs[1]].name, bool(refs[2])])
+            out("attr", f[f.attrs["aref"]][...]); out("attrs", [f[r].name for r in f.attrs["arefs"]])
+            f.move("g", "moved")                             # the referenced objects move
+            out("moved", [f[r].name for r in f["refs"][:2]])
+            out("moved_data", f[f["refs"][1]][...])
+        with h5py.File("c.h5", "r") as f:                  # read-only: stored references still resolve
+            out("ro", [f[r].name for r in f["refs"][:2]])
+    """, tmp_path)
+    assert got["moved"] == ["/moved/h", "/moved/d"]
+    assert got["reopen"] == ["/g/h", "/g/d", False]
+
+
+def _script(body: str) -> str:
+    return "import os, sys, numpy as np, h5py\nos.chdir(sys.argv[1])\n" + textwrap.dedent(body)
+
+
+def _run_log(body: str, workdir: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(LOG_ENV)
+    return subprocess.run([sys.executable, "-c", _script(body), str(workdir)], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_reference_to_deleted_object_fails_through_connector(tmp_path: Path) -> None:
+    p = _run_log("""
+        with h5py.File("c.h5", "w") as f:
+            f.create_dataset("a", data=[1, 2])
+            f["refs"] = np.array([f["a"].ref], dtype=h5py.ref_dtype)
+            del f["a"]
+            for i in range(20):
+                f.create_dataset(f"n{i}", data=[i])
+            try:
+                print("OPENED", f[f["refs"][0]].name)
+            except Exception as e:
+                print("ERROR", e)
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ERROR" in p.stdout and "OPENED" not in p.stdout, p.stdout
+    assert "does not exist" in p.stdout + p.stderr
+
+
+def test_references_survive_a_copy_of_the_container(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    p = _run_log("""
+        with h5py.File("c.h5", "w") as f:
+            for i in range(30):
+                f.create_dataset(f"d{i}", data=[i])
+            f["refs"] = np.array([f[f"d{i}"].ref for i in range(30)], dtype=h5py.ref_dtype)
+    """, a)
+    assert p.returncode == 0, p.stdout + p.stderr
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copytree(a / "c.h5", b / "c.h5")  # new inodes everywhere
+    shutil.rmtree(a / "c.h5")
+    p = _run_log("""
+        with h5py.File("c.h5", "r") as f:
+            got = [int(f[r][0]) for r in f["refs"][...]]
+            assert got == list(range(30)), got
+            print("OK")
+    """, b)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr
+
+
+def test_region_and_new_style_references_are_refused_clearly(tmp_path: Path) -> None:
+    p = _run_log("""
+        with h5py.File("c.h5", "w") as f:
+            d = f.create_dataset("d", data=np.arange(10))
+            for what, fn in [("regionref", lambda: d.regionref[1:3]),
+                             ("regionref_dtype", lambda: f.create_dataset("r", (2,), dtype=h5py.regionref_dtype))]:
+                try:
+                    fn(); print("NOERROR", what)
+                except Exception as e:
+                    print("ERROR", what, e)
+            f.create_dataset("after", data=[1])             # errors stay specific, the file stays usable
+            try:
+                f["nonexistent"]
+            except KeyError as e:
+                print("KEYERROR", e)
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NOERROR" not in p.stdout, p.stdout
+    assert "region" in p.stdout, p.stdout
+    assert "Failed to extract" not in p.stdout, p.stdout
+
+
+def test_an_id_held_twice_is_refused_not_guessed(tmp_path: Path) -> None:
+    p = _run_log("""
+        with h5py.File("c.h5", "w") as f:
+            f.create_dataset("a", data=[1]); f.create_dataset("b", data=[2])
+            f["refs"] = np.array([f["a"].ref], dtype=h5py.ref_dtype)
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    shutil.copy(tmp_path / "c.h5" / "a" / "@id", tmp_path / "c.h5" / "b" / "@id")  # a hand-made duplicate
+    p = _run_log("""
+        with h5py.File("c.h5", "r") as f:
+            try:
+                print("OPENED", f[f["refs"][0]].name)
+            except Exception as e:
+                print("ERROR", e)
+    """, tmp_path)
+    assert "ERROR" in p.stdout and "OPENED" not in p.stdout, p.stdout + p.stderr
+    assert "held by 2 objects" in p.stdout + p.stderr
