@@ -85,6 +85,15 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
+def capacity_bytes(path: Path) -> int:
+    """Size of the file system of ``path`` as this user can use it (-1 when unknown)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1
+    return (st.f_blocks - (st.f_bfree - st.f_bavail)) * st.f_frsize
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (write a temporary file, fsync, rename).
 

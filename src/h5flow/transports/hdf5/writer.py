@@ -19,7 +19,7 @@ from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
-                                            free_bytes, is_full_error, is_waitable_full_error, new_run_id)
+                                            EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
 #: room reserved per step file beyond its payload (superblock, object headers, B-trees, page rounding)
@@ -243,6 +243,16 @@ class Hdf5Writer(StepWriter):
                                 f"bytes, {free_bytes(root)} bytes free): {why}")
             if why.endswith("(waiting does not help)"):
                 return f"{message}; the stream is stopped"
+            cap = capacity_bytes(root)
+            if cap >= 0:  # what the stream keeps for good: its emergency reserve, its index, small files
+                try:
+                    kept = self.staging.index.stat().st_size
+                except OSError:
+                    kept = 0
+                cap -= EMERGENCY_RESERVE + kept + 64 * 1024
+            if cap < need and capacity_bytes(root) >= 0:  # no amount of freed room makes a step bigger than the file system fit
+                return (f"{message}; the file system can hold at most {max(cap, 0)} bytes of steps, less than one step: the stream is "
+                        "stopped (waiting does not help; stage on a larger file system or write smaller steps)")
             if cfg.queue_policy != "block":
                 return (f"{message}; the stream is stopped (queue_policy='{cfg.queue_policy}' does not wait for "
                         "room; with 'block' the producer waits until there is)")
