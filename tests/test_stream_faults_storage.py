@@ -199,3 +199,14 @@ def test_write_error_on_one_rank_is_one_decision_on_every_rank(tmp_path: Path, l
     assert [e.kind for e in entries] == ["X"], entries
     assert not list(staging_dir(config["filename"]).glob("*step-*")), "a failed step must leave nothing behind"
     assert "STATUS error" in cout and "rank 1: writing" in cout, cout + cerr
+
+
+def test_step_larger_than_the_file_system_stops_instead_of_waiting_forever(tmp_path: Path) -> None:
+    """queue_policy='block' waits for room only where room can come: a step bigger than the whole staging
+    file system (less what the stream keeps for good) stops the stream with a clear error at once."""
+    config = {"filename": stream(tmp_path), "heartbeat": 0.5, "queue_policy": "block"}
+    body = producer(config, 3, extra="--shape 64 64 64", deadline=30) + "wait\n"
+    out, mounted = run_scenario(tmp_path, body)
+    assert rc(out, "prod") not in (0, 124), text(out, "prod")  # 124: timeout killed it (it waited forever)
+    if mounted:
+        assert "less than one step" in text(out, "prod"), text(out, "prod")
