@@ -153,11 +153,14 @@ class Hdf5Reader(Reader):
         if info.run_id == self._finished_run:
             return False
         state = self.staging.load_group(self.config.group)
-        if state is None or state.run_id != info.run_id:
+        known = state is not None and state.run_id == info.run_id  # this group read this run before
+        if not known:
             state = GroupState(info.run_id, -1, self.comm.size)
         else:
             state.consumers = self.comm.size
-        if self._nothing_left(info, state):
+        # A run that stopped on the producer's error is reported to a group that has not seen it (its ERROR
+        # is what that group must learn); a run that ended normally, or one already seen, is skipped.
+        if not (not known and self._stopped_on_error()) and self._nothing_left(info, state):
             # an earlier run that ended and that this group already read (or whose steps are gone): reporting
             # its end of stream would be a success on a stream this reader did not read. Wait for a new run.
             self._finished_run = info.run_id
@@ -171,6 +174,9 @@ class Hdf5Reader(Reader):
         self._next_seq = state.released_seq + 1  # a restarted group resumes at its first unreleased step
         self._save_group()
         return True
+
+    def _stopped_on_error(self) -> bool:
+        return any(e.kind == "X" for e in read_index(self.staging.index))
 
     def _nothing_left(self, info: StreamInfo, state: GroupState) -> bool:
         """Whether the run has ended (end of stream or the producer's error) with no step this group can still
