@@ -205,8 +205,11 @@ def test_step_larger_than_the_file_system_stops_instead_of_waiting_forever(tmp_p
     """queue_policy='block' waits for room only where room can come: a step bigger than the whole staging
     file system (less what the stream keeps for good) stops the stream with a clear error at once."""
     config = {"filename": stream(tmp_path), "heartbeat": 0.5, "queue_policy": "block"}
-    body = producer(config, 3, extra="--shape 64 64 64", deadline=30) + "wait\n"
+    body = (producer(config, 3, extra="--shape 64 64 64", deadline=30) + "wait\n"
+            + consumer(config, "late", "--timeout 10", deadline=30))  # attaches after the stream stopped
     out, mounted = run_scenario(tmp_path, body)
     assert rc(out, "prod") not in (0, 124), text(out, "prod")  # 124: timeout killed it (it waited forever)
     if mounted:
         assert "less than one step" in text(out, "prod"), text(out, "prod")
+    # the stopped run is this group's news: an ERROR, not "a finished run already read" and a wait
+    assert "STATUS error" in text(out, "late") and rc(out, "late") != 124, text(out, "late")
