@@ -90,6 +90,8 @@ int h5fl_unescape(const char *comp, char *out, size_t outsz);
 
 char *h5fl_strdup(const char *s);
 char *h5fl_join(const char *dir, const char *comp); /* dir + "/" + comp, malloc'd */
+/* An HDF5 path + "/" + name ("/" + name under the root), malloc'd; NULL with an error recorded. */
+char *h5fl_path_join(const char *path, const char *name);
 /* Write dir/name via a temporary file and rename(2); with `sync`, fsync before the rename. */
 int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync);
 int h5fl_read_file(const char *path, void **buf, size_t *len); /* malloc'd contents */

@@ -147,20 +147,6 @@ int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_
     return 0;
 }
 
-static char *path_join(const char *path, const char *name)
-{
-    size_t a = strlen(path), b = strlen(name);
-    char *r = malloc(a + b + 2);
-    if (!r)
-        return NULL;
-    memcpy(r, path, a);
-    size_t k = a;
-    if (k == 0 || r[k - 1] != '/')
-        r[k++] = '/';
-    memcpy(r + k, name, b + 1);
-    return r;
-}
-
 /* Depth-first over the container: count the directories whose id is `id`, keep the first in *out. */
 static int scan(const char *dir, const char *path, uint64_t id, h5fl_loc_t *out, int *found)
 {
@@ -172,7 +158,7 @@ static int scan(const char *dir, const char *path, uint64_t id, h5fl_loc_t *out,
         char esc[NAME_MAX + 1];
         if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
             continue;
-        char *cd = h5fl_join(dir, esc), *cp = path_join(path, kids.v[i]);
+        char *cd = h5fl_join(dir, esc), *cp = h5fl_path_join(path, kids.v[i]);
         if (!cd || !cp) {
             h5fl_err("out of memory");
             rc = -1;

@@ -399,6 +399,22 @@ char *h5fl_strdup(const char *s)
     return d;
 }
 
+char *h5fl_path_join(const char *path, const char *name)
+{
+    size_t a = strlen(path), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) {
+        h5fl_err("out of memory");
+        return NULL;
+    }
+    memcpy(p, path, a);
+    size_t k = a;
+    if (k == 0 || p[k - 1] != '/')
+        p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
 char *h5fl_join(const char *dir, const char *comp)
 {
     size_t a = strlen(dir), b = strlen(comp);

@@ -21,20 +21,6 @@ typedef struct h5fl_dtype {
     hid_t type;
 } h5fl_dtype_t;
 
-static char *path_join(const char *path, const char *name)
-{
-    size_t a = strlen(path), b = strlen(name);
-    char *r = malloc(a + b + 2);
-    if (!r)
-        return NULL;
-    memcpy(r, path, a);
-    size_t k = a;
-    if (k == 0 || r[k - 1] != '/')
-        r[k++] = '/';
-    memcpy(r + k, name, b + 1);
-    return r;
-}
-
 static int store(const char *dir, hid_t type, bool sync)
 {
     size_t lt = 0;
@@ -148,7 +134,7 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
     int st = h5fl_resolve_parent(o, name, mode, &parent, leaf, sizeof leaf, &leafname);
     if (st == 0) {
         dir = h5fl_join(parent.dir, leaf);
-        path = path_join(parent.path, leafname);
+        path = h5fl_path_join(parent.path, leafname);
         if (!dir || !path) {
             h5fl_err("out of memory");
             st = -1;

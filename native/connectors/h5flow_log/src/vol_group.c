@@ -39,23 +39,6 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
     return t;
 }
 
-static char *path_join(const char *path, const char *name)
-{
-    size_t a = strlen(path), b = strlen(name);
-    bool root = a == 1 && path[0] == '/';
-    char *p = malloc(a + b + 2);
-    if (!p) {
-        h5fl_err("out of memory");
-        return NULL;
-    }
-    memcpy(p, path, a);
-    size_t o = a;
-    if (!root)
-        p[o++] = '/';
-    memcpy(p + o, name, b + 1);
-    return p;
-}
-
 /* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID.
  * Soft links met on the way are followed (at most H5FL_SOFT_DEPTH deep); the last component only with
  * `follow_last` (else its type is H5FL_I_SOFT). */
@@ -115,7 +98,7 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
             out->type = H5I_BADID; /* a component under a dataset or missing group: not found */
             break;
         }
-        char *nd = h5fl_join(out->dir, esc), *np = path_join(out->path, comps[i]);
+        char *nd = h5fl_join(out->dir, esc), *np = h5fl_path_join(out->path, comps[i]);
         free(out->dir);
         free(out->path);
         out->dir = nd;
@@ -316,7 +299,7 @@ static int find_ino(const char *dir, const char *path, uint64_t ino, h5fl_loc_t 
         char esc[NAME_MAX + 1];
         if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
             continue;
-        char *cd = h5fl_join(dir, esc), *cp = path_join(path, kids.v[i]);
+        char *cd = h5fl_join(dir, esc), *cp = h5fl_path_join(path, kids.v[i]);
         if (!cd || !cp) {
             free(cd);
             free(cp);
@@ -533,7 +516,7 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
     char *leafname = NULL;
     st = h5fl_resolve_parent(o, name, mode, &parent, leaf, sizeof leaf, &leafname);
     char *dir = st == 0 ? h5fl_join(parent.dir, leaf) : NULL;
-    char *path = st == 0 ? path_join(parent.path, leafname) : NULL;
+    char *path = st == 0 ? h5fl_path_join(parent.path, leafname) : NULL;
     free(leafname);
     if (st == 0 && (!dir || !path))
         st = -1;
