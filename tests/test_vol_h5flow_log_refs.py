@@ -142,3 +142,28 @@ def test_an_id_held_twice_is_refused_not_guessed(tmp_path: Path) -> None:
     """, tmp_path)
     assert "ERROR" in p.stdout and "OPENED" not in p.stdout, p.stdout + p.stderr
     assert "held by 2 objects" in p.stdout + p.stderr
+
+
+def test_object_copies_are_other_objects_for_references(tmp_path: Path) -> None:
+    """H5Ocopy makes another object: a reference made to a copy opens the copy, and a reference made
+    before the copy still opens the original, within one container and from one container into another
+    (an object id copied along would make both ambiguous, or open a stranger in the destination)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("a.h5", "w")) as a, check_connector(h5py.File("b.h5", "w")) as b:
+            d = a.create_dataset("g/d", data=np.arange(4))
+            r_orig = d.ref                                   # mints the original's id
+            a.copy("g", "g2")                                 # same container
+            b.create_dataset("x", data=np.full(3, 7))
+            r_x = b["x"].ref                                  # the destination's own object
+            a.copy(a["g"], b, "gc")                           # into another container
+            r_copy, r_bcopy = a["g2/d"].ref, b["gc/d"].ref
+            out("orig", a[r_orig][...]); out("orig_name", a[r_orig].name)
+            out("copy_name", a[r_copy].name); out("bcopy_name", b[r_bcopy].name)
+            out("x", b[r_x][...])
+            a["g2/d"][0] = 100                                # the copy is not the original
+            out("after", [a[r_orig][0], a[r_copy][0]])
+        with h5py.File("a.h5", "r") as a, h5py.File("b.h5", "r") as b:
+            out("reopen", [a[r_orig].name, a[r_copy].name, b[r_bcopy].name, b[r_x].name])
+    """, tmp_path)
+    assert got["copy_name"] == "/g2/d" and got["bcopy_name"] == "/gc/d"
+    assert got["after"] == [0, 100]

@@ -268,6 +268,10 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!c->logs && !strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)))
             continue;
+        if (!strcmp(n, H5FL_ID_FILE))
+            continue; /* the copy is another object: it gets an id of its own when referenced */
+        if (c->sf != c->df && !strcmp(n, H5FL_DTYPE_USE_FILE))
+            continue; /* a committed type's id means nothing in another container */
         char *src = h5fl_join(from, n), *dst = h5fl_join(to, n);
         struct stat sb;
         if (!src || !dst)

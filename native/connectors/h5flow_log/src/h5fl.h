@@ -36,6 +36,7 @@
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
 #define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
 #define H5FL_DTYPE_USE_FILE "@dtype" /* in a dataset: the id of the committed datatype it was created with */
+#define H5FL_ID_FILE "@id"           /* an object's reference id (refs.c); never copied with the object */
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
@@ -491,9 +492,11 @@ herr_t h5fl_datatype_specific(void *, H5VL_datatype_specific_args_t *, hid_t, vo
 herr_t h5fl_datatype_close(void *, hid_t, void **);
 void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir);
-hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir); /* -1: none, hand out a copy */
+/* The committed type an object was created with, if it is still linked and equal to `stored` (the
+ * object's own type); -1: none, hand out a copy of `stored`. */
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir, hid_t stored);
 int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id); /* 1: a committed type of f, id set */
-hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id);
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id, hid_t stored);
 
 extern const H5VL_class_t h5fl_class;
 

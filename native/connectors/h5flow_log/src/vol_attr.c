@@ -617,7 +617,7 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
             break;
         case H5VL_ATTR_GET_TYPE:
             if (a && ((a->has_dtype && (args->args.get_type.type_id =
-                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id)) >= 0) ||
+                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id, a->type)) >= 0) ||
                       (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0))
                 return 0;
             break;

@@ -796,7 +796,7 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
             *args->args.get_storage_size.storage_size = storage_size(d);
             return 0;
         case H5VL_DATASET_GET_TYPE:
-            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir)) >= 0 ||
+            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir, d->type)) >= 0 ||
                 (args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
                 return 0;
             break;
