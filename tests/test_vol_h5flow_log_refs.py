@@ -167,3 +167,24 @@ def test_object_copies_are_other_objects_for_references(tmp_path: Path) -> None:
     """, tmp_path)
     assert got["copy_name"] == "/g2/d" and got["bcopy_name"] == "/gc/d"
     assert got["after"] == [0, 100]
+
+
+def test_references_copied_into_another_container_are_null_like_native(tmp_path: Path) -> None:
+    """A reference dataset or attribute copied into another container (no H5O_COPY_EXPAND_REFERENCE_FLAG)
+    holds NULL references there, as native HDF5 does: the ids mean nothing in the destination, which mints
+    the same ids for its own objects — a copied id would open a stranger. Within one container they stay."""
+    got = same_as_native("""
+        with check_connector(h5py.File("a.h5", "w")) as a, check_connector(h5py.File("b.h5", "w")) as b:
+            d = a.create_dataset("d", data=np.arange(3))
+            rs = a.create_dataset("refs", (2,), dtype=h5py.ref_dtype); rs[0] = d.ref
+            rs.attrs.create("aref", d.ref, dtype=h5py.ref_dtype)
+            b.create_dataset("stranger", data=np.full(3, 9)); b["mine"] = b["stranger"].ref
+            a.copy(a["refs"], b, "refs")
+            a.copy(a["refs"], a, "refs2")
+            out("b", [bool(r) for r in b["refs"][...]]); out("battr", bool(b["refs"].attrs["aref"]))
+            out("a2", [a[r].name if r else None for r in a["refs2"][...]])
+            out("mine", b[b["mine"][()]].name)
+        with h5py.File("b.h5", "r") as b:
+            out("reopen", [bool(r) for r in b["refs"][...]] + [bool(b["refs"].attrs["aref"])])
+    """, tmp_path)
+    assert got["b"] == [False, False] and got["battr"] is False and got["a2"] == ["/d", None]

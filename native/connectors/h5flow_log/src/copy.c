@@ -71,6 +71,7 @@ typedef struct copy_opts {
     bool attrs;    /* !H5O_COPY_WITHOUT_ATTR_FLAG */
     bool shallow;  /* H5O_COPY_SHALLOW_HIERARCHY_FLAG: members of the top group only */
     bool expand;   /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: a soft link is copied as the object it names */
+    bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
 } copy_opts_t;
 
@@ -92,9 +93,14 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
     int st = 0;
     hid_t ms = H5I_INVALID_HID, fs = H5I_INVALID_HID;
     void *buf = NULL;
-    if (H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
-        h5fl_err("cannot copy dataset '%s' to another container: it holds references, which would point "
-                 "into the source container",
+    /* Object references name ids of the source container: within it they are copied as they are; into
+     * another one they become NULL references, as native H5Ocopy makes them without
+     * H5O_COPY_EXPAND_REFERENCE_FLAG (that container mints the same ids for its own objects). */
+    bool null_refs = !c->same && H5Tget_class(s->type) == H5T_REFERENCE;
+    if (!c->same && !null_refs && H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
+        h5fl_err("cannot copy dataset '%s' to another container: references inside its compound or array "
+                 "elements would name objects of the source container; copy it within the container, or "
+                 "write the other members into a new dataset",
                  spath);
         st = -1;
         goto done;
@@ -145,7 +151,9 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
         void *sv[1] = {s}, *dv[1] = {d}, *bv[1] = {buf};
         const void *cbv[1] = {buf};
         hid_t tv[1] = {s->type}, msv[1] = {ms}, fsv[1] = {fs};
-        if (h5fl_dataset_read(1, sv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, bv, NULL) < 0 ||
+        if (null_refs)
+            memset(buf, 0, (size_t)(n * rowpts * esz));
+        if ((!null_refs && h5fl_dataset_read(1, sv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, bv, NULL) < 0) ||
             h5fl_dataset_write(1, dv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, cbv, NULL) < 0) {
             if (!h5fl_err_msg()[0])
                 h5fl_err("cannot copy the data of dataset '%s'", spath);
@@ -160,9 +168,13 @@ done:
     free(buf);
     if (fs >= 0)
         H5Sclose(fs);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", h5fl_err_msg()); /* closing must not lose why the copy failed */
     if (h5fl_dataset_close(d, H5P_DEFAULT, NULL) < 0)
         st = -1;
     h5fl_dataset_close(s, H5P_DEFAULT, NULL);
+    if (st != 0 && msg[0])
+        h5fl_err("%s", msg);
     return st;
 }
 
@@ -270,7 +282,7 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!strcmp(n, H5FL_ID_FILE))
             continue; /* the copy is another object: it gets an id of its own when referenced */
-        if (c->sf != c->df && !strcmp(n, H5FL_DTYPE_USE_FILE))
+        if (!c->same && !strcmp(n, H5FL_DTYPE_USE_FILE))
             continue; /* a committed type's id means nothing in another container */
         char *src = h5fl_join(from, n), *dst = h5fl_join(to, n);
         struct stat sb;
@@ -293,7 +305,9 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 free(sp);
                 free(dp);
             }
-        } else if (S_ISREG(sb.st_mode))
+        } else if (S_ISREG(sb.st_mode) && !c->same && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
+            st = h5fl_attr_copy_across(c->sf, from, spath, c->df, to, dpath, n);
+        else if (S_ISREG(sb.st_mode))
             st = copy_file(src, dst, c->sync);
         /* anything else is not part of the format and is not copied */
         free(src);
@@ -378,7 +392,8 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
             copy_opts_t c = {.sync = df->fsync, .logs = sf->fileno == df->fileno,
                              .attrs = !(flags & H5O_COPY_WITHOUT_ATTR_FLAG),
                              .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0,
-                             .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0, .sf = sf, .df = df};
+                             .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0,
+                             .same = sf->fileno == df->fileno, .sf = sf, .df = df};
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
             if (st == 0 && rename(tmp, to) != 0) {
                 h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));

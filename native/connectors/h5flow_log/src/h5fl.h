@@ -316,6 +316,11 @@ typedef struct h5fl_attr {
     bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
 
+/* Cross-container object copy of one attribute file `fname` of `sdir` into `ddir` (the copy's directory):
+ * object references become NULL, as native H5Ocopy makes them; the committed type's id is dropped. */
+int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
+                          const char *dpath, const char *fname);
+
 /* util for objects (vol_file.c) */
 void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *path, const char *dir);
 void h5fl_obj_release(h5fl_obj_t *o); /* drop the object's reference on its file */
