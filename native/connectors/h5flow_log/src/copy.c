@@ -88,6 +88,11 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
         h5fl_dataset_close(s, H5P_DEFAULT, NULL);
         return -1;
     }
+    if (s->vds) { /* no data of its own: the copied creation property list holds its mappings */
+        h5fl_dataset_close(d, H5P_DEFAULT, NULL);
+        h5fl_dataset_close(s, H5P_DEFAULT, NULL);
+        return 0;
+    }
     /* every rank flushed before the copy: read what all of them wrote, not the index built earlier */
     h5fl_dset_forget_index(s);
     int st = 0;

@@ -300,6 +300,7 @@ struct h5fl_dset {
      * writer and its unwritten buffers, is flushed again at every H5Fflush and file close of its
      * container, and released (dset_free) by the first that succeeds; opening it again revives it. */
     bool closed;
+    bool vds; /* a virtual dataset (H5D_VIRTUAL): no logs, reads and writes go to its sources (vds.c) */
 };
 
 typedef struct h5fl_attr {
