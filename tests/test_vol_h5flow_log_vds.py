@@ -105,3 +105,7 @@ def test_a_container_maps_a_native_file(tmp_path: Path) -> None:
                        timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.split("\n")[:2] == [str([[8, 9, 10, 11], [0, 1, 2, 3]]), "True"], p.stdout
+    # its @dataset carries version 3, which connectors before virtual datasets refuse (they would read it
+    # as a dataset without data, all fill value)
+    raw = (tmp_path / "c.h5" / "v" / "@dataset").read_bytes()
+    assert raw[:8] == b"H5FLDS01" and int.from_bytes(raw[8:12], "little") == 3

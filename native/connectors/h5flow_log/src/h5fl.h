@@ -26,6 +26,9 @@
 /* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
  * dataset instead of misreading its data */
 #define H5FL_SIDECAR_VERSION_VLEN 2
+/* ... 3 for a virtual dataset's @dataset (vds.c): older connectors would read it as a dataset without
+ * data (the fill value), so they must refuse it */
+#define H5FL_SIDECAR_VERSION_VDS 3
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 

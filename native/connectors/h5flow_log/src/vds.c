@@ -62,9 +62,15 @@ static bool unlimited_sel(hid_t space)
     return false;
 }
 
-int h5fl_vds_check(hid_t dcpl, const char *name)
+int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name)
 {
     size_t n = 0;
+    if (h5fl_blob_type(type)) {
+        h5fl_err("virtual dataset '%s': virtual datasets of types with variable-length sequences are not "
+                 "supported by h5flow_log",
+                 name);
+        return -1;
+    }
     if (H5Pget_virtual_count(dcpl, &n) < 0) {
         h5fl_err("virtual dataset '%s': cannot read its mappings", name);
         return -1;

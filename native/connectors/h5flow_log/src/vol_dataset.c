@@ -223,7 +223,7 @@ static int check_supported(hid_t type, hid_t dcpl, const char *name)
                      "without them");
             return -1;
         }
-        if (h5fl_vds_layout(dcpl) && h5fl_vds_check(dcpl, name) != 0) /* vds.c */
+        if (h5fl_vds_layout(dcpl) && h5fl_vds_check(type, dcpl, name) != 0) /* vds.c */
             return -1;
         if (H5Pget_external_count(dcpl) > 0) {
             h5fl_err("external storage is not supported by h5flow_log");
