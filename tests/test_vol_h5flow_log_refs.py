@@ -188,3 +188,30 @@ def test_references_copied_into_another_container_are_null_like_native(tmp_path:
             out("reopen", [bool(r) for r in b["refs"][...]] + [bool(b["refs"].attrs["aref"])])
     """, tmp_path)
     assert got["b"] == [False, False] and got["battr"] is False and got["a2"] == ["/d", None]
+
+
+def test_copy_flags_not_supported_are_refused_not_ignored(tmp_path: Path) -> None:
+    """expand_refs (H5O_COPY_EXPAND_REFERENCE_FLAG) and expand_external meeting an external link are refused
+    with a message: ignoring them would give a copy whose references/links still name the originals."""
+    p = _run_log("""
+        with h5py.File("o.h5", "w") as o:
+            o["x"] = [1]
+        with h5py.File("c.h5", "w") as f:
+            f["bar"] = [4, 5, 6]
+            f["foo"] = [1, 2, 3]
+            f["foo"].attrs["bar"] = f["bar"].ref
+            f["g/ext"] = h5py.ExternalLink("o.h5", "/x")
+            f.create_group("h")["d"] = [7]
+            for args in (("foo", "baz"), ("g", "g2")):
+                try:
+                    f.copy(*args, expand_refs=args[0] == "foo", expand_external=args[0] == "g")
+                    print("COPIED", args[1])
+                except Exception as e:
+                    print("ERROR", e)
+            f.copy("h", "h2", expand_external=True)                       # no external link met: fine
+            print("LEFT", sorted(f.keys()), f["h2/d"][0])
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "COPIED" not in p.stdout, p.stdout
+    assert "H5O_COPY_EXPAND_REFERENCE_FLAG" in p.stdout and "H5O_COPY_EXPAND_EXT_LINK_FLAG" in p.stdout, p.stdout
+    assert "LEFT ['bar', 'foo', 'g', 'h', 'h2'] 7" in p.stdout, p.stdout

@@ -71,6 +71,7 @@ typedef struct copy_opts {
     bool attrs;    /* !H5O_COPY_WITHOUT_ATTR_FLAG */
     bool shallow;  /* H5O_COPY_SHALLOW_HIERARCHY_FLAG: members of the top group only */
     bool expand;   /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: a soft link is copied as the object it names */
+    bool expand_ext; /* H5O_COPY_EXPAND_EXT_LINK_FLAG: refused when the copy meets an external link */
     bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
 } copy_opts_t;
@@ -302,7 +303,13 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 ; /* not a link: a creation that never completed */
             else if (c->shallow && depth >= 1)
                 ; /* a member of a member of the top group: the member group is copied empty */
-            else if (t == H5FL_I_SOFT && c->expand)
+            else if (t == H5FL_I_EXT && c->expand_ext) {
+                h5fl_err("cannot copy '%s': expanding external links into objects "
+                         "(H5O_COPY_EXPAND_EXT_LINK_FLAG) is not supported by h5flow_log; copy without it (the "
+                         "link is copied) or copy the linked object itself",
+                         spath);
+                st = -1;
+            } else if (t == H5FL_I_SOFT && c->expand)
                 st = copy_expanded(c, from, spath, src, n, dst, dpath, depth);
             else {
                 char *sp = hpath_join(spath, n), *dp = hpath_join(dpath, n);
@@ -356,6 +363,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                  "in one process, or within one container");
         goto done;
     }
+    if (flags & H5O_COPY_EXPAND_REFERENCE_FLAG) {
+        /* not silently ignored: the copy's references would keep naming the originals */
+        h5fl_err("copying the objects that references name (H5O_COPY_EXPAND_REFERENCE_FLAG, h5py "
+                 "expand_refs=True) is not supported by h5flow_log; copy without it (references then name "
+                 "the original objects within a container, NULL in another) or copy those objects explicitly");
+        goto done;
+    }
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
     h5fl_collective_begin(df);
@@ -398,6 +412,7 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                              .attrs = !(flags & H5O_COPY_WITHOUT_ATTR_FLAG),
                              .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0,
                              .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0,
+                             .expand_ext = (flags & H5O_COPY_EXPAND_EXT_LINK_FLAG) != 0,
                              .same = sf->fileno == df->fileno, .sf = sf, .df = df};
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
             if (st == 0 && rename(tmp, to) != 0) {
