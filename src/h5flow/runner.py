@@ -25,6 +25,7 @@ from h5flow.config import AnalysisConfig, SenseiConfig
 from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
 from h5flow.model import ParticleBlock
 from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
+from h5flow.transports import entry as transport_entry
 from h5flow._fileio import atomic_write
 
 
@@ -318,21 +319,9 @@ def run(opts: RunOptions) -> dict[str, Any]:
     tcfg = cfg.transport()
     work = opts.workdir or Path(tcfg.filename).parent
     work.mkdir(parents=True, exist_ok=True)
-    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one (refused
-        from h5flow.transports.hdf5.staging import Staging  # while another producer holds the stream)
-
-        Staging(tcfg.filename).clear()
-    if tcfg.type == "adios2":  # likewise its announcement and stream files
-        from h5flow.transports.adios2.stream import remove_run
-
-        remove_run(tcfg.filename)
-    if tcfg.type == "socket":  # a dead producer's contact file would make the consumers report it lost
-        from h5flow.transports.socket.contact import contact_path
-
-        from h5flow.transports.socket.contact import ended_path
-
-        contact_path(tcfg.filename).unlink(missing_ok=True)
-        ended_path(tcfg.filename).unlink(missing_ok=True)  # nor an earlier run's end for its consumers
+    cleanup = transport_entry(tcfg.type).cleanup
+    if cleanup is not None:  # an earlier run's state must not be mistaken for this one's (each transport knows its own)
+        cleanup(tcfg)
     rec_p, rec_c = work / "producer.record.json", work / "consumer.record.json"
     prog_p, prog_c = work / "producer.progress", work / "consumer.progress"
     for p in (rec_p, rec_c, prog_p, prog_c):
