@@ -125,3 +125,35 @@ def test_entry_point_plugin_runs_from_xml_with_h5flow_run(tmp_path: Path) -> Non
     assert owned["step"] == 1 and blocks >= 2
     assert owned["owned"] == [list(range(1, blocks, 2)), list(range(0, blocks, 2))]  # reverse, stride 1
     assert json.loads((stream.parent / "s.dirstream" / "settings.json").read_text())["label"] == "entry-point"
+
+
+def test_registration_forms_and_mistakes(registered: None) -> None:
+    from h5flow import partitioners, transports
+    from h5flow.config import TransportConfig
+    from h5flow.transports import TransportSettings, entry, register, registry
+    from mpi4py import MPI
+
+    registry.register("pair", lambda: (plugin.DirWriter, plugin.DirReader))  # an entry point's (writer, reader)
+    assert entry("pair").classes() == (plugin.DirWriter, plugin.DirReader) and entry("pair").settings is TransportSettings
+    registry.register("notone", lambda: 42)
+    with pytest.raises(TypeError, match=r"transport 'notone' is registered as 42; register a TransportEntry"):
+        entry("notone")
+    with pytest.raises(TypeError, match=r"give writer= and reader= classes, or load="):
+        register("half", plugin.DirWriter)
+    with pytest.raises(TypeError, match=r"settings= must be a TransportSettings dataclass subclass"):
+        register("bad", plugin.DirWriter, plugin.DirReader, settings=dict)  # type: ignore[arg-type]
+    register("swapped", plugin.DirReader, plugin.DirWriter)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"must return \(Writer subclass, Reader subclass\)"):
+        transports.open_writer(MPI.COMM_SELF, TransportConfig(type="swapped", filename="x"))
+    with pytest.raises(TypeError, match=r"a partitioner must subclass h5flow.partitioners.Partitioner"):
+        partitioners.register("nope", dict)  # type: ignore[arg-type]
+
+
+def test_a_config_built_in_code_gets_the_transports_default_settings(tmp_path: Path, registered: None) -> None:
+    from h5flow.config import TransportConfig
+    from h5flow.transports import open_writer
+    from mpi4py import MPI
+
+    cfg = TransportConfig(type="dirstream", filename=str(tmp_path / "s"))
+    with open_writer(MPI.COMM_SELF, cfg) as w:
+        assert w.config.settings == plugin.DirSettings() and cfg.settings is None  # the caller's config unchanged
