@@ -174,9 +174,9 @@ def test_adios2_clear_errors(comm, mpi_tmp_path: Path) -> None:
 def test_adios2_absent_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from h5flow.transports import TransportError, registry
+    from h5flow.transports import TransportError, entry
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "adios2" else real(name, *a))
     with pytest.raises(TransportError, match=r"needs the optional 'adios2' package.*h5flow\[adios2\]"):
-        registry.get("adios2")
+        entry("adios2").classes()

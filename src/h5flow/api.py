@@ -17,7 +17,9 @@ Consumer (any number of ranks, independent of the producer count)::
 
 ``open`` takes an XML file (SENSEI style, its enabled ``<transport>``/``<analysis type="hdf5|socket|adios2">``),
 a :class:`~h5flow.config.TransportConfig`, or a stream name plus keyword settings
-(``h5flow.open("/dev/shm/run", "w", type="socket", queue_limit=4)``). docs/API.md has the details.
+(``h5flow.open("/dev/shm/run", "w", type="socket", queue_limit=4)``; a registered transport's own settings,
+the fields of its :class:`~h5flow.transports.TransportSettings` dataclass, are keywords too). docs/API.md has
+the details.
 
 Each array written with :meth:`StepWriter.write` becomes a mesh of the same name with one cell array of that
 name; each rank's piece is one block. 1-D and 2-D arrays are stored as image blocks one cell thick on the
@@ -70,15 +72,26 @@ def _config(target: Any, settings: dict[str, Any]) -> TransportConfig:
         from h5flow.xmlconfig import load
 
         return load(path).transport()
-    bad = sorted(set(settings) - known)
+    from h5flow.transports import entry
+
+    settings_cls = entry(str(settings.get("type", TransportConfig.type))).settings
+    own = settings_cls.keywords()  # a registered transport's own settings (its TransportSettings fields)
+    bad = sorted(set(settings) - known - own)
     if bad:
-        raise TypeError(f"unknown transport setting(s) {bad}; accepted: {', '.join(sorted(known - {'filename'}))}")
+        accepted = sorted((known | own) - {"filename", "settings", "source", "mapped_from"})
+        raise TypeError(f"unknown transport setting(s) {bad}; accepted: {', '.join(accepted)}")
     part = settings.pop("partitioner", None)
     if isinstance(part, str):
         part = PartitionerConfig(type=part)
+    mine = {k: settings.pop(k) for k in list(settings) if k in own and k not in known}
+    if mine and settings.get("settings") is not None:
+        raise TypeError(f"give settings={type(settings['settings']).__name__}(...) or the keywords {sorted(mine)}, "
+                        "not both")
     cfg = TransportConfig(filename=text, **settings)
     if part is not None:
         cfg.partitioner = part
+    if mine or (cfg.settings is None and own):
+        settings_cls.from_keywords(mine).apply(cfg)
     return cfg
 
 
@@ -98,7 +111,8 @@ def open(target: str | Path | TransportConfig | None = None, mode: str = "r", co
 
     ``target`` is a SENSEI-style XML file, a :class:`~h5flow.config.TransportConfig`, or the stream's name
     with ``settings`` (fields of :class:`~h5flow.config.TransportConfig`: ``type``, ``queue_limit``, ...;
-    ``partitioner="planar"`` or a :class:`~h5flow.config.PartitionerConfig`). ``comm`` defaults to
+    ``partitioner="planar"`` or a :class:`~h5flow.config.PartitionerConfig`; for a registered transport also
+    the fields of its settings dataclass, which then arrives as ``config.settings``). ``comm`` defaults to
     ``MPI.COMM_WORLD``. Collective over ``comm``.
     """
     if mode not in ("r", "w"):

@@ -6,19 +6,26 @@ Everything inside h5flow works on these dataclasses; XML is only one way to buil
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class PartitionerConfig:
-    type: str = "block"  # block | planar | mapped
+    type: str = "block"  # block | planar | mapped | a registered partitioner's name
     plane_size: int = 1  # planar: blocks per round-robin chunk
     block_ids: list[int] | None = None  # mapped: the blocks listed ...
     block_owners: list[int] | None = None  # ... and the consumer rank of each
+    params: dict[str, str] = field(default_factory=dict)  # a registered partitioner's own XML attributes
 
 
 @dataclass
 class TransportConfig:
-    type: str = "hdf5"  # hdf5 | socket | adios2
+    """One stream's transport. ``type``, ``filename``, ``enabled``, ``partitioner`` are every transport's;
+    the fields from ``method`` to ``interface`` are the built-in transports' settings (their settings classes,
+    e.g. :class:`h5flow.transports.hdf5.settings.Hdf5Settings`, copy them here); a registered transport's
+    own settings object (its :class:`h5flow.transports.TransportSettings` dataclass) is ``settings``."""
+
+    type: str = "hdf5"  # hdf5 | socket | adios2 | a registered transport's name
     filename: str = ""  # the stream's name; hdf5: staging directory is filename + ".h5flow"
     method: str = "stream"  # SENSEI's method; only streaming is supported
     collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c')
@@ -38,6 +45,7 @@ class TransportConfig:
     partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)
     source: str = ""  # where it was defined ("file.xml:3"), for messages
     mapped_from: str = ""  # a legacy SENSEI transport this one stands in for ('adios1 method="FLEXPATH"'), else ""
+    settings: Any = None  # a registered transport's own settings (its TransportSettings dataclass), else None
 
 
 @dataclass

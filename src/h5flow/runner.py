@@ -25,7 +25,8 @@ from h5flow.config import AnalysisConfig, SenseiConfig
 from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
 from h5flow.model import ParticleBlock
 from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
-from h5flow.transports.hdf5.staging import atomic_write
+from h5flow.transports import entry as transport_entry
+from h5flow._fileio import atomic_write
 
 
 class RssSampler:
@@ -126,8 +127,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
             writer.begin_step(s, t)
             publish_step(writer, sim, comm.rank)
             info = writer.end_step()
-            events = getattr(writer, "events", None)
-            waited = float(events[-1].get("waited", 0.0)) if events else 0.0
+            waited = float(writer.events[-1].get("waited", 0.0)) if writer.events else 0.0
             io.append((s, t1, time.time(), waited))
             published += info.published
             discarded += not info.published
@@ -137,16 +137,16 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
         try:
             writer.close()
         except TransportError as e:
-            if not getattr(writer, "dropped", None):
+            if not writer.dropped:
                 raise
             lost = e  # steps dropped for a lost consumer group: recorded, then the producer fails
     end = time.time()
     part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
             "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
             "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks,
-            "dropped": getattr(writer, "dropped", {})}
+            "dropped": writer.dropped}
     rank_data = {"rank": comm.rank, "start": start, "end": end, "compute": compute, "io": io,
-                 "events": getattr(writer, "events", []), "rss": rss.stop()}
+                 "events": writer.events, "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     if lost is not None:
         raise lost
@@ -203,8 +203,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             analysis_times.append((res.step.step, t0, time.time()))
             t_rel = time.time()
             reader.release()
-            events = getattr(reader, "events", None)
-            visible = float(events[-1].get("visible", t0)) if events else t0
+            visible = float(reader.events[-1].get("visible", t0)) if reader.events else t0
             io.append((res.step.step, max(0.0, t0 - visible) + reads[0] + time.time() - t_rel))
             n += 1
             if comm.rank == 0:
@@ -217,7 +216,7 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
                     "status": "error", "reason": f"consumer rank {comm.rank}: {e}", "incomplete": True,
                     "partitioner": tcfg.partitioner.type, "discarded": [], "missed": [], "last_results": [],
                     "ranks": [{"rank": comm.rank, "start": start, "end": time.time(), "analysis": analysis_times,
-                               "io": io, "events": getattr(reader, "events", []), "rss": rss.stop()}]}
+                               "io": io, "events": reader.events, "rss": rss.stop()}]}
             try:
                 atomic_write(Path(record), json.dumps(part, default=_json_default))
             except OSError:
@@ -231,11 +230,10 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     results = [asdict(r) if r is not None and hasattr(r, "__dataclass_fields__") else r for r in last]
     part = {"role": "consumer", "transport": tcfg.type, "consumers": comm.size, "steps": n, "status": status,
             "reason": reason, "partitioner": tcfg.partitioner.type,
-            "discarded": [list(d) for d in getattr(reader, "discarded", [])],
-            "missed": list(getattr(reader, "missed", [])),
-            "dropped": [list(d) for d in getattr(reader, "dropped", [])], "last_results": results}
+            "discarded": [list(d) for d in reader.discarded], "missed": list(reader.missed),
+            "dropped": [list(d) for d in reader.dropped], "last_results": results}
     rank_data = {"rank": comm.rank, "start": start, "end": end, "analysis": analysis_times, "io": io,
-                 "events": getattr(reader, "events", []), "rss": rss.stop()}
+                 "events": reader.events, "rss": rss.stop()}
     _gather_and_write(comm, part, rank_data, record)
     if status == "error":
         raise TransportError(f"consumer stopped on error: {reason}")
@@ -321,21 +319,9 @@ def run(opts: RunOptions) -> dict[str, Any]:
     tcfg = cfg.transport()
     work = opts.workdir or Path(tcfg.filename).parent
     work.mkdir(parents=True, exist_ok=True)
-    if tcfg.type == "hdf5":  # a stale stream of an earlier run must not be mistaken for this one (refused
-        from h5flow.transports.hdf5.staging import Staging  # while another producer holds the stream)
-
-        Staging(tcfg.filename).clear()
-    if tcfg.type == "adios2":  # likewise its announcement and stream files
-        from h5flow.transports.adios2.stream import remove_run
-
-        remove_run(tcfg.filename)
-    if tcfg.type == "socket":  # a dead producer's contact file would make the consumers report it lost
-        from h5flow.transports.socket.contact import contact_path
-
-        from h5flow.transports.socket.contact import ended_path
-
-        contact_path(tcfg.filename).unlink(missing_ok=True)
-        ended_path(tcfg.filename).unlink(missing_ok=True)  # nor an earlier run's end for its consumers
+    cleanup = transport_entry(tcfg.type).cleanup
+    if cleanup is not None:  # an earlier run's state must not be mistaken for this one's (each transport knows its own)
+        cleanup(tcfg)
     rec_p, rec_c = work / "producer.record.json", work / "consumer.record.json"
     prog_p, prog_c = work / "producer.progress", work / "consumer.progress"
     for p in (rec_p, rec_c, prog_p, prog_c):

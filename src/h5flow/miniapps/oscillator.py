@@ -23,6 +23,7 @@ from typing import Literal, cast
 
 import numpy as np
 
+from h5flow._split import contiguous_owner, contiguous_range  # noqa: F401 - re-exported
 from h5flow.model import ImageBlock, ParticleBlock
 
 OscillatorType = Literal["damped", "decaying", "periodic"]
@@ -127,20 +128,6 @@ def parse_deck(text: str, source: str = "<deck>") -> list[Oscillator]:
 def read_deck(path: str | os.PathLike[str]) -> list[Oscillator]:
     """Oscillators of an ``.osc`` file."""
     return parse_deck(Path(path).read_text(), str(path))
-
-
-def contiguous_range(num_items: int, num_ranks: int, rank: int) -> range:
-    """Items of ``rank`` when ``num_items`` are split contiguously (SENSEI's BlockPartitioner formula)."""
-    n_local, n_large = divmod(num_items, num_ranks)
-    start = n_local * rank + min(rank, n_large)
-    return range(start, start + n_local + (1 if rank < n_large else 0))
-
-
-def contiguous_owner(item: int, num_items: int, num_ranks: int) -> int:
-    """The rank that :func:`contiguous_range` gives ``item`` to."""
-    n_local, n_large = divmod(num_items, num_ranks)
-    split = (n_local + 1) * n_large  # the first n_large ranks hold n_local + 1 items each
-    return item // (n_local + 1) if item < split else n_large + (item - split) // n_local
 
 
 def _divisors(n: int) -> list[int]:

@@ -1,7 +1,8 @@
 """Partitioners: decide which consumer rank receives which producer block (M:N redistribution).
 
 One module per partitioner (``block``, ``planar``, ``mapped``), each registered in :data:`registry`;
-third parties use the ``h5flow.partitioners`` entry-point group. Partitioners are pure functions of the
+third parties use :func:`register` or the ``h5flow.partitioners`` entry-point group (docs/CONFIG.md,
+"Writing a partitioner"), and the name then works in ``<partitioner type="...">``. Partitioners are pure functions of the
 step's global block metadata and the consumer count, so they are tested without MPI.
 
 A registry entry loads a :class:`~h5flow.partitioners.base.Partitioner` subclass; :func:`make_partitioner`
@@ -9,6 +10,8 @@ builds it with its ``from_config(cfg)`` classmethod when it has one, else with n
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from h5flow._registry import Registry
 from h5flow.config import PartitionerConfig
@@ -40,6 +43,29 @@ registry.register("planar", _load_planar)
 registry.register("mapped", _load_mapped)
 
 
+def register(name: str, partitioner: type[Partitioner] | Callable[[], type[Partitioner]], *,
+             replace: bool = False) -> None:
+    """Make ``<partitioner type="name" .../>`` (and ``h5flow.open(..., partitioner="name")``) use
+    ``partitioner`` (a :class:`Partitioner` subclass, or a function returning one, called on first use).
+
+    Its XML attributes other than ``type`` arrive as strings in ``cfg.params``; it is built with
+    ``partitioner.from_config(cfg)`` when it has that classmethod, else ``partitioner()``. The XML reader
+    builds it once while loading, so a ``ValueError`` (:class:`PartitionError`) it raises for bad settings
+    is reported with the file and line. The name only exists in this process: ``h5flow consume``/``run``
+    see partitioners registered through the ``h5flow.partitioners`` entry-point group.
+    """
+    if isinstance(partitioner, type):
+        if not issubclass(partitioner, Partitioner):
+            raise TypeError(f"register({name!r}, {partitioner.__name__}): a partitioner must subclass "
+                            "h5flow.partitioners.Partitioner")
+        cls = partitioner
+        registry.register(name, lambda: cls, replace=replace)
+    elif callable(partitioner):
+        registry.register(name, partitioner, replace=replace)
+    else:
+        raise TypeError(f"register({name!r}, ...): give a Partitioner subclass or a function returning one")
+
+
 def make_partitioner(cfg: PartitionerConfig) -> Partitioner:
     """The partitioner ``cfg.type`` names, built from ``cfg``.
 
@@ -54,4 +80,4 @@ def make_partitioner(cfg: PartitionerConfig) -> Partitioner:
     return part
 
 
-__all__ = ["PartitionError", "Partitioner", "make_partitioner", "registry"]
+__all__ = ["PartitionError", "Partitioner", "make_partitioner", "register", "registry"]

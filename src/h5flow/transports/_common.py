@@ -26,6 +26,14 @@ from h5flow.transports.base import PublishInfo, TransportError, Writer
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 
 
+def dataset_layout(mesh: MeshMeta) -> list[tuple[str, str, np.dtype, int]]:
+    """(path, association, dtype, components) of every dataset a mesh group holds."""
+    out = [(f"{a.association}/{a.name}", a.association, np.dtype(a.dtype), a.components) for a in mesh.arrays]
+    if mesh.kind == "particles":
+        out.append(("geometry/positions", "point", np.dtype("<f8"), 3))
+    return sorted(out)
+
+
 def check_name(kind: str, name: str) -> str:
     """Mesh and array names become HDF5 link names: keep them plain so nothing escapes its group."""
     if not isinstance(name, str) or not _NAME_RE.match(name):

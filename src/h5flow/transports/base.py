@@ -30,6 +30,16 @@ or, equivalently, ``for step in r.steps(timeout=10.0): ...`` (released when the 
 :class:`TransportError` on ERROR and on NOT_READY).
 
 Public methods check the call order and then call the protected ``_do_*`` hooks a transport implements.
+
+Telemetry is part of the contract (the run records of ``h5flow run`` are built from it): every writer keeps
+:attr:`Writer.events` (one dict per ``end_step``; ``"waited"``: seconds of backpressure) and
+:attr:`Writer.dropped`; every reader keeps :attr:`Reader.events` (one dict per released step; ``"visible"``:
+when the step was found), :attr:`Reader.discarded`, :attr:`Reader.missed` and :attr:`Reader.dropped`. A
+transport that measures nothing leaves them empty.
+
+Partitioning happens once, here: :class:`Reader` builds ``self.partitioner`` from ``config.partitioner``
+and a transport's reader gives each step's global metadata to :meth:`Reader.assignment` to learn which
+blocks this rank reads.
 """
 
 from __future__ import annotations
@@ -41,6 +51,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from h5flow.model import Association, Block, StepMeta
+
+#: one telemetry record: step number, time stamps (``time.time()``) and counts
+Event = dict[str, Any]
 
 
 class TransportError(RuntimeError):
@@ -105,6 +118,10 @@ class Writer(ABC):
         self._in_step = False
         self._closed = False
         self._step: int | None = None
+        #: one record per ``end_step``: at least ``step``; ``waited`` = seconds blocked on backpressure
+        self.events: list[Event] = []
+        #: consumer group → what was dropped for it because it was lost (``{"steps": [...], "reason": ...}``)
+        self.dropped: dict[str, dict[str, Any]] = {}
 
     def begin_step(self, step: int, time: float) -> None:
         if self._closed:
@@ -162,10 +179,27 @@ class Reader(ABC):
     """Consumer side of a transport. All methods are collective over ``comm``."""
 
     def __init__(self, comm: Any, config: Any) -> None:
+        from h5flow.partitioners import make_partitioner
+
         self.comm = comm
         self.config = config
         self._current: ReadStep | None = None
         self._closed = False
+        #: decides which blocks of each step this rank reads (built once from ``config.partitioner``)
+        self.partitioner = make_partitioner(config.partitioner)
+        #: one record per released step: at least ``step``; ``visible`` = when it was found, ``published``
+        self.events: list[Event] = []
+        #: (step, reason) the producer dropped (``queue_policy="discard"``, quota)
+        self.discarded: list[tuple[int, str]] = []
+        #: steps published before this consumer group attached and gone since
+        self.missed: list[int] = []
+        #: (step, reason) dropped for this group because the producer declared it lost
+        self.dropped: list[tuple[int, str]] = []
+
+    def assignment(self, meta: StepMeta) -> dict[str, list[int]]:
+        """The block ids of each mesh of a step (``meta``: its global metadata) this rank reads."""
+        comm = self.comm
+        return {name: list(self.partitioner.assign(m, comm.size, comm.rank)) for name, m in meta.meshes.items()}
 
     def begin_step(self, timeout: float | None = None) -> BeginStepResult:
         """Wait up to ``timeout`` seconds (``None``: forever) for the next step."""

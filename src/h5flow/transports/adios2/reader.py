@@ -12,12 +12,11 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
-from h5flow.transports._common import assemble_blocks, check_association, step_nbytes
+from h5flow.transports._common import assemble_blocks, check_association, dataset_layout, step_nbytes
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announcement_path, engine_name,
                                              reader_parameters, stream_name, stream_reader, streams_of)
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
-from h5flow.transports.hdf5.writer import dataset_layout
 
 Rows = dict[str, dict[str, dict[int, np.ndarray]]]  # mesh → dataset path → block id → (count, components)
 
@@ -60,15 +59,12 @@ class Adios2Reader(Reader):
         super().__init__(comm, config)
         import adios2.bindings as ab
 
-        from h5flow.partitioners import make_partitioner
-
         self._ab = ab
         try:
             self.engine_kind = engine_name(config)
         except ValueError as e:
             raise TransportError(str(e)) from None
         announcement_path(config.filename)  # validates the name on every rank
-        self.partitioner = make_partitioner(config.partitioner)
         self.info: Announcement | None = None
         self.events: list[dict[str, float | int]] = []
         self.discarded: list[tuple[int, str]] = []  # steps some producer streams skipped (SST Discard policy)

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from h5flow.config import TransportConfig
-from h5flow.miniapps.oscillator import contiguous_owner, contiguous_range
+from h5flow._split import contiguous_owner, contiguous_range
 
 FORMAT = "h5flow-adios2"
 VERSION = 1
@@ -94,7 +94,7 @@ def remove_run(filename: str) -> None:
 
 
 def announce(filename: str, info: Announcement) -> None:
-    from h5flow.transports.hdf5.staging import atomic_write
+    from h5flow._fileio import atomic_write
 
     atomic_write(announcement_path(filename), json.dumps(asdict(info)))
 

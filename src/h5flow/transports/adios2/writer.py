@@ -14,9 +14,8 @@ from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, stream_name,
                                              writer_parameters)
-from h5flow.transports._common import PutsWriter, StepPuts, block_payload, step_nbytes
+from h5flow.transports._common import PutsWriter, StepPuts, block_payload, dataset_layout, step_nbytes
 from h5flow.transports.base import PublishInfo, TransportError
-from h5flow.transports.hdf5.writer import dataset_layout
 
 
 class Adios2Writer(PutsWriter):

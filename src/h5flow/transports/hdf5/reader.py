@@ -119,9 +119,6 @@ class Hdf5Reader(Reader):
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
-        from h5flow.partitioners import make_partitioner
-
-        self.partitioner = make_partitioner(config.partitioner)
         self.staging = Staging(config.filename)
         self.staging.group_path(config.group)  # validates the group name on every rank
         self.info: StreamInfo | None = None
@@ -294,7 +291,7 @@ class Hdf5Reader(Reader):
                                    "HDF5 1.14.5 cannot open on a single consumer rank: use 2 or more consumer "
                                    "ranks, or driver='mpio'")
         meta = StepMeta.from_json(found.meta_json)
-        assignment = {name: self.partitioner.assign(m, comm.size, comm.rank) for name, m in meta.meshes.items()}
+        assignment = self.assignment(meta)
         step_dir = self.staging.step_path(e.step)
         files: dict[int, h5py.File] = {}
         if found.layout == "n-1":

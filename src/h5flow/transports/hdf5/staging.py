@@ -37,6 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from h5flow._fileio import atomic_write  # noqa: F401 - re-exported: staging writes through it
 from h5flow.transports._claim import Claim, ClaimError
 from h5flow.transports._common import check_group
 
@@ -92,23 +93,6 @@ def capacity_bytes(path: Path) -> int:
     except OSError:
         return -1
     return (st.f_blocks - (st.f_bfree - st.f_bavail)) * st.f_frsize
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (write a temporary file, fsync, rename).
-
-    On failure (a full file system included) the temporary file is removed and ``path`` is unchanged.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def append_line(path: Path, line: str) -> None:

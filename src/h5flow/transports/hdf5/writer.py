@@ -13,8 +13,8 @@ import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
-from h5flow.model import MeshMeta, StepMeta
-from h5flow.transports._common import Decision, StepWriter, block_payload
+from h5flow.model import StepMeta
+from h5flow.transports._common import Decision, StepWriter, block_payload, dataset_layout
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
@@ -35,14 +35,6 @@ WRITE_RETRIES = 3
 
 def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def dataset_layout(mesh: MeshMeta) -> list[tuple[str, str, np.dtype, int]]:
-    """(path, association, dtype, components) of every dataset a mesh group holds."""
-    out = [(f"{a.association}/{a.name}", a.association, np.dtype(a.dtype), a.components) for a in mesh.arrays]
-    if mesh.kind == "particles":
-        out.append(("geometry/positions", "point", np.dtype("<f8"), 3))
-    return sorted(out)
 
 
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:

@@ -5,7 +5,19 @@ Writer: :class:`~h5flow.transports.socket.writer.SocketWriter` (a serving thread
 :mod:`.contact`; messages: :mod:`.protocol` (docs/SOCKET.md).
 """
 
-from h5flow.transports.socket.reader import SocketReader
-from h5flow.transports.socket.writer import SocketWriter
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# imported on first use, so that reading this transport's settings (:mod:`.settings`) stays light
+_LAZY = {"SocketReader": "reader", "SocketWriter": "writer"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["SocketReader", "SocketWriter"]

@@ -173,9 +173,6 @@ class SocketReader(Reader):
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
-        from h5flow.partitioners import make_partitioner
-
-        self.partitioner = make_partitioner(config.partitioner)
         check_group(config.group)
         try:
             self.path = contact_path(config.filename)
@@ -340,7 +337,7 @@ class SocketReader(Reader):
             return BeginStepResult(found.status, None, found.reason)
         info = found.info
         meta = StepMeta.from_json(info["meta"])
-        assignment = {name: self.partitioner.assign(m, comm.size, comm.rank) for name, m in meta.meshes.items()}
+        assignment = self.assignment(meta)
         assert self._fetcher is not None
         self._step_t0, self._seen, self._info = t0, found.seen, info
         self._last_step = int(info["step"])

@@ -1,0 +1,94 @@
+"""The hdf5 transport's settings: its XML attributes, checked, and its cleanup of a finished run's files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from h5flow.config import TransportConfig
+from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, BuiltinSettings, TransportEntry,
+                                      WriterReader, read_polling, read_queue)
+from h5flow.xmlnode import XmlNode
+
+_WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/"
+
+
+@dataclass
+class Hdf5Settings(BuiltinSettings):
+    """``<transport type="hdf5">`` (docs/CONFIG.md); copied into the TransportConfig fields of these names."""
+
+    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
+        "file_name", "method", "collective", "layout", "driver", "quota", "keep"}
+
+    method: str = TransportConfig.method
+    collective: bool = TransportConfig.collective
+    layout: str = TransportConfig.layout
+    driver: str = TransportConfig.driver
+    quota_bytes: int = TransportConfig.quota_bytes
+    keep: str = TransportConfig.keep
+    queue_limit: int = TransportConfig.queue_limit
+    queue_policy: str = TransportConfig.queue_policy
+    group: str = TransportConfig.group
+    heartbeat: float = TransportConfig.heartbeat
+    poll_min: float = TransportConfig.poll_min
+    poll_max: float = TransportConfig.poll_max
+
+    @classmethod
+    def read_filename(cls, node: XmlNode) -> str:
+        """``filename`` (SENSEI's writer) or ``file_name`` (SENSEI's reader), not both."""
+        filename, file_name = node.get("filename"), node.get("file_name")
+        if filename is not None and file_name is not None:
+            raise node.error(f"both 'filename' and 'file_name' on {node.describe()}",
+                             "give one of them (SENSEI's reader spells it file_name, its writer filename)",
+                             attr="file_name")
+        return node.require("file_name" if file_name is not None else "filename", f"give filename=\"...\" ({_WHERE})")
+
+    @classmethod
+    def from_xml(cls, node: XmlNode) -> Hdf5Settings:
+        s = cls()
+        _method(node, s)
+        s.layout = node.choice("layout", s.layout, ("n-1", "n-n"),
+                               hint="n-1: one shared file per step, n-n: one file per producer rank")
+        s.driver = node.choice("driver", s.driver, ("mpio", "subfiling"))
+        s.quota_bytes = node.nbytes("quota", s.quota_bytes)
+        s.keep = node.choice("keep", s.keep, ("released", "all"))
+        read_queue(node, s)
+        read_polling(node, s)
+        return s
+
+
+def _method(node: XmlNode, s: Hdf5Settings) -> None:
+    """SENSEI's ``method``: first character 's' = streaming (required), second 'c' = collective transfers."""
+    method = node.get("method")
+    from_method = False
+    if method is not None:
+        if not method or method[0].lower() != "s":
+            raise node.bad_value(
+                "method", "h5flow only streams (one staged file per step, read while the producer runs); SENSEI's "
+                          "default non-streaming method, read after the writer finished, is not offered; "
+                          "accepted: a value starting with 's': stream, s, sc (a second character 'c' asks for "
+                          "collective transfers)")
+        s.method = method
+        from_method = len(method) > 1 and method[1].lower() == "c"
+    collective = node.get("collective")
+    s.collective = node.boolean("collective", from_method)
+    if from_method and collective is not None and not s.collective:
+        raise node.error(f'method="{method}" asks for collective transfers but collective="{collective}" refuses '
+                         f"them on {node.describe()}", "drop one of the two, or make them agree", attr="collective")
+
+
+def _load() -> WriterReader:
+    from h5flow.transports.hdf5.reader import Hdf5Reader
+    from h5flow.transports.hdf5.writer import Hdf5Writer
+
+    return Hdf5Writer, Hdf5Reader
+
+
+def cleanup(config: TransportConfig) -> None:
+    """A stale stream of an earlier run must not be mistaken for this one (refused while a producer holds it)."""
+    from h5flow.transports.hdf5.staging import Staging
+
+    Staging(config.filename).clear()
+
+
+ENTRY = TransportEntry(load=_load, settings=Hdf5Settings, cleanup=cleanup)
