@@ -200,3 +200,30 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
     assert res.returncode != 0
     assert "heat2d: opening the stream: " in res.stderr and expected in res.stderr, res.stderr
     assert not Path(f"{stream}.h5flow").exists() or case == "missing-dir"
+
+
+def test_two_c_writers_keep_their_own_state_and_types_round_trip(tmp_path: Path) -> None:
+    """Two writers in one process: an error on one leaves the other's message and stream alone (no shared state);
+    1-D float32 and 3-D int64 arrays come back to Python as written, with their dtype and shape."""
+    _need_build()
+    exe = tmp_path / "two_writers"
+    build = subprocess.run(["mpicc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(ROOT / "tests" / "native" /
+                            "clib_two_writers.c"), f"-I{BUILD / 'include'}", f"-L{BUILD / 'lib'}",
+                            f"-Wl,-rpath,{BUILD / 'lib'}", "-lh5flow", "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    a, b = tmp_path / "a", tmp_path / "b"
+    res = _run(["mpiexec", "-n", "1", str(exe), str(a), str(b)], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [(e.kind, e.step, e.time) for e in read_index(Path(f"{a}.h5flow") / "index")] == \
+        [("P", 7, 1.25), ("E", -1, 0.0)]
+    assert read_index(Path(f"{b}.h5flow") / "index") == []  # b ended without an end-of-stream mark
+    code = ("import h5flow, numpy as np\n"
+            f"with h5flow.open({str(a)!r}, 'r') as s:\n"
+            "    for st in s.steps(timeout=30):\n"
+            "        f, i = st.read('f32').array(), st.read('i64').array()\n"
+            "        assert st.step == 7 and st.time == 1.25, (st.step, st.time)\n"
+            "        assert f.dtype == np.float32 and f.tolist() == [0.5, 1.5, 2.5, 3.5, 4.5], f\n"
+            "        assert i.dtype == np.int64 and i.shape == (2, 2, 2) and i.ravel().tolist() == list(range(-4, 4)), i\n"
+            "print('read', s.status)\n")
+    cons = _run(["mpiexec", "-n", "1", sys.executable, "-c", code], tmp_path)
+    assert cons.returncode == 0 and "read end_of_stream" in cons.stdout, cons.stdout + cons.stderr
