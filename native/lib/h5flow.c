@@ -151,6 +151,23 @@ static int agree(h5flow_writer *w, int code)
     return code;
 }
 
+/* A barrier that sleeps instead of spinning (transports/_mpiutil.py sleepy_wait): MPICH busy-polls inside
+ * blocking collectives, and ranks waiting there while rank 0 waits for the queue or the file system would
+ * each burn a core that consumers on the same node need. */
+static void sleepy_wait(h5flow_writer *w)
+{
+    if (w->size == 1)
+        return;
+    MPI_Request req;
+    MPI_Ibarrier(w->comm, &req);
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        h5fl_sleep(0.0005);
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    }
+}
+
 /* The HDF5 error stack, innermost first ("" when empty). */
 typedef struct {
     char *out;
@@ -1355,6 +1372,7 @@ int h5flow_end_step(h5flow_writer *w, int *published)
             rc = reserve_room(w, need);
         }
     }
+    sleepy_wait(w);
     rc = agree(w, rc);
     if (rc)
         goto out;
@@ -1392,6 +1410,7 @@ int h5flow_end_step(h5flow_writer *w, int *published)
             if (e)
                 rc = set_err(w, H5FLOW_ERR_IO, "rank 0: writing %s: %s", metaf, strerror(e));
         }
+        sleepy_wait(w);
         rc = agree(w, rc);
     }
     hb_lease(&w->hb, -1, NULL);
@@ -1441,6 +1460,7 @@ int h5flow_end_step(h5flow_writer *w, int *published)
                         (long long)w->step);
         }
     }
+    sleepy_wait(w);
     rc = agree(w, rc);
     if (rc)
         goto out;
@@ -1512,6 +1532,7 @@ int h5flow_writer_close(h5flow_writer *w)
         uint64_t s;
         queue_state(w, &u, &s, NULL, 0); /* garbage collection */
     }
+    sleepy_wait(w);
     rc = agree(w, rc);
     if (rc && w->rank == 0) /* the writer is freed: say it here */
         fprintf(stderr, "h5flow: error: %s\n", w->errmsg);

@@ -64,7 +64,9 @@ typedef struct h5flow_writer h5flow_writer;
 #define H5FLOW_API
 #endif
 
-/* Open the stream for writing (collective over comm; comm is duplicated).
+/* Open the stream for writing (collective over comm; comm is duplicated: close the writer before
+ * MPI_Finalize). MPI must be initialised; no thread level is required (the library's heartbeat thread
+ * makes no MPI calls).
  * xml_or_dir: a SENSEI-style XML file (its one enabled <transport>/<analysis type="hdf5">; the attributes
  *   of docs/CONFIG.md that concern a producer), or the stream's name: steps are staged in
  *   <name>.h5flow/ (a name ending in ".h5flow" is taken as that directory). The same name is what
