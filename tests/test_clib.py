@@ -71,13 +71,14 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 60) -> subprocess.Completed
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path, layout: str) -> None:
     """C heat2d on 2 ranks → Python consumer on 1 rank (h5flow.open(..., "r")), concurrently, through a queue of 2
-    steps: every step equals examples/heat2d's serial numpy computation, exactly."""
+    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts."""
     _need_build()
     ny, nx, steps = 12, 10, 4
     stream = tmp_path / "heat"
-    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", heartbeat="0.5")
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", heartbeat="0.5", layout=layout)
     (tmp_path / "consume.py").write_text(CONSUMER)
     out = tmp_path / "out"
     out.mkdir()
@@ -169,7 +170,7 @@ def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("case", "expected"), [
     ("missing-dir", "does not exist: create it"),
     ("socket", 'the C library writes the hdf5 transport only; this transport is type="socket"'),
-    ("n-n", 'layout="n-n" is not offered by the C library'),
+    ("subfiling", 'driver="subfiling" is not offered by the C library'),
     ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: type, enabled, filename"),
     ("heartbeat", "bad value '0.001' for attribute 'heartbeat' on <transport type=\"hdf5\">; accepted: a number of "
                   "seconds from 0.05 to 3600"),
@@ -184,8 +185,8 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
         arg = str(tmp_path / "no" / "such" / "dir" / "s")
     elif case == "socket":
         xml.write_text(f'<sensei><transport type="socket" filename="{stream}"/></sensei>')
-    elif case == "n-n":
-        _xml(xml, stream, layout="n-n")
+    elif case == "subfiling":
+        _xml(xml, stream, driver="subfiling")
     elif case == "unknown-attr":
         _xml(xml, stream, bogus="1")
     elif case == "heartbeat":
@@ -200,6 +201,17 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
     assert res.returncode != 0
     assert "heat2d: opening the stream: " in res.stderr and expected in res.stderr, res.stderr
     assert not Path(f"{stream}.h5flow").exists() or case == "missing-dir"
+
+
+def test_c_producer_step_over_quota_says_why(tmp_path: Path) -> None:
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, quota="100B")
+    res = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "2", "--shape", "8", "6"], tmp_path)
+    assert res.returncode != 0
+    assert ("heat2d: publishing a step: step 0 holds 384 bytes, more than the staging quota of 100 bytes: raise the "
+            "quota") in res.stderr, res.stderr
+    assert read_index(Path(f"{stream}.h5flow") / "index") == []  # nothing published, no end of stream
 
 
 def test_two_c_writers_keep_their_own_state_and_types_round_trip(tmp_path: Path) -> None:

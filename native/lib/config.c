@@ -248,12 +248,8 @@ static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
         return rc;
 
     static const char *const layouts[] = {"n-1", "n-n"};
-    int layout = 0;
-    if (get_choice(c, node, "layout", layouts, 2, &layout))
+    if (get_choice(c, node, "layout", layouts, 2, &cfg->layout_nn))
         return -1;
-    if (layout != 0)
-        return fail(c, node, "layout=\"n-n\" is not offered by the C library (it writes layout n-1: one shared file per "
-                             "step with MPI-IO); use layout=\"n-1\" or leave the attribute out, or write n-n from Python");
     static const char *const drivers[] = {"mpio", "subfiling"};
     int driver = 0;
     if (get_choice(c, node, "driver", drivers, 2, &driver))

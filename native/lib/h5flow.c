@@ -690,9 +690,9 @@ static int announce(h5flow_writer *w, double created)
     h5fl_repr(created, cr);
     char text[512];
     int n = snprintf(text, sizeof text,
-                     "{\"run_id\": \"%s\", \"producers\": %d, \"layout\": \"n-1\", \"driver\": \"mpio\", \"heartbeat\": "
+                     "{\"run_id\": \"%s\", \"producers\": %d, \"layout\": \"%s\", \"driver\": \"mpio\", \"heartbeat\": "
                      "%s, \"created\": %s, \"format\": \"h5flow-stream\", \"version\": 1}",
-                     w->run_id, w->size, hb, cr);
+                     w->run_id, w->size, w->cfg.layout_nn ? "n-n" : "n-1", hb, cr);
     int e = h5fl_atomic_write(p, text, (size_t)n);
     if (e)
         return set_err(w, H5FLOW_ERR_IO, "cannot announce the stream in %s: %s", w->root, strerror(e));
@@ -1032,6 +1032,26 @@ static int attr_num(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const
     return rc;
 }
 
+/* The root attributes of a step file (writer.py _write_attrs). */
+static int step_attrs(const h5flow_writer *w, hid_t f)
+{
+    int64_t version = 1, step = w->step, producers = w->size;
+    return attr_str(f, "format", "h5flow-step") || attr_num(f, "version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version) ||
+           attr_num(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step) ||
+           attr_num(f, "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &w->time) ||
+           attr_num(f, "producers", H5T_STD_I64LE, H5T_NATIVE_INT64, &producers) ||
+           attr_str(f, "layout", w->cfg.layout_nn ? "n-n" : "n-1");
+}
+
+/* The data of this rank's `local`-th piece named `name` (its pieces of a name are its blocks in id order). */
+static const void *local_piece(const h5flow_writer *w, const char *name, size_t local)
+{
+    for (size_t i = 0, seen = 0; i < w->npieces; i++)
+        if (!strcmp(w->pieces[i].d.name, name) && seen++ == local)
+            return w->pieces[i].data;
+    return NULL;
+}
+
 /* Write rows [row, row + n) of a (count, 1) dataset from buf; n == 0: this rank's empty collective part. */
 static int write_rows(hid_t dset, hid_t mtype, uint64_t row, uint64_t n, const void *buf, hid_t dxpl)
 {
@@ -1082,11 +1102,7 @@ static int write_shared(h5flow_writer *w, const char *path, const piece_desc *al
     hid_t indep = H5Pcreate(H5P_DATASET_XFER), dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(indep, H5FD_MPIO_INDEPENDENT);
     H5Pset_dxpl_mpio(dxpl, w->cfg.collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
-    int64_t version = 1, step = w->step, producers = w->size;
-    if (attr_str(f, "format", "h5flow-step") || attr_num(f, "version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version) ||
-        attr_num(f, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step) ||
-        attr_num(f, "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &w->time) ||
-        attr_num(f, "producers", H5T_STD_I64LE, H5T_NATIVE_INT64, &producers) || attr_str(f, "layout", "n-1"))
+    if (step_attrs(w, f))
         H5FAIL("writing the attributes of");
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
@@ -1146,13 +1162,7 @@ static int write_shared(h5flow_writer *w, const char *path, const piece_desc *al
             if (m[k].owner[b] != w->rank)
                 continue;
             /* the local piece: the (local)-th of this name among this rank's pieces */
-            const void *buf = NULL;
-            for (size_t i = 0, seen = 0; i < w->npieces; i++)
-                if (!strcmp(w->pieces[i].d.name, m[k].name) && seen++ == local) {
-                    buf = w->pieces[i].data;
-                    break;
-                }
-            local++;
+            const void *buf = local_piece(w, m[k].name, local++);
             uint64_t nrows = m[k].rows[b + 1] - m[k].rows[b];
             if (write_rows(d, mem_type(m[k].type), m[k].rows[b], rc ? 0 : nrows, buf, dxpl))
                 H5FAIL("writing");
@@ -1175,6 +1185,75 @@ static int write_shared(h5flow_writer *w, const char *path, const piece_desc *al
         H5FAIL("closing");
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
 #undef H5FAIL
+    return rc;
+}
+
+/* This rank's rank-<r>.h5 (layout n-n, serial HDF5; writer.py _write_per_rank): per mesh a (rows, 1) dataset of
+ * the blocks it owns, in block-id order ((0, 1) when it owns none); no meta dataset, no kind attribute. */
+static int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, size_t n)
+{
+    H5E_auto2_t old_func;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int rc = 0;
+    char h5msg[1024];
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    int64_t rank = w->rank;
+    const char *what = "creating";
+    if (f < 0)
+        goto fail;
+    what = "writing the attributes of";
+    if (step_attrs(w, f) || attr_num(f, "rank", H5T_STD_I64LE, H5T_NATIVE_INT64, &rank))
+        goto fail;
+    what = "writing";
+    for (size_t k = 0; k < n; k++) {
+        uint64_t total = 0;
+        for (size_t b = 0; b < m[k].nblocks; b++)
+            if (m[k].owner[b] == w->rank)
+                total += m[k].rows[b + 1] - m[k].rows[b];
+        hid_t g = H5Gcreate2(f, m[k].name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t gc = g >= 0 ? H5Gcreate2(g, "cell", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hsize_t dims[2] = {total, 1};
+        hid_t s = H5Screate_simple(2, dims, NULL);
+        hid_t d = gc >= 0 ? H5Dcreate2(gc, m[k].name, file_type(m[k].type), s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                          : -1;
+        H5Sclose(s);
+        int bad = d < 0;
+        uint64_t row = 0;
+        size_t local = 0;
+        for (size_t b = 0; b < m[k].nblocks && !bad; b++) {
+            if (m[k].owner[b] != w->rank)
+                continue;
+            uint64_t nrows = m[k].rows[b + 1] - m[k].rows[b];
+            bad = write_rows(d, mem_type(m[k].type), row, nrows, local_piece(w, m[k].name, local++), H5P_DEFAULT) != 0;
+            row += nrows;
+        }
+        if (d >= 0)
+            H5Dclose(d);
+        if (gc >= 0)
+            H5Gclose(gc);
+        if (g >= 0)
+            H5Gclose(g);
+        if (bad || g < 0 || gc < 0)
+            goto fail;
+    }
+    what = "closing";
+    if (H5Fclose(f) < 0) {
+        f = -1;
+        goto fail;
+    }
+    H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+    return 0;
+fail:
+    h5_errtext(h5msg, sizeof h5msg);
+    rc = set_err(w, H5FLOW_ERR_IO, "rank %d: %s %s: %s", w->rank, what, path, h5msg);
+    if (f >= 0)
+        H5Fclose(f);
+    H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
     return rc;
 }
 
@@ -1368,7 +1447,8 @@ int h5flow_end_step(h5flow_writer *w, int *published)
         rc = admit(w, nbytes, &pub, &decision[1], reason, sizeof reason);
         decision[0] = pub;
         if (!rc && pub) {
-            uint64_t need = nbytes + 3 * meta.len + FILE_OVERHEAD + (2 * nmeshes + 2) * DATASET_OVERHEAD;
+            uint64_t files = w->cfg.layout_nn ? (uint64_t)w->size : 1;
+            uint64_t need = nbytes + 3 * meta.len + files * (FILE_OVERHEAD + (2 * nmeshes + 2) * DATASET_OVERHEAD);
             rc = reserve_room(w, need);
         }
     }
@@ -1404,7 +1484,12 @@ int h5flow_end_step(h5flow_writer *w, int *published)
     }
     rc = agree(w, rc);
     if (!rc) {
-        rc = write_shared(w, data, all, meshes, nmeshes, meta.data, meta.len);
+        if (w->cfg.layout_nn) {
+            snprintf(data, sizeof data, "%s/rank-%05d.h5", tmp, w->rank);
+            rc = write_per_rank(w, data, meshes, nmeshes);
+        } else {
+            rc = write_shared(w, data, all, meshes, nmeshes, meta.data, meta.len);
+        }
         if (!rc && w->rank == 0) {
             int e = h5fl_atomic_write(metaf, meta.data, meta.len);
             if (e)
