@@ -148,7 +148,9 @@ def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
             assert holder.poll() is None, log.read_text()
             assert time.time() < deadline, "the holder published nothing within 60 s"
             time.sleep(0.05)
-        second = _run(["mpiexec", "-n", "1", str(HEAT_C), str(stream), "--steps", "1", "--shape", "8", "6"], tmp_path)
+        # the staging directory itself names the same stream
+        second = _run(["mpiexec", "-n", "1", str(HEAT_C), f"{stream}.h5flow", "--steps", "1", "--shape", "8", "6"],
+                      tmp_path)
         assert second.returncode != 0
         assert "is already claimed by another producer (host " in second.stderr, second.stderr
         assert "stop that producer first or use another filename" in second.stderr
