@@ -78,7 +78,7 @@ def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path, layout: 
     _need_build()
     ny, nx, steps = 12, 10, 4
     stream = tmp_path / "heat"
-    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", heartbeat="0.5", layout=layout)
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout)
     (tmp_path / "consume.py").write_text(CONSUMER)
     out = tmp_path / "out"
     out.mkdir()

@@ -652,18 +652,24 @@ static int configure(h5flow_writer *w, const char *arg)
     return 0;
 }
 
-/* Rank 0: claim the stream and prepare a new run. */
-static int start_run(h5flow_writer *w)
+/* The directory holding the staging directory. */
+static void parent_dir(const h5flow_writer *w, char parent[H5FL_PATH_MAX])
 {
-    char parent[H5FL_PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", w->root);
+    snprintf(parent, H5FL_PATH_MAX, "%s", w->root);
     char *slash = strrchr(parent, '/');
     if (!slash)
-        snprintf(parent, sizeof parent, ".");
+        snprintf(parent, H5FL_PATH_MAX, ".");
     else if (slash == parent)
         parent[1] = '\0';
     else
         *slash = '\0';
+}
+
+/* Rank 0: claim the stream and prepare a new run. */
+static int start_run(h5flow_writer *w)
+{
+    char parent[H5FL_PATH_MAX];
+    parent_dir(w, parent);
     struct stat st;
     if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
         return set_err(w, H5FLOW_ERR_CONFIG, "cannot start stream in %s: the directory %s of the stream's filename "
@@ -765,7 +771,7 @@ int h5flow_begin_step(h5flow_writer *w, int64_t step, double time)
     int rc = usable(w, "h5flow_begin_step");
     if (rc)
         return rc;
-    int64_t mine[2] = {step, -step}, all[2];
+    int64_t s = step < 0 ? -1 : step, mine[2] = {s, -s}, all[2]; /* no overflow for INT64_MIN */
     MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MIN, w->comm);
     if (w->in_step)
         rc = set_err(w, H5FLOW_ERR_ARGUMENT, "h5flow_begin_step(%lld): step %lld is not ended yet; call "
@@ -1318,7 +1324,7 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
 {
     char space[H5FL_PATH_MAX], parent[H5FL_PATH_MAX];
     path_of(w, space, ".space");
-    snprintf(parent, sizeof parent, "%s/..", w->root);
+    parent_dir(w, parent);
     double t0 = h5fl_now(), delay = w->cfg.poll_min;
     int announced = 0;
     for (;;) {
