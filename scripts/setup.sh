@@ -29,7 +29,7 @@ ADIOS2_REQ="adios2>=2.12.1,<2.13"   # optional extra: the adios2 transport (PyPI
 PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pytest>=8" "pytest-timeout>=2.2" "pyroaring>=1.0" "hypothesis>=6.100")
 THREADSAFE="${H5FLOW_THREADSAFE:-ON}"
 JOBS="${H5FLOW_JOBS:-$(nproc)}"
-APT_PACKAGES=(libmpich-dev mpich cmake ninja-build pkg-config zlib1g-dev gcc make patch xz-utils ca-certificates curl)
+APT_PACKAGES=(libmpich-dev mpich cmake ninja-build pkg-config zlib1g-dev libxml2-dev gcc make patch xz-utils ca-certificates curl)
 
 CACHE_ROOT="${H5FLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/h5flow}"
 LOGDIR="$ROOT/build/logs"

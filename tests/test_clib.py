@@ -1,0 +1,243 @@
+"""libh5flow (native/lib, h5flow.h): a C producer read by Python consumers unchanged.
+
+The C example examples/heat2d_c (built by ``make setup`` into build/native/bin/h5flow-heat2d) is the same
+physics as examples/heat2d/heat2d.py; its steps must equal the in-process numpy computation. Producers and
+consumers run as two concurrent ``mpiexec`` jobs, as a user runs them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from h5flow.transports.hdf5.staging import read_index
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAT = ROOT / "examples" / "heat2d"
+BUILD = Path(os.environ.get("H5FLOW_NATIVE_BUILD", ROOT / "build" / "native"))
+HEAT_C = BUILD / "bin" / "h5flow-heat2d"
+
+# A consumer on 1 rank: every step's whole plate saved as step-<n>.npy, plus status.txt.
+CONSUMER = r"""
+import sys
+import numpy as np
+from mpi4py import MPI
+import h5flow
+from h5flow.api import StreamError
+
+out = sys.argv[2]
+try:
+    with h5flow.open(sys.argv[1], "r", comm=MPI.COMM_WORLD) as s:
+        for st in s.steps(timeout=60):
+            share = st.read("temperature")
+            np.save(f"{out}/step-{st.step}.npy", share.into(np.zeros(share.global_shape)))
+            with open(f"{out}/times.txt", "a") as f:
+                f.write(f"{st.step} {st.time!r}\n")
+    status = "end_of_stream"
+except StreamError as e:
+    status = f"error: {e}"
+with open(f"{out}/status.txt", "w") as f:
+    f.write(status)
+"""
+
+
+def _heat_reference(ny: int, nx: int, steps: int) -> list[np.ndarray]:
+    sys.path.insert(0, str(HEAT))
+    try:
+        import heat2d
+    finally:
+        sys.path.remove(str(HEAT))
+    return heat2d.serial(ny, nx, steps)
+
+
+def _need_build() -> None:
+    assert HEAT_C.exists(), f"{HEAT_C} is missing: run `make setup` (it builds native/, libh5flow and the C example)"
+
+
+def _xml(path: Path, stream: Path, **attrs: str) -> Path:
+    extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
+    path.write_text(f'<sensei>\n  <transport type="hdf5" filename="{stream}"{extra}/>\n</sensei>\n')
+    return path
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path, layout: str) -> None:
+    """C heat2d on 2 ranks → Python consumer on 1 rank (h5flow.open(..., "r")), concurrently, through a queue of 2
+    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts."""
+    _need_build()
+    ny, nx, steps = 12, 10, 4
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout)
+    (tmp_path / "consume.py").write_text(CONSUMER)
+    out = tmp_path / "out"
+    out.mkdir()
+    consumer = subprocess.Popen(["mpiexec", "-n", "1", sys.executable, "consume.py", str(stream), str(out)],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        prod = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", str(steps), "--shape", str(ny), str(nx)],
+                    tmp_path, timeout=120)
+        cons_out = consumer.communicate(timeout=120)[0]
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    assert prod.returncode == 0, f"C producer failed:\n{prod.stdout}\n{prod.stderr}"
+    assert consumer.returncode == 0, f"consumer failed:\n{cons_out}"
+    assert (out / "status.txt").read_text() == "end_of_stream"
+    ref = _heat_reference(ny, nx, steps)
+    times = [line.split() for line in (out / "times.txt").read_text().splitlines()]
+    assert [int(s) for s, _ in times] == list(range(steps))
+    assert [float(t) for _, t in times] == [s * 0.2 for s in range(steps)]
+    for s in range(steps):
+        got = np.load(out / f"step-{s}.npy")
+        assert np.array_equal(got, ref[s]), f"step {s}: max difference {np.abs(got - ref[s]).max()}"
+    # the index as the protocol has it: P 0..3 then E 4; every step released and collected
+    index = read_index(Path(f"{stream}.h5flow") / "index")
+    assert [(e.kind, e.seq, e.step) for e in index[:-1]] == [("P", s, s) for s in range(steps)]
+    assert (index[-1].kind, index[-1].count) == ("E", steps)
+    assert not list(Path(f"{stream}.h5flow").glob("step-*"))
+
+
+def test_c_producer_discard_policy_is_read_by_python(tmp_path: Path) -> None:
+    """queue_limit=1, queue_policy="discard" with no consumer: step 0 is published, steps 1-2 are dropped (D lines,
+    said on stderr); a Python consumer attaching afterwards reads step 0, the discards, then end of stream."""
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="1", queue_policy="discard")
+    prod = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "3", "--shape", "8", "6"], tmp_path)
+    assert prod.returncode == 0, prod.stderr
+    assert "h5flow: step 1 discarded (queue full: 1 unreleased steps, queue_limit 1)" in prod.stderr
+    kinds = [(e.kind, e.step) for e in read_index(Path(f"{stream}.h5flow") / "index")]
+    assert kinds == [("P", 0), ("D", 1), ("D", 2), ("E", -1)]
+    (tmp_path / "consume.py").write_text(CONSUMER)
+    out = tmp_path / "out"
+    out.mkdir()
+    cons = _run(["mpiexec", "-n", "1", sys.executable, "consume.py", str(stream), str(out)], tmp_path)
+    assert cons.returncode == 0, cons.stdout + cons.stderr
+    assert (out / "status.txt").read_text() == "end_of_stream"
+    assert sorted(p.name for p in out.glob("step-*.npy")) == ["step-0.npy"]
+    assert np.array_equal(np.load(out / "step-0.npy"), _heat_reference(8, 6, 1)[0])
+
+
+def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
+    """A second C producer on a stream another one holds is refused, naming the owner; when the holder is killed
+    its heartbeats stop and a Python consumer reports the producer lost (not a hang)."""
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="1", heartbeat="0.2")
+    # no consumer: the holder publishes step 0, then waits for room in the queue
+    log = tmp_path / "holder.log"
+    with open(log, "w") as f:
+        holder = subprocess.Popen(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "50", "--shape", "8", "6"],
+                                  cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        index = Path(f"{stream}.h5flow") / "index"
+        deadline = time.time() + 60
+        while not (index.exists() and index.read_text().startswith("P 0 0 ")):
+            assert holder.poll() is None, log.read_text()
+            assert time.time() < deadline, "the holder published nothing within 60 s"
+            time.sleep(0.05)
+        # the staging directory itself names the same stream
+        second = _run(["mpiexec", "-n", "1", str(HEAT_C), f"{stream}.h5flow", "--steps", "1", "--shape", "8", "6"],
+                      tmp_path)
+        assert second.returncode != 0
+        assert "is already claimed by another producer (host " in second.stderr, second.stderr
+        assert "stop that producer first or use another filename" in second.stderr
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    (tmp_path / "consume.py").write_text(CONSUMER)
+    out = tmp_path / "out"
+    out.mkdir()
+    t0 = time.time()
+    cons = _run(["mpiexec", "-n", "1", sys.executable, "consume.py", str(stream), str(out)], tmp_path)
+    assert cons.returncode == 0, cons.stdout + cons.stderr
+    status = (out / "status.txt").read_text()
+    assert status.startswith("error: the stream stopped: producer rank ") and "lost: no heartbeat for" in status, status
+    assert (out / "step-0.npy").exists()  # what was published before is delivered
+    assert time.time() - t0 < 30
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("missing-dir", "does not exist: create it"),
+    ("socket", 'the C library writes the hdf5 transport only; this transport is type="socket"'),
+    ("subfiling", 'driver="subfiling" is not offered by the C library'),
+    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: type, enabled, filename"),
+    ("heartbeat", "bad value '0.001' for attribute 'heartbeat' on <transport type=\"hdf5\">; accepted: a number of "
+                  "seconds from 0.05 to 3600"),
+    ("not-xml", "not a well-formed XML file"),
+    ("no-file", "cannot read the configuration file"),
+])
+def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expected: str) -> None:
+    _need_build()
+    stream = tmp_path / "s"
+    xml = tmp_path / "x.xml"
+    if case == "missing-dir":
+        arg = str(tmp_path / "no" / "such" / "dir" / "s")
+    elif case == "socket":
+        xml.write_text(f'<sensei><transport type="socket" filename="{stream}"/></sensei>')
+    elif case == "subfiling":
+        _xml(xml, stream, driver="subfiling")
+    elif case == "unknown-attr":
+        _xml(xml, stream, bogus="1")
+    elif case == "heartbeat":
+        _xml(xml, stream, heartbeat="0.001")
+    elif case == "not-xml":
+        xml.write_text(f'<sensei><transport type="hdf5" filename="{stream}"></sensei>')
+    elif case == "no-file":
+        xml = tmp_path / "missing.xml"
+    if case != "missing-dir":
+        arg = str(xml)
+    res = _run(["mpiexec", "-n", "1", str(HEAT_C), arg, "--steps", "1", "--shape", "4", "4"], tmp_path)
+    assert res.returncode != 0
+    assert "heat2d: opening the stream: " in res.stderr and expected in res.stderr, res.stderr
+    assert not Path(f"{stream}.h5flow").exists() or case == "missing-dir"
+
+
+def test_c_producer_step_over_quota_says_why(tmp_path: Path) -> None:
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, quota="100B")
+    res = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "2", "--shape", "8", "6"], tmp_path)
+    assert res.returncode != 0
+    assert ("heat2d: publishing a step: step 0 holds 384 bytes, more than the staging quota of 100 bytes: raise the "
+            "quota") in res.stderr, res.stderr
+    assert read_index(Path(f"{stream}.h5flow") / "index") == []  # nothing published, no end of stream
+
+
+def test_two_c_writers_keep_their_own_state_and_types_round_trip(tmp_path: Path) -> None:
+    """Two writers in one process: an error on one leaves the other's message and stream alone (no shared state);
+    1-D float32 and 3-D int64 arrays come back to Python as written, with their dtype and shape."""
+    _need_build()
+    exe = tmp_path / "two_writers"
+    build = subprocess.run(["mpicc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(ROOT / "tests" / "native" /
+                            "clib_two_writers.c"), f"-I{BUILD / 'include'}", f"-L{BUILD / 'lib'}",
+                            f"-Wl,-rpath,{BUILD / 'lib'}", "-lh5flow", "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    a, b = tmp_path / "a", tmp_path / "b"
+    res = _run(["mpiexec", "-n", "1", str(exe), str(a), str(b)], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [(e.kind, e.step, e.time) for e in read_index(Path(f"{a}.h5flow") / "index")] == \
+        [("P", 7, 1.25), ("E", -1, 0.0)]
+    assert read_index(Path(f"{b}.h5flow") / "index") == []  # b ended without an end-of-stream mark
+    code = ("import h5flow, numpy as np\n"
+            f"with h5flow.open({str(a)!r}, 'r') as s:\n"
+            "    for st in s.steps(timeout=30):\n"
+            "        f, i = st.read('f32').array(), st.read('i64').array()\n"
+            "        assert st.step == 7 and st.time == 1.25, (st.step, st.time)\n"
+            "        assert f.dtype == np.float32 and f.tolist() == [0.5, 1.5, 2.5, 3.5, 4.5], f\n"
+            "        assert i.dtype == np.int64 and i.shape == (2, 2, 2) and i.ravel().tolist() == list(range(-4, 4)), i\n"
+            "print('read', s.status)\n")
+    cons = _run(["mpiexec", "-n", "1", sys.executable, "-c", code], tmp_path)
+    assert cons.returncode == 0 and "read end_of_stream" in cons.stdout, cons.stdout + cons.stderr
