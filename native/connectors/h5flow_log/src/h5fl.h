@@ -259,6 +259,7 @@ typedef struct h5fl_writer {
     uint64_t crc_start, crc_len; /* ... which starts at this data log offset and is this long */
     char *dpath, *ipath;
     char *dname; /* the dataset's HDF5 path, for error messages */
+    struct h5fl_stats_w *stats; /* per-write statistics sidecar (stats.c), NULL if none */
 } h5fl_writer_t;
 
 /* A write whose data carries a checksum (H5FL_REC_DCRC), checked the first time a read touches it. */

@@ -1,6 +1,7 @@
 /* Dataset callbacks: create/open, write (append to this process's logs), read (through the merged
  * index), extent changes, close. */
 #include "dset.h"
+#include "stats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -320,6 +321,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
             st = -1;
         if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
             st = -1;
+        if (st == 0 && h5fl_udf_persist(dir, p, f->fsync) != 0) /* stats.c: the user data function */
+            st = -1;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(dcpl, &crt_links, &crt_attrs);
         if (st == 0 && (h5fl_corder_enable(dir, false, crt_attrs, f->fsync) != 0 ||
@@ -375,7 +378,8 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
 /* One writer per dataset per process: every handle shares the dataset's state (h5fl_dset_open_dir). */
 static int writer_get(h5fl_dset_t *d) { return h5fl_writer_open(d); }
 
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags);
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                         const void *data);
 
 /* Pointers of the memory selection, packed in selection order (n entries). */
 static char **gather_ptrs(const sel_t *s, const void *buf)
@@ -423,7 +427,7 @@ static int write_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     uint64_t data_off = w->dend + w->dlen;
     if (h5fl_writer_append_data(w, pairs, s->n * 16) != 0)
         goto done;
-    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
     free(v);
     free(pairs);
@@ -467,7 +471,7 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     uint64_t data_off = w->dend + w->dlen;
     if (h5fl_writer_append_data(w, pairs, s->n * 16) != 0)
         goto done;
-    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
     free(enc.p);
     free(v);
@@ -500,6 +504,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     uint8_t *tmp = NULL, *bkg = NULL;
     int rc = -1;
     hsize_t moff;
+    const void *stored = NULL; /* the elements as stored (dataset type, selection order) */
     if (d->vstr)
         return write_vstr(d, mtype, &s, buf);
     if (d->blob)
@@ -507,6 +512,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (h5fl_writer_append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
+        stored = (const uint8_t *)buf + moff;
     } else {
         size_t big = msize > d->esize ? msize : d->esize;
         tmp = malloc(s.n * big);
@@ -536,8 +542,9 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         }
         if (h5fl_writer_append_data(w, tmp, nbytes) != 0)
             goto done;
+        stored = tmp;
     }
-    rc = append_record(d, s.fsel, data_off, nbytes, 0);
+    rc = append_record(d, s.fsel, data_off, nbytes, 0, stored);
 done:
     free(tmp);
     free(bkg);
@@ -545,7 +552,8 @@ done:
 }
 
 /* Append the index record of a write whose data is at data_off (nbytes) in this writer's data log. */
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags)
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                         const void *data)
 {
     h5fl_writer_t *w = d->w;
     runs_ctx_t runs = {0};
@@ -581,6 +589,8 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
         free(rec);
     if (rc == 0) /* every handle shares this state: all see the write at their next read */
         rc = h5fl_ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
+    if (rc == 0) /* the write stands: its statistics and user data function (stats.c) */
+        h5fl_stats_note(d, &r, &runs, data);
 done:
     free(runs.buf);
     return rc;
@@ -840,7 +850,7 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
         if (!d->w && writer_get(d) != 0)
             goto done;
         d->w->counter = c;
-        if (append_record(d, gone, 0, 0, H5FL_REC_FILL) != 0 || h5fl_writer_flush(d->w, false) != 0)
+        if (append_record(d, gone, 0, 0, H5FL_REC_FILL, NULL) != 0 || h5fl_writer_flush(d->w, false) != 0)
             goto done; /* flushed: ranks that rebuild their index from the logs see it */
     } else if (d->ix) { /* the same record, seen from here: merge it at the next read */
         runs_ctx_t runs = {0};
