@@ -89,7 +89,11 @@ typedef struct acc {
 
 static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i : kind == K_UINT ? (double)v.u : v.f; }
 
-#define SCAN_INT(NAME, T, F)                                                                                    \
+/* integer sums are exact within one scan (128 bits), rounded once to a double */
+__extension__ typedef __int128 i128_t;
+__extension__ typedef unsigned __int128 u128_t;
+
+#define SCAN_INT(NAME, T, F, S)                                                                                  \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
@@ -97,10 +101,10 @@ static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i
             return;                                                                                             \
         T mn = a->any ? (T)a->min.F : p[0], mx = a->any ? (T)a->max.F : p[0];                                   \
         uint64_t kmn = a->any ? a->kmin : k0, kmx = a->any ? a->kmax : k0;                                      \
-        double s = 0;                                                                                           \
+        S s = 0;                                                                                                \
         for (uint64_t i = 0; i < n; i++) {                                                                      \
             T v = p[i];                                                                                         \
-            s += (double)v;                                                                                     \
+            s += (S)v;                                                                                          \
             if (v < mn) {                                                                                       \
                 mn = v;                                                                                         \
                 kmn = k0 + i;                                                                                   \
@@ -114,18 +118,18 @@ static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i
         a->max.F = mx;                                                                                          \
         a->kmin = kmn;                                                                                          \
         a->kmax = kmx;                                                                                          \
-        a->sum += s;                                                                                            \
+        a->sum += (double)s;                                                                                    \
         a->any = true;                                                                                          \
         a->n += n;                                                                                              \
     }
-SCAN_INT(scan_i8, int8_t, i)
-SCAN_INT(scan_i16, int16_t, i)
-SCAN_INT(scan_i32, int32_t, i)
-SCAN_INT(scan_i64, int64_t, i)
-SCAN_INT(scan_u8, uint8_t, u)
-SCAN_INT(scan_u16, uint16_t, u)
-SCAN_INT(scan_u32, uint32_t, u)
-SCAN_INT(scan_u64, uint64_t, u)
+SCAN_INT(scan_i8, int8_t, i, i128_t)
+SCAN_INT(scan_i16, int16_t, i, i128_t)
+SCAN_INT(scan_i32, int32_t, i, i128_t)
+SCAN_INT(scan_i64, int64_t, i, i128_t)
+SCAN_INT(scan_u8, uint8_t, u, u128_t)
+SCAN_INT(scan_u16, uint16_t, u, u128_t)
+SCAN_INT(scan_u32, uint32_t, u, u128_t)
+SCAN_INT(scan_u64, uint64_t, u, u128_t)
 
 #define SCAN_FLT(NAME, T)                                                                                       \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
