@@ -89,91 +89,158 @@ typedef struct acc {
 
 static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i : kind == K_UINT ? (double)v.u : v.f; }
 
-/* integer sums are exact within one scan (128 bits), rounded once to a double */
+/* The scans run at memory speed: one pass of branch-free min / max / sum / NaN count over blocks that the
+ * compiler vectorises (this file is built with -O3), then the first position of the min and of the max
+ * (a search that stops there). Integer sums are exact (64-bit partial sums per block, 128-bit total),
+ * rounded once to a double. */
 __extension__ typedef __int128 i128_t;
 __extension__ typedef unsigned __int128 u128_t;
+#define SBLK 4096u /* elements per block: 64-bit partial sums of 32-bit values cannot overflow */
+#define LANES 8
 
-#define SCAN_INT(NAME, T, F, S)                                                                                  \
+#define FIND_POS(T)                                                                                             \
+    do {                                                                                                        \
+        for (uint64_t j = 0; j < n; j++)                                                                        \
+            if (p[j] == mn) {                                                                                   \
+                kmn = k0 + j;                                                                                   \
+                break;                                                                                          \
+            }                                                                                                   \
+        for (uint64_t j = 0; j < n; j++)                                                                        \
+            if (p[j] == mx) {                                                                                   \
+                kmx = k0 + j;                                                                                   \
+                break;                                                                                          \
+            }                                                                                                   \
+    } while (0)
+
+/* Merge the minimum/maximum (mn, mx at kmn, kmx) of this call into the accumulator (first one wins ties). */
+#define MERGE(F, T)                                                                                             \
+    do {                                                                                                        \
+        if (!a->any || mn < (T)a->min.F) {                                                                      \
+            a->min.F = mn;                                                                                      \
+            a->kmin = kmn;                                                                                      \
+        }                                                                                                       \
+        if (!a->any || mx > (T)a->max.F) {                                                                      \
+            a->max.F = mx;                                                                                      \
+            a->kmax = kmx;                                                                                      \
+        }                                                                                                       \
+        a->any = true;                                                                                          \
+    } while (0)
+
+#define SCAN_INT(NAME, T, F, S, WIDE, TMIN, TMAX)                                                               \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
         if (!n)                                                                                                 \
             return;                                                                                             \
-        T mn = a->any ? (T)a->min.F : p[0], mx = a->any ? (T)a->max.F : p[0];                                   \
-        uint64_t kmn = a->any ? a->kmin : k0, kmx = a->any ? a->kmax : k0;                                      \
+        T mn = TMAX, mx = TMIN;                                                                                 \
         S s = 0;                                                                                                \
-        for (uint64_t i = 0; i < n; i++) {                                                                      \
-            T v = p[i];                                                                                         \
-            s += (S)v;                                                                                          \
-            if (v < mn) {                                                                                       \
-                mn = v;                                                                                         \
-                kmn = k0 + i;                                                                                   \
+        for (uint64_t b = 0; b < n; b += SBLK) {                                                                \
+            uint64_t e = n - b < SBLK ? n - b : SBLK;                                                           \
+            T lmn[LANES], lmx[LANES];                                                                           \
+            WIDE ls[LANES];                                                                                     \
+            for (unsigned l = 0; l < LANES; l++) {                                                              \
+                lmn[l] = TMAX;                                                                                  \
+                lmx[l] = TMIN;                                                                                  \
+                ls[l] = 0;                                                                                      \
             }                                                                                                   \
-            if (v > mx) {                                                                                       \
-                mx = v;                                                                                         \
-                kmx = k0 + i;                                                                                   \
+            uint64_t i = 0;                                                                                     \
+            for (; i + LANES <= e; i += LANES)                                                                  \
+                for (unsigned l = 0; l < LANES; l++) {                                                          \
+                    T v = p[b + i + l];                                                                         \
+                    lmn[l] = v < lmn[l] ? v : lmn[l];                                                           \
+                    lmx[l] = v > lmx[l] ? v : lmx[l];                                                           \
+                    ls[l] += (WIDE)v;                                                                           \
+                }                                                                                               \
+            for (; i < e; i++) {                                                                                \
+                T v = p[b + i];                                                                                 \
+                lmn[0] = v < lmn[0] ? v : lmn[0];                                                               \
+                lmx[0] = v > lmx[0] ? v : lmx[0];                                                               \
+                ls[0] += (WIDE)v;                                                                               \
+            }                                                                                                   \
+            for (unsigned l = 0; l < LANES; l++) {                                                              \
+                mn = lmn[l] < mn ? lmn[l] : mn;                                                                 \
+                mx = lmx[l] > mx ? lmx[l] : mx;                                                                 \
+                s += (S)ls[l];                                                                                  \
             }                                                                                                   \
         }                                                                                                       \
-        a->min.F = mn;                                                                                          \
-        a->max.F = mx;                                                                                          \
-        a->kmin = kmn;                                                                                          \
-        a->kmax = kmx;                                                                                          \
+        uint64_t kmn = k0, kmx = k0;                                                                            \
+        FIND_POS(T);                                                                                            \
+        MERGE(F, T);                                                                                            \
         a->sum += (double)s;                                                                                    \
-        a->any = true;                                                                                          \
         a->n += n;                                                                                              \
     }
-SCAN_INT(scan_i8, int8_t, i, i128_t)
-SCAN_INT(scan_i16, int16_t, i, i128_t)
-SCAN_INT(scan_i32, int32_t, i, i128_t)
-SCAN_INT(scan_i64, int64_t, i, i128_t)
-SCAN_INT(scan_u8, uint8_t, u, u128_t)
-SCAN_INT(scan_u16, uint16_t, u, u128_t)
-SCAN_INT(scan_u32, uint32_t, u, u128_t)
-SCAN_INT(scan_u64, uint64_t, u, u128_t)
+/* 64-bit values: the block sums themselves are 128-bit (no vectorised sum, min/max still are) */
+SCAN_INT(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX)
+SCAN_INT(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX)
+SCAN_INT(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX)
+SCAN_INT(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX)
+SCAN_INT(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX)
+SCAN_INT(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX)
+SCAN_INT(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX)
+SCAN_INT(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX)
 
-#define SCAN_FLT(NAME, T)                                                                                       \
+/* NaN compares false: it never becomes the min or max, and adds 0 to the sum. */
+#define SCAN_FLT(NAME, T, INF)                                                                                  \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
-        bool any = a->any;                                                                                      \
-        T mn = any ? (T)a->min.f : 0, mx = any ? (T)a->max.f : 0;                                               \
-        uint64_t kmn = a->kmin, kmx = a->kmax, nan = 0;                                                         \
-        double s = 0;                                                                                           \
-        for (uint64_t i = 0; i < n; i++) {                                                                      \
+        if (!n)                                                                                                 \
+            return;                                                                                             \
+        T lmn[LANES], lmx[LANES];                                                                               \
+        double ls[LANES];                                                                                       \
+        uint64_t lnan[LANES];                                                                                   \
+        for (unsigned l = 0; l < LANES; l++) {                                                                  \
+            lmn[l] = INF;                                                                                       \
+            lmx[l] = -INF;                                                                                      \
+            ls[l] = 0;                                                                                          \
+            lnan[l] = 0;                                                                                        \
+        }                                                                                                       \
+        uint64_t i = 0;                                                                                         \
+        for (; i + LANES <= n; i += LANES)                                                                      \
+            for (unsigned l = 0; l < LANES; l++) {                                                              \
+                T v = p[i + l];                                                                                 \
+                bool isn = v != v;                                                                              \
+                lnan[l] += isn;                                                                                 \
+                ls[l] += isn ? 0.0 : (double)v;                                                                 \
+                lmn[l] = v < lmn[l] ? v : lmn[l];                                                               \
+                lmx[l] = v > lmx[l] ? v : lmx[l];                                                               \
+            }                                                                                                   \
+        for (; i < n; i++) {                                                                                    \
             T v = p[i];                                                                                         \
-            if (v != v) {                                                                                       \
-                nan++;                                                                                          \
-                continue;                                                                                       \
-            }                                                                                                   \
-            s += (double)v;                                                                                     \
-            if (!any) {                                                                                         \
-                mn = mx = v;                                                                                    \
-                kmn = kmx = k0 + i;                                                                             \
-                any = true;                                                                                     \
-                continue;                                                                                       \
-            }                                                                                                   \
-            if (v < mn) {                                                                                       \
-                mn = v;                                                                                         \
-                kmn = k0 + i;                                                                                   \
-            }                                                                                                   \
-            if (v > mx) {                                                                                       \
-                mx = v;                                                                                         \
-                kmx = k0 + i;                                                                                   \
-            }                                                                                                   \
+            bool isn = v != v;                                                                                  \
+            lnan[0] += isn;                                                                                     \
+            ls[0] += isn ? 0.0 : (double)v;                                                                     \
+            lmn[0] = v < lmn[0] ? v : lmn[0];                                                                   \
+            lmx[0] = v > lmx[0] ? v : lmx[0];                                                                   \
         }                                                                                                       \
-        if (any) {                                                                                              \
-            a->min.f = (double)mn;                                                                              \
-            a->max.f = (double)mx;                                                                              \
-            a->kmin = kmn;                                                                                      \
-            a->kmax = kmx;                                                                                      \
+        T mn = INF, mx = -INF;                                                                                  \
+        double s = 0;                                                                                           \
+        uint64_t nan = 0;                                                                                       \
+        for (unsigned l = 0; l < LANES; l++) {                                                                  \
+            mn = lmn[l] < mn ? lmn[l] : mn;                                                                     \
+            mx = lmx[l] > mx ? lmx[l] : mx;                                                                     \
+            s += ls[l];                                                                                         \
+            nan += lnan[l];                                                                                     \
         }                                                                                                       \
-        a->any = any;                                                                                           \
         a->sum += s;                                                                                            \
         a->nan += nan;                                                                                          \
         a->n += n;                                                                                              \
+        if (nan == n)                                                                                           \
+            return; /* nothing but NaN */                                                                       \
+        uint64_t kmn = k0, kmx = k0;                                                                            \
+        FIND_POS(T);                                                                                            \
+        if (!a->any || mn < (T)a->min.f) {                                                                      \
+            a->min.f = (double)mn;                                                                              \
+            a->kmin = kmn;                                                                                      \
+        }                                                                                                       \
+        if (!a->any || mx > (T)a->max.f) {                                                                      \
+            a->max.f = (double)mx;                                                                              \
+            a->kmax = kmx;                                                                                      \
+        }                                                                                                       \
+        a->any = true;                                                                                          \
     }
-SCAN_FLT(scan_f32, float)
-SCAN_FLT(scan_f64, double)
+SCAN_FLT(scan_f32, float, INFINITY)
+SCAN_FLT(scan_f64, double, INFINITY)
 
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
@@ -192,42 +259,57 @@ static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
     }
 }
 
-static double elem_double(const acc_t *a, const uint8_t *p)
-{
-    switch (a->kind * 16 + (int)a->esize) {
-        case K_INT * 16 + 1: return (double)*(const int8_t *)p;
-        case K_INT * 16 + 2: { int16_t v; memcpy(&v, p, 2); return (double)v; }
-        case K_INT * 16 + 4: { int32_t v; memcpy(&v, p, 4); return (double)v; }
-        case K_INT * 16 + 8: { int64_t v; memcpy(&v, p, 8); return (double)v; }
-        case K_UINT * 16 + 1: return (double)*p;
-        case K_UINT * 16 + 2: { uint16_t v; memcpy(&v, p, 2); return (double)v; }
-        case K_UINT * 16 + 4: { uint32_t v; memcpy(&v, p, 4); return (double)v; }
-        case K_UINT * 16 + 8: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
-        case K_FLOAT * 16 + 4: { float v; memcpy(&v, p, 4); return (double)v; }
-        default: { double v; memcpy(&v, p, 8); return v; }
-    }
-}
-
 /* The histogram: H5FL_STATS_BINS equal bins over [min, max] of the same elements (a second pass, after
- * acc_scan saw them all); none when min or max is infinite. */
+ * acc_scan saw them all; bin = floor((v - min) * bins / (max - min)), the last bin closed, as numpy's
+ * histogram computes it before its edge corrections); none when min or max is infinite. */
 static bool hist_ok(const acc_t *a)
 {
     return a->any && isfinite(as_double(a->kind, a->min)) && isfinite(as_double(a->kind, a->max));
 }
 
-static void hist_scan(acc_t *a, const uint8_t *buf, uint64_t n)
+#define HIST(NAME, T)                                                                                           \
+    static void NAME(acc_t *a, const void *vb, uint64_t n)                                                      \
+    {                                                                                                           \
+        const T *p = vb;                                                                                        \
+        double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;                            \
+        double sc = w > 0 ? H5FL_STATS_BINS / w : 0;                                                            \
+        uint64_t h[H5FL_STATS_BINS] = {0};                                                                      \
+        for (uint64_t i = 0; i < n; i++) {                                                                      \
+            double v = (double)p[i];                                                                            \
+            if (v != v)                                                                                         \
+                continue;                                                                                       \
+            double x = (v - lo) * sc;                                                                           \
+            unsigned b = x >= H5FL_STATS_BINS ? H5FL_STATS_BINS - 1 : x > 0 ? (unsigned)x : 0;                  \
+            h[b]++;                                                                                             \
+        }                                                                                                       \
+        for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                          \
+            a->hist[k] += h[k];                                                                                 \
+    }
+HIST(hist_i8, int8_t)
+HIST(hist_i16, int16_t)
+HIST(hist_i32, int32_t)
+HIST(hist_i64, int64_t)
+HIST(hist_u8, uint8_t)
+HIST(hist_u16, uint16_t)
+HIST(hist_u32, uint32_t)
+HIST(hist_u64, uint64_t)
+HIST(hist_f32, float)
+HIST(hist_f64, double)
+
+static void hist_scan(acc_t *a, const void *buf, uint64_t n)
 {
-    double lo = as_double(a->kind, a->min), hi = as_double(a->kind, a->max), w = hi - lo;
-    for (uint64_t i = 0; i < n; i++) {
-        double v = elem_double(a, buf + i * a->esize);
-        if (v != v)
-            continue;
-        unsigned b = 0;
-        if (w > 0) {
-            double x = (v - lo) / w * H5FL_STATS_BINS;
-            b = x >= H5FL_STATS_BINS ? H5FL_STATS_BINS - 1 : x > 0 ? (unsigned)x : 0;
-        }
-        a->hist[b]++;
+    switch (a->kind * 16 + (int)a->esize) {
+        case K_INT * 16 + 1: hist_i8(a, buf, n); break;
+        case K_INT * 16 + 2: hist_i16(a, buf, n); break;
+        case K_INT * 16 + 4: hist_i32(a, buf, n); break;
+        case K_INT * 16 + 8: hist_i64(a, buf, n); break;
+        case K_UINT * 16 + 1: hist_u8(a, buf, n); break;
+        case K_UINT * 16 + 2: hist_u16(a, buf, n); break;
+        case K_UINT * 16 + 4: hist_u32(a, buf, n); break;
+        case K_UINT * 16 + 8: hist_u64(a, buf, n); break;
+        case K_FLOAT * 16 + 4: hist_f32(a, buf, n); break;
+        case K_FLOAT * 16 + 8: hist_f64(a, buf, n); break;
+        default: break;
     }
 }
 
