@@ -98,149 +98,198 @@ __extension__ typedef unsigned __int128 u128_t;
 #define SBLK 4096u /* elements per block: 64-bit partial sums of 32-bit values cannot overflow */
 #define LANES 8
 
-#define FIND_POS(T)                                                                                             \
-    do {                                                                                                        \
-        for (uint64_t j = 0; j < n; j++)                                                                        \
-            if (p[j] == mn) {                                                                                   \
-                kmn = k0 + j;                                                                                   \
-                break;                                                                                          \
-            }                                                                                                   \
-        for (uint64_t j = 0; j < n; j++)                                                                        \
-            if (p[j] == mx) {                                                                                   \
-                kmx = k0 + j;                                                                                   \
-                break;                                                                                          \
-            }                                                                                                   \
-    } while (0)
-
-/* Merge the minimum/maximum (mn, mx at kmn, kmx) of this call into the accumulator (first one wins ties). */
-#define MERGE(F, T)                                                                                             \
-    do {                                                                                                        \
-        if (!a->any || mn < (T)a->min.F) {                                                                      \
-            a->min.F = mn;                                                                                      \
-            a->kmin = kmn;                                                                                      \
-        }                                                                                                       \
-        if (!a->any || mx > (T)a->max.F) {                                                                      \
-            a->max.F = mx;                                                                                      \
-            a->kmax = kmx;                                                                                      \
-        }                                                                                                       \
-        a->any = true;                                                                                          \
-    } while (0)
-
-#define SCAN_INT(NAME, T, F, S, WIDE, TMIN, TMAX)                                                               \
+/* One scan: per block of SBLK elements, branch-free lane reductions (min, max, sum, NaN count) that the
+ * compiler vectorises; the block where the min (max) first reached its final value is remembered, and
+ * only that block is searched for the position afterwards. NaN compares false: it is never the min or
+ * max and adds 0 to the sum. */
+#define SCAN(NAME, T, F, S, WIDE, LO, HI, ISF)                                                                  \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
-        if (!n)                                                                                                 \
-            return;                                                                                             \
-        T mn = TMAX, mx = TMIN;                                                                                 \
+        T mn = HI, mx = LO;                                                                                     \
         S s = 0;                                                                                                \
+        uint64_t nan = 0, bmin = UINT64_MAX, bmax = UINT64_MAX;                                                 \
         for (uint64_t b = 0; b < n; b += SBLK) {                                                                \
             uint64_t e = n - b < SBLK ? n - b : SBLK;                                                           \
+            const T *q = p + b;                                                                                 \
             T lmn[LANES], lmx[LANES];                                                                           \
             WIDE ls[LANES];                                                                                     \
+            uint64_t lnan[LANES];                                                                               \
             for (unsigned l = 0; l < LANES; l++) {                                                              \
-                lmn[l] = TMAX;                                                                                  \
-                lmx[l] = TMIN;                                                                                  \
+                lmn[l] = HI;                                                                                    \
+                lmx[l] = LO;                                                                                    \
                 ls[l] = 0;                                                                                      \
+                lnan[l] = 0;                                                                                    \
             }                                                                                                   \
             uint64_t i = 0;                                                                                     \
             for (; i + LANES <= e; i += LANES)                                                                  \
                 for (unsigned l = 0; l < LANES; l++) {                                                          \
-                    T v = p[b + i + l];                                                                         \
+                    T v = q[i + l];                                                                             \
+                    if (ISF) {                                                                                  \
+                        bool isn = v != v;                                                                      \
+                        lnan[l] += isn;                                                                         \
+                        ls[l] += isn ? (WIDE)0 : (WIDE)v;                                                       \
+                    } else {                                                                                    \
+                        ls[l] += (WIDE)v;                                                                       \
+                    }                                                                                           \
                     lmn[l] = v < lmn[l] ? v : lmn[l];                                                           \
                     lmx[l] = v > lmx[l] ? v : lmx[l];                                                           \
-                    ls[l] += (WIDE)v;                                                                           \
                 }                                                                                               \
             for (; i < e; i++) {                                                                                \
-                T v = p[b + i];                                                                                 \
+                T v = q[i];                                                                                     \
+                bool isn = ISF && v != v;                                                                       \
+                lnan[0] += isn;                                                                                 \
+                ls[0] += isn ? (WIDE)0 : (WIDE)v;                                                               \
                 lmn[0] = v < lmn[0] ? v : lmn[0];                                                               \
                 lmx[0] = v > lmx[0] ? v : lmx[0];                                                               \
-                ls[0] += (WIDE)v;                                                                               \
             }                                                                                                   \
+            T bmn = HI, bmx = LO;                                                                               \
+            uint64_t bn = 0;                                                                                    \
             for (unsigned l = 0; l < LANES; l++) {                                                              \
-                mn = lmn[l] < mn ? lmn[l] : mn;                                                                 \
-                mx = lmx[l] > mx ? lmx[l] : mx;                                                                 \
+                bmn = lmn[l] < bmn ? lmn[l] : bmn;                                                              \
+                bmx = lmx[l] > bmx ? lmx[l] : bmx;                                                              \
                 s += (S)ls[l];                                                                                  \
+                bn += lnan[l];                                                                                  \
+            }                                                                                                   \
+            nan += bn;                                                                                          \
+            if (bn < e) { /* a value that is not NaN: the block can hold the min or the max */                  \
+                if (bmin == UINT64_MAX || bmn < mn) {                                                           \
+                    mn = bmn;                                                                                   \
+                    bmin = b;                                                                                   \
+                }                                                                                               \
+                if (bmax == UINT64_MAX || bmx > mx) {                                                           \
+                    mx = bmx;                                                                                   \
+                    bmax = b;                                                                                   \
+                }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        uint64_t kmn = k0, kmx = k0;                                                                            \
-        FIND_POS(T);                                                                                            \
-        MERGE(F, T);                                                                                            \
         a->sum += (double)s;                                                                                    \
+        a->nan += nan;                                                                                          \
         a->n += n;                                                                                              \
+        if (bmin == UINT64_MAX)                                                                                 \
+            return; /* empty, or nothing but NaN */                                                             \
+        uint64_t kmn = bmin, kmx = bmax;                                                                        \
+        while (!(p[kmn] == mn))                                                                                 \
+            kmn++;                                                                                              \
+        while (!(p[kmx] == mx))                                                                                 \
+            kmx++;                                                                                              \
+        if (!a->any || mn < (T)a->min.F) {                                                                      \
+            a->min.F = mn;                                                                                      \
+            a->kmin = k0 + kmn;                                                                                 \
+        }                                                                                                       \
+        if (!a->any || mx > (T)a->max.F) {                                                                      \
+            a->max.F = mx;                                                                                      \
+            a->kmax = k0 + kmx;                                                                                 \
+        }                                                                                                       \
+        a->any = true;                                                                                          \
     }
-/* 64-bit values: the block sums themselves are 128-bit (no vectorised sum, min/max still are) */
-SCAN_INT(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX)
-SCAN_INT(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX)
-SCAN_INT(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX)
-SCAN_INT(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX)
-SCAN_INT(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX)
-SCAN_INT(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX)
-SCAN_INT(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX)
-SCAN_INT(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX)
+/* 64-bit integers: 128-bit block sums (the min/max reductions still vectorise) */
+SCAN(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX, 0)
+SCAN(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX, 0)
+SCAN(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX, 0)
+SCAN(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX, 0)
+SCAN(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX, 0)
+SCAN(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX, 0)
+SCAN(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX, 0)
+SCAN(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX, 0)
 
-/* NaN compares false: it never becomes the min or max, and adds 0 to the sum. */
-#define SCAN_FLT(NAME, T, INF)                                                                                  \
+/* Floats: the same scan with GCC/Clang vector extensions (SSE2 on any x86-64, NEON on aarch64), which
+ * the auto-vectoriser does not produce for NaN-aware min/max; sums in double lanes. */
+typedef double v2d_t __attribute__((vector_size(16)));
+typedef int64_t v2l_t __attribute__((vector_size(16)));
+typedef float v4f_t __attribute__((vector_size(16)));
+typedef int32_t v4i_t __attribute__((vector_size(16)));
+typedef double v4d_t __attribute__((vector_size(32)));
+#define SEL(VI, VT, m, x, y) ((VT)((((VI)(x)) & (m)) | (((VI)(y)) & ~(m))))
+
+#define SCANV(NAME, T, VT, VI, W, ST, CONV)                                                                     \
     static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
-        if (!n)                                                                                                 \
-            return;                                                                                             \
-        T lmn[LANES], lmx[LANES];                                                                               \
-        double ls[LANES];                                                                                       \
-        uint64_t lnan[LANES];                                                                                   \
-        for (unsigned l = 0; l < LANES; l++) {                                                                  \
-            lmn[l] = INF;                                                                                       \
-            lmx[l] = -INF;                                                                                      \
-            ls[l] = 0;                                                                                          \
-            lnan[l] = 0;                                                                                        \
-        }                                                                                                       \
-        uint64_t i = 0;                                                                                         \
-        for (; i + LANES <= n; i += LANES)                                                                      \
-            for (unsigned l = 0; l < LANES; l++) {                                                              \
-                T v = p[i + l];                                                                                 \
-                bool isn = v != v;                                                                              \
-                lnan[l] += isn;                                                                                 \
-                ls[l] += isn ? 0.0 : (double)v;                                                                 \
-                lmn[l] = v < lmn[l] ? v : lmn[l];                                                               \
-                lmx[l] = v > lmx[l] ? v : lmx[l];                                                               \
-            }                                                                                                   \
-        for (; i < n; i++) {                                                                                    \
-            T v = p[i];                                                                                         \
-            bool isn = v != v;                                                                                  \
-            lnan[0] += isn;                                                                                     \
-            ls[0] += isn ? 0.0 : (double)v;                                                                     \
-            lmn[0] = v < lmn[0] ? v : lmn[0];                                                                   \
-            lmx[0] = v > lmx[0] ? v : lmx[0];                                                                   \
-        }                                                                                                       \
-        T mn = INF, mx = -INF;                                                                                  \
+        T mn = INFINITY, mx = -INFINITY;                                                                        \
         double s = 0;                                                                                           \
-        uint64_t nan = 0;                                                                                       \
-        for (unsigned l = 0; l < LANES; l++) {                                                                  \
-            mn = lmn[l] < mn ? lmn[l] : mn;                                                                     \
-            mx = lmx[l] > mx ? lmx[l] : mx;                                                                     \
-            s += ls[l];                                                                                         \
-            nan += lnan[l];                                                                                     \
+        uint64_t nan = 0, bmin = UINT64_MAX, bmax = UINT64_MAX;                                                 \
+        for (uint64_t b = 0; b < n; b += SBLK) {                                                                \
+            uint64_t e = n - b < SBLK ? n - b : SBLK;                                                           \
+            const T *q = p + b;                                                                                 \
+            VT vmn[4], vmx[4];                                                                                  \
+            ST vs[4];                                                                                           \
+            VI vn[4];                                                                                           \
+            for (unsigned u = 0; u < 4; u++) {                                                                  \
+                vmn[u] = (VT){0} + (T)INFINITY;                                                                 \
+                vmx[u] = (VT){0} - (T)INFINITY;                                                                 \
+                vs[u] = (ST){0};                                                                                \
+                vn[u] = (VI){0};                                                                                \
+            }                                                                                                   \
+            uint64_t i = 0;                                                                                     \
+            for (; i + 4 * W <= e; i += 4 * W)                                                                  \
+                for (unsigned u = 0; u < 4; u++) {                                                              \
+                    VT v;                                                                                       \
+                    memcpy(&v, q + i + u * W, sizeof v);                                                        \
+                    VI isn = v != v;                                                                            \
+                    vn[u] -= isn;                                                                               \
+                    vs[u] += CONV((VT)((VI)v & ~isn));                                                          \
+                    VI lt = v < vmn[u], gt = v > vmx[u];                                                        \
+                    vmn[u] = SEL(VI, VT, lt, v, vmn[u]);                                                        \
+                    vmx[u] = SEL(VI, VT, gt, v, vmx[u]);                                                        \
+                }                                                                                               \
+            T bmn = INFINITY, bmx = -INFINITY;                                                                  \
+            uint64_t bn = 0;                                                                                    \
+            for (unsigned u = 0; u < 4; u++)                                                                    \
+                for (unsigned l = 0; l < W; l++) {                                                              \
+                    bmn = vmn[u][l] < bmn ? vmn[u][l] : bmn;                                                    \
+                    bmx = vmx[u][l] > bmx ? vmx[u][l] : bmx;                                                    \
+                    bn += (uint64_t)vn[u][l];                                                                   \
+                }                                                                                               \
+            for (unsigned u = 0; u < 4; u++)                                                                    \
+                for (unsigned l = 0; l < sizeof(ST) / sizeof(double); l++)                                      \
+                    s += vs[u][l];                                                                              \
+            for (; i < e; i++) {                                                                                \
+                T v = q[i];                                                                                     \
+                if (v != v) {                                                                                   \
+                    bn++;                                                                                       \
+                    continue;                                                                                   \
+                }                                                                                               \
+                s += (double)v;                                                                                 \
+                bmn = v < bmn ? v : bmn;                                                                        \
+                bmx = v > bmx ? v : bmx;                                                                        \
+            }                                                                                                   \
+            nan += bn;                                                                                          \
+            if (bn < e) {                                                                                       \
+                if (bmin == UINT64_MAX || bmn < mn) {                                                           \
+                    mn = bmn;                                                                                   \
+                    bmin = b;                                                                                   \
+                }                                                                                               \
+                if (bmax == UINT64_MAX || bmx > mx) {                                                           \
+                    mx = bmx;                                                                                   \
+                    bmax = b;                                                                                   \
+                }                                                                                               \
+            }                                                                                                   \
         }                                                                                                       \
         a->sum += s;                                                                                            \
         a->nan += nan;                                                                                          \
         a->n += n;                                                                                              \
-        if (nan == n)                                                                                           \
-            return; /* nothing but NaN */                                                                       \
-        uint64_t kmn = k0, kmx = k0;                                                                            \
-        FIND_POS(T);                                                                                            \
+        if (bmin == UINT64_MAX)                                                                                 \
+            return;                                                                                             \
+        uint64_t kmn = bmin, kmx = bmax;                                                                        \
+        while (!(p[kmn] == mn))                                                                                 \
+            kmn++;                                                                                              \
+        while (!(p[kmx] == mx))                                                                                 \
+            kmx++;                                                                                              \
         if (!a->any || mn < (T)a->min.f) {                                                                      \
             a->min.f = (double)mn;                                                                              \
-            a->kmin = kmn;                                                                                      \
+            a->kmin = k0 + kmn;                                                                                 \
         }                                                                                                       \
         if (!a->any || mx > (T)a->max.f) {                                                                      \
             a->max.f = (double)mx;                                                                              \
-            a->kmax = kmx;                                                                                      \
+            a->kmax = k0 + kmx;                                                                                 \
         }                                                                                                       \
         a->any = true;                                                                                          \
     }
-SCAN_FLT(scan_f32, float, INFINITY)
-SCAN_FLT(scan_f64, double, INFINITY)
+#define CONV_ID(x) (x)
+#define CONV_F2D(x) __builtin_convertvector((x), v4d_t)
+SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID)
+SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D)
 
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
@@ -273,17 +322,30 @@ static bool hist_ok(const acc_t *a)
         const T *p = vb;                                                                                        \
         double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;                            \
         double sc = w > 0 ? H5FL_STATS_BINS / w : 0;                                                            \
-        uint64_t h[H5FL_STATS_BINS] = {0};                                                                      \
-        for (uint64_t i = 0; i < n; i++) {                                                                      \
-            double v = (double)p[i];                                                                            \
-            if (v != v)                                                                                         \
-                continue;                                                                                       \
-            double x = (v - lo) * sc;                                                                           \
-            unsigned b = x >= H5FL_STATS_BINS ? H5FL_STATS_BINS - 1 : x > 0 ? (unsigned)x : 0;                  \
-            h[b]++;                                                                                             \
+        uint64_t h[4][H5FL_STATS_BINS + 1];                                                                     \
+        uint32_t idx[SBLK];                                                                                     \
+        memset(h, 0, sizeof h);                                                                                 \
+        for (uint64_t b = 0; b < n; b += SBLK) {                                                                \
+            uint64_t e = n - b < SBLK ? n - b : SBLK;                                                           \
+            for (uint64_t i = 0; i < e; i++) { /* NaN goes to the extra bin H5FL_STATS_BINS */                  \
+                double x = ((double)p[b + i] - lo) * sc;                                                        \
+                x = x > 0 ? x : 0;                                                                              \
+                x = x < H5FL_STATS_BINS - 1 ? x : H5FL_STATS_BINS - 1;                                          \
+                uint32_t k = (uint32_t)x;                                                                       \
+                idx[i] = p[b + i] != p[b + i] ? H5FL_STATS_BINS : k;                                            \
+            }                                                                                                   \
+            uint64_t i = 0;                                                                                     \
+            for (; i + 4 <= e; i += 4) {                                                                        \
+                h[0][idx[i]]++;                                                                                 \
+                h[1][idx[i + 1]]++;                                                                             \
+                h[2][idx[i + 2]]++;                                                                             \
+                h[3][idx[i + 3]]++;                                                                             \
+            }                                                                                                   \
+            for (; i < e; i++)                                                                                  \
+                h[0][idx[i]]++;                                                                                 \
         }                                                                                                       \
         for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                          \
-            a->hist[k] += h[k];                                                                                 \
+            a->hist[k] += h[0][k] + h[1][k] + h[2][k] + h[3][k];                                                \
     }
 HIST(hist_i8, int8_t)
 HIST(hist_i16, int16_t)
@@ -294,6 +356,7 @@ HIST(hist_u16, uint16_t)
 HIST(hist_u32, uint32_t)
 HIST(hist_u64, uint64_t)
 HIST(hist_f32, float)
+
 HIST(hist_f64, double)
 
 static void hist_scan(acc_t *a, const void *buf, uint64_t n)
