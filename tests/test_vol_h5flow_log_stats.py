@@ -330,3 +330,34 @@ def test_mpi_stats_per_writer(comm, mpi_tmp_path: Path) -> None:
         ok = ok and s["max"] == top and s["first"][0] == r and s["source"] == ("data" if r == 0 else "stats")
         ok = ok and s["udf"]["height"] == 63.0 * (r + 1) and int(s["udf"]["pos0"]) == r
     mpi_assert(comm, ok, f"rank {comm.rank}: {json.dumps(res)[:3000]}")
+
+
+def test_udf_given_when_opening_for_write(tmp_path: Path) -> None:
+    """A UDF named in the access list at H5Dopen applies to that process's writes (not persisted); a
+    process already writing the dataset refuses it with a message saying why."""
+    p = tmp_path / "a.h5"
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "w")) as f:
+            f.create_dataset("d", shape=(3, 10), dtype="f8")[0] = np.arange(10.0)
+    """, str(p))
+    out = run_script("""
+        with opened(h5py.File(sys.argv[1], "r+")) as f:
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            stats.set_udf(dapl, sys.argv[2], "largest_wave")
+            d = h5py.Dataset(h5py.h5d.open(f.id, b"d", dapl=dapl))
+            d[1] = np.arange(10.0) * 3
+            try:
+                h5py.h5d.open(f.id, b"d", dapl=dapl)
+                print("no error")
+            except Exception as e:
+                print("refused:", e)
+    """, str(p), str(WAVE))
+    assert "refused:" in out and "already being written by this process" in out, out
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "r+")) as f:
+            f["d"][2] = 5.0
+    """, str(p))
+    rs = records(p, "d")
+    assert [r["udf_status"] for r in rs] == ["none", "ok", "none"]
+    assert rs[1]["udf"]["height"] == 27.0 and rs[1]["udf"]["pos0"] == 1 and rs[1]["udf"]["pos1"] == 9
+    assert not (p / "d" / "@udf").exists()

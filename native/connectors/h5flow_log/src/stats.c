@@ -427,6 +427,8 @@ static size_t valid_prefix(const uint8_t *b, size_t len)
     return pos;
 }
 
+static int spec_from_plist(hid_t pl, const char *what, char **lib, char **sym);
+
 static int read_udf_file(const char *dir, char **lib, char **sym)
 {
     char *p = h5fl_join(dir, H5FL_UDF_FILE);
@@ -471,7 +473,9 @@ void h5fl_stats_open(h5fl_dset_t *d, h5fl_writer_t *w)
     int kind = d->vstr || d->blob ? K_NONE : kind_of(d->type, &esize);
     char *lib = NULL, *sym = NULL;
     char udf_load_err[600] = "";
-    if (read_udf_file(d->o.dir, &lib, &sym) != 0) {
+    /* the function given when this process opened the dataset (access list) wins over the dataset's */
+    int st = spec_from_plist(d->dapl, "dataset access", &lib, &sym);
+    if (st < 0 || (st == 0 && read_udf_file(d->o.dir, &lib, &sym) != 0)) {
         /* recorded as the failure of every write's function: the writes still land */
         snprintf(udf_load_err, sizeof udf_load_err, "%s", h5fl_err_msg()[0] ? h5fl_err_msg() : "out of memory");
         h5fl_err_clear();
@@ -748,49 +752,91 @@ void h5fl_stats_flush(h5fl_writer_t *w, bool sync)
     s->len = 0;
 }
 
-int h5fl_udf_persist(const char *dir, hid_t dcpl, bool sync)
+/* The user data function named in property list `pl` (property H5FLOW_UDF_PROP): 1 and *lib, *sym
+ * (malloc'd; the library path made absolute), 0 if the list names none, -1 with an error recorded. */
+static int spec_from_plist(hid_t pl, const char *what, char **lib, char **sym)
 {
-    if (dcpl < 0 || dcpl == H5P_DEFAULT)
+    *lib = *sym = NULL;
+    if (pl < 0 || pl == H5P_DEFAULT)
         return 0;
-    htri_t ex = H5Pexist(dcpl, H5FLOW_UDF_PROP);
+    htri_t ex = H5Pexist(pl, H5FLOW_UDF_PROP);
     if (ex <= 0)
         return 0;
     char spec[H5FLOW_UDF_SPEC_MAX + 1];
     memset(spec, 0, sizeof spec);
-    if (H5Pget_size(dcpl, H5FLOW_UDF_PROP, &(size_t){0}) < 0) {
-        h5fl_err("cannot read the property %s", H5FLOW_UDF_PROP);
-        return -1;
-    }
     size_t sz = 0;
-    H5Pget_size(dcpl, H5FLOW_UDF_PROP, &sz);
-    if (sz != H5FLOW_UDF_SPEC_MAX || H5Pget(dcpl, H5FLOW_UDF_PROP, spec) < 0) {
-        h5fl_err("the dataset creation property %s must hold %u bytes \"LIBRARY\\nSYMBOL\" (set it with "
-                 "h5flow_udf_set() of h5flow_udf.h or h5flow.stats.set_udf())",
-                 H5FLOW_UDF_PROP, H5FLOW_UDF_SPEC_MAX);
+    if (H5Pget_size(pl, H5FLOW_UDF_PROP, &sz) < 0 || sz != H5FLOW_UDF_SPEC_MAX || H5Pget(pl, H5FLOW_UDF_PROP, spec) < 0) {
+        h5fl_err("the %s property %s must hold %u bytes \"LIBRARY\\nSYMBOL\" (set it with h5flow_udf_set() of "
+                 "h5flow_udf.h or h5flow.stats.set_udf())",
+                 what, H5FLOW_UDF_PROP, H5FLOW_UDF_SPEC_MAX);
         return -1;
     }
     char *nl = strchr(spec, '\n');
     if (!nl || nl == spec || !nl[1] || strchr(nl + 1, '\n')) {
-        h5fl_err("the dataset creation property %s is \"%.200s\": expected \"LIBRARY\\nSYMBOL\"", H5FLOW_UDF_PROP,
-                 spec);
+        h5fl_err("the %s property %s is \"%.200s\": expected \"LIBRARY\\nSYMBOL\" (set it with h5flow_udf_set())",
+                 what, H5FLOW_UDF_PROP, spec);
         return -1;
     }
     *nl = 0;
     /* an absolute path: later writers may run in another directory */
     char abs[PATH_MAX];
-    const char *lib = spec;
+    const char *l = spec;
     if (strchr(spec, '/') && realpath(spec, abs))
-        lib = abs;
-    size_t n = strlen(lib) + strlen(nl + 1) + 64;
-    char *txt = malloc(n);
-    if (!txt) {
-        h5fl_err("out of memory");
+        l = abs;
+    *lib = h5fl_strdup(l);
+    *sym = h5fl_strdup(nl + 1);
+    if (!*lib || !*sym) {
+        free(*lib);
+        free(*sym);
+        *lib = *sym = NULL;
         return -1;
     }
-    int len = snprintf(txt, n, "h5flow_log udf 1\n%s\n%s\n", lib, nl + 1);
-    int rc = h5fl_write_file_atomic(dir, H5FL_UDF_FILE, txt, (size_t)len, sync);
+    return 1;
+}
+
+int h5fl_udf_persist(const char *dir, hid_t dcpl, bool sync)
+{
+    char *lib, *sym;
+    int st = spec_from_plist(dcpl, "dataset creation", &lib, &sym);
+    if (st <= 0)
+        return st;
+    size_t n = strlen(lib) + strlen(sym) + 64;
+    char *txt = malloc(n);
+    int rc = -1;
+    if (!txt) {
+        h5fl_err("out of memory");
+    } else {
+        int len = snprintf(txt, n, "h5flow_log udf 1\n%s\n%s\n", lib, sym);
+        rc = h5fl_write_file_atomic(dir, H5FL_UDF_FILE, txt, (size_t)len, sync);
+    }
     free(txt);
+    free(lib);
+    free(sym);
     return rc;
+}
+
+int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl)
+{
+    char *lib, *sym;
+    int st = spec_from_plist(dapl, "dataset access", &lib, &sym);
+    free(lib);
+    free(sym);
+    if (st <= 0)
+        return st;
+    if (d->w) {
+        h5fl_err("dataset '%s' is already being written by this process: a user data function given when "
+                 "opening it applies only to a process's first open for writing (close every handle first)",
+                 d->o.path);
+        return -1;
+    }
+    hid_t c = H5Pcopy(dapl);
+    if (c < 0) {
+        h5fl_err("cannot copy the dataset access property list");
+        return -1;
+    }
+    H5Pclose(d->dapl);
+    d->dapl = c; /* h5fl_stats_open reads the function from it */
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the query (h5flow_log_stats_json) */

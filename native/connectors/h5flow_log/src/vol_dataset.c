@@ -356,8 +356,6 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
                         void **req)
 {
     (void)lp;
-    (void)dapl;
-    (void)dxpl;
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
@@ -369,6 +367,13 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
         else
             d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
+        if (d && h5fl_udf_check_dapl(d, dapl) != 0) { /* stats.c: a user data function for this open */
+            char msg[768];
+            snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+            h5fl_dataset_close(d, dxpl, NULL);
+            h5fl_err("%s", msg);
+            d = NULL;
+        }
     }
     if (!d)
         h5fl_err_push(__func__);
