@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* fallocate, FALLOC_FL_KEEP_SIZE */
 #endif
 #include "dset.h"
+#include "stats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -196,6 +197,7 @@ int h5fl_writer_flush(h5fl_writer_t *w, bool sync)
         }
         w->dirty_sync = false;
     }
+    h5fl_stats_flush(w, sync); /* statistics records only after the index records they describe */
     return 0;
 }
 
@@ -212,6 +214,7 @@ void h5fl_writer_free(h5fl_writer_t *w)
         close(w->dfd);
     if (w->ifd >= 0)
         close(w->ifd);
+    h5fl_stats_close(w);
     free(w->dbuf);
     free(w->ibuf);
     free(w->dpath);
@@ -308,6 +311,7 @@ int h5fl_writer_open(h5fl_dset_t *d)
     }
     w->iend = w->ires = pos;
     w->crc_start = w->dend; /* the next checksummed record covers the data appended from here */
+    h5fl_stats_open(d, w);  /* never fails: without it, readers compute statistics from the data */
     d->w = w;
     return 0;
 fail:

@@ -19,8 +19,9 @@
 #define H5FL_NAME "h5flow_log"
 #define H5FL_VALUE 311 /* in the 256-511 range HDF5 reserves for testing new connectors */
 /* Container format written (the marker's "format" line); H5FL_FORMAT_OLDEST.. are read. Format 2 added
- * the epoch claims (@epochs/), commit records and data checksums in the index logs (docs/FORMAT.md). */
-#define H5FL_FORMAT_VERSION 2
+ * the epoch claims (@epochs/), commit records and data checksums in the index logs; format 3 the per-write
+ * statistics sidecars (@stats.<epoch>.<writer>) and user data functions (@udf) (docs/FORMAT.md). */
+#define H5FL_FORMAT_VERSION 3
 #define H5FL_FORMAT_OLDEST 1
 #define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
 /* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
@@ -263,6 +264,7 @@ typedef struct h5fl_writer {
     uint64_t crc_start, crc_len; /* ... which starts at this data log offset and is this long */
     char *dpath, *ipath;
     char *dname; /* the dataset's HDF5 path, for error messages */
+    struct h5fl_stats_w *stats; /* per-write statistics sidecar (stats.c), NULL if none */
 } h5fl_writer_t;
 
 /* A write whose data carries a checksum (H5FL_REC_DCRC), checked the first time a read touches it. */

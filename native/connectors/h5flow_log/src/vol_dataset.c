@@ -1,6 +1,7 @@
 /* Dataset callbacks: create/open, write (append to this process's logs), read (through the merged
  * index), extent changes, close. */
 #include "dset.h"
+#include "stats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -319,6 +320,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
             st = -1;
         if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
             st = -1;
+        if (st == 0 && h5fl_udf_persist(dir, p, f->fsync) != 0) /* stats.c: the user data function */
+            st = -1;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(dcpl, &crt_links, &crt_attrs);
         if (st == 0 && (h5fl_corder_enable(dir, false, crt_attrs, f->fsync) != 0 ||
@@ -352,7 +355,6 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
                         void **req)
 {
     (void)lp;
-    (void)dxpl;
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
@@ -364,6 +366,13 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
         else
             d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
+        if (d && h5fl_udf_check_dapl(d, dapl) != 0) { /* stats.c: a user data function for this open */
+            char msg[768];
+            snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+            h5fl_dataset_close(d, dxpl, NULL);
+            h5fl_err("%s", msg);
+            d = NULL;
+        }
     }
     if (d && dapl >= 0 && dapl != H5P_DEFAULT && dapl != H5P_DATASET_ACCESS_DEFAULT) {
         /* The access list of the latest open (e.g. a virtual dataset's source prefix, H5Dget_access_plist);
@@ -382,7 +391,8 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
 /* One writer per dataset per process: every handle shares the dataset's state (h5fl_dset_open_dir). */
 static int writer_get(h5fl_dset_t *d) { return h5fl_writer_open(d); }
 
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags);
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                         const void *data);
 
 /* Pointers of the memory selection, packed in selection order (n entries). */
 static char **gather_ptrs(const sel_t *s, const void *buf)
@@ -430,7 +440,7 @@ static int write_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     uint64_t data_off = w->dend + w->dlen;
     if (h5fl_writer_append_data(w, pairs, s->n * 16) != 0)
         goto done;
-    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
     free(v);
     free(pairs);
@@ -474,7 +484,7 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     uint64_t data_off = w->dend + w->dlen;
     if (h5fl_writer_append_data(w, pairs, s->n * 16) != 0)
         goto done;
-    rc = append_record(d, s->fsel, data_off, s->n * 16, 0);
+    rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
     free(enc.p);
     free(v);
@@ -511,6 +521,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     uint8_t *tmp = NULL, *bkg = NULL;
     int rc = -1;
     hsize_t moff;
+    const void *stored = NULL; /* the elements as stored (dataset type, selection order) */
     if (d->vstr)
         return write_vstr(d, mtype, &s, buf);
     if (d->blob)
@@ -518,6 +529,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (h5fl_writer_append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
+        stored = (const uint8_t *)buf + moff;
     } else {
         size_t big = msize > d->esize ? msize : d->esize;
         tmp = malloc(s.n * big);
@@ -547,8 +559,9 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         }
         if (h5fl_writer_append_data(w, tmp, nbytes) != 0)
             goto done;
+        stored = tmp;
     }
-    rc = append_record(d, s.fsel, data_off, nbytes, 0);
+    rc = append_record(d, s.fsel, data_off, nbytes, 0, stored);
 done:
     free(tmp);
     free(bkg);
@@ -556,7 +569,8 @@ done:
 }
 
 /* Append the index record of a write whose data is at data_off (nbytes) in this writer's data log. */
-static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags)
+static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                         const void *data)
 {
     h5fl_writer_t *w = d->w;
     runs_ctx_t runs = {0};
@@ -592,6 +606,8 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
         free(rec);
     if (rc == 0) /* every handle shares this state: all see the write at their next read */
         rc = h5fl_ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
+    if (rc == 0) /* the write stands: its statistics and user data function (stats.c) */
+        h5fl_stats_note(d, &r, &runs, data);
 done:
     free(runs.buf);
     return rc;
@@ -853,7 +869,7 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
         if (!d->w && writer_get(d) != 0)
             goto done;
         d->w->counter = c;
-        if (append_record(d, gone, 0, 0, H5FL_REC_FILL) != 0 || h5fl_writer_flush(d->w, false) != 0)
+        if (append_record(d, gone, 0, 0, H5FL_REC_FILL, NULL) != 0 || h5fl_writer_flush(d->w, false) != 0)
             goto done; /* flushed: ranks that rebuild their index from the logs see it */
     } else if (d->ix) { /* the same record, seen from here: merge it at the next read */
         runs_ctx_t runs = {0};

@@ -1,0 +1,37 @@
+/* h5flow_log — per-write statistics and user data functions (stats.c; docs/FORMAT.md, "Statistics").
+ *
+ * Every write of a numeric dataset gets a statistics record (count, min, max, sum, NaN count, arg-min/max,
+ * a 16-bin histogram, and the key -> value output of the dataset's user data function) appended to the
+ * writer's own sidecar @stats.<epoch>.<writer>, after the write's index record reached the index log. A
+ * record names the write it describes by sequence number, data log end and data checksum; a reader uses it
+ * only while every element of that write is still visible (latest write wins), and computes the numbers
+ * from the data otherwise. */
+#ifndef H5FL_STATS_H
+#define H5FL_STATS_H
+
+#include "dset.h"
+
+#define H5FL_STATS_PREFIX "@stats." /* @stats.<epoch>.<writer>: one writer's statistics records */
+#define H5FL_UDF_FILE "@udf"        /* the dataset's user data function: "h5flow_log udf 1\nLIB\nSYMBOL\n" */
+#define H5FL_STATS_MAGIC 0x54534C48u /* "HLST" */
+#define H5FL_STATS_BINS 16u
+
+/* Open the statistics sidecar of writer `w` of dataset `d` (at the end of h5fl_writer_open). Never fails
+ * the writer: a sidecar that cannot be opened turns statistics off for this writer (readers then compute
+ * from the data). */
+void h5fl_stats_open(h5fl_dset_t *d, h5fl_writer_t *w);
+/* The write whose index record `r` (runs in `runs`) was just appended: compute its statistics from
+ * `data` (r->nbytes bytes, the elements in the dataset's type, packed in selection order; NULL for fill
+ * records and for types without statistics), run the user data function, buffer the record. */
+void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *runs, const void *data);
+/* Write the buffered records (after the index log was written: h5fl_writer_flush). Never fails. */
+void h5fl_stats_flush(h5fl_writer_t *w, bool sync);
+void h5fl_stats_close(h5fl_writer_t *w);
+/* At dataset creation (rank 0): store the user data function named in `dcpl` (property
+ * H5FLOW_UDF_PROP) as the dataset's @udf. 0, or -1 with an error recorded. */
+int h5fl_udf_persist(const char *dir, hid_t dcpl, bool sync);
+/* At H5Dopen: a user data function named in the access list `dapl` applies to this process's writes
+ * (instead of the dataset's @udf). -1 with an error if this process already writes the dataset. */
+int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl);
+
+#endif

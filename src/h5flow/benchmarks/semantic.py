@@ -1,0 +1,206 @@
+"""Active analysis in h5flow_log: statistics queries vs full scans, and the cost of computing them.
+
+Two rows, measured in one run and shown side by side (table, JSON, PNG in --out):
+
+* **largest value per shard** — a float64 dataset of --size GiB written through h5flow_log in --shards
+  writes (a shard is one write; docs/FORMAT.md, "Statistics"): the largest value of every shard and where
+  it is, from the per-write statistics (``h5flow.stats.dataset_stats``: the @stats sidecars and the index
+  logs, no data read) vs a full scan (h5py reads each shard's rows + numpy ``argmax``), warm page cache,
+  median of --reps. Both answers are compared (values and positions); the goal is >= 100x.
+* **write overhead** — --ranks MPI ranks each write their part of a --size GiB float64 dataset in
+  --write-mib writes into --dir (default /dev/shm: memory bandwidth, no disk), with statistics on and off
+  (``H5FLOW_LOG_STATS=0``), alternating, median of --reps; the goal is <= 5 %.
+
+Full size: ``h5flow bench semantic`` (1 GiB, 4 ranks). Quick: ``h5flow bench semantic --quick``
+(64 MiB, 2 reps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from h5flow.benchmarks import perf
+
+ROW = 1 << 17  # float64 elements per dataset row (1 MiB)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", type=float, default=1.0, help="GiB per dataset (default 1.0; --quick 0.0625)")
+    p.add_argument("--shards", type=int, default=64, help="writes of the query dataset (default 64)")
+    p.add_argument("--ranks", type=int, default=4, help="MPI ranks of the write-overhead row (default 4)")
+    p.add_argument("--write-mib", type=int, default=16, help="MiB per write in the write-overhead row (16)")
+    p.add_argument("--reps", type=int, default=5, help="repetitions, median reported (default 5; --quick 2)")
+    p.add_argument("--dir", type=Path, default=None, help="where containers go (default /dev/shm)")
+    p.add_argument("--out", type=Path, default=Path("bench-results/semantic"), help="table/JSON/PNG directory")
+    p.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions (a smoke run)")
+
+
+def _env() -> dict[str, str]:
+    from h5flow.query.source import connector_env
+
+    return dict(os.environ, **connector_env())
+
+
+def _worker_query(path: str, reps: int) -> dict[str, Any]:
+    import h5py
+
+    from h5flow import stats
+
+    with h5py.File(path, "r") as f:
+        d = f["d"]
+        t_stats, t_scan = [], []
+        for _ in range(reps + 1):  # the first round warms the page cache and the index; not counted
+            t0 = time.perf_counter()
+            sh = stats.dataset_stats(d)["shards"]
+            got = sorted((s["first"][0], s["max"], s["argmax"]) for s in sh)
+            t1 = time.perf_counter()
+            want = []
+            for s in sh:  # the same shards (rows), read and scanned
+                a, b = s["first"][0], s["last"][0] + 1
+                x = d[a:b]
+                i = int(np.argmax(x))
+                want.append((a, float(x.flat[i]), [a + i // x.shape[1], i % x.shape[1]]))
+            want.sort()
+            t2 = time.perf_counter()
+            t_stats.append(t1 - t0)
+            t_scan.append(t2 - t1)
+        sources = sorted({s["source"] for s in sh})
+    return {"stats_s": t_stats[1:], "scan_s": t_scan[1:], "same": got == want, "shards": len(got),
+            "sources": sources}
+
+
+def _worker_write(path: str, nbytes: int, write_mib: int) -> None:
+    import h5py
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rows = max(comm.size, nbytes // (ROW * 8) // comm.size * comm.size)
+    per = rows // comm.size
+    step = max(1, write_mib * (1 << 20) // (ROW * 8))
+    rng = np.random.default_rng(comm.rank)
+    block = rng.standard_normal((step, ROW))
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("d", shape=(rows, ROW), dtype="f8")
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        for r in range(comm.rank * per, (comm.rank + 1) * per, step):
+            n = min(step, (comm.rank + 1) * per - r)
+            d[r:r + n] = block[:n]
+    t = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
+    if comm.rank == 0:
+        print("H5FLOW_SEMANTIC " + json.dumps({"seconds": t, "bytes": rows * ROW * 8}), flush=True)
+
+
+def _make_query_data(path: Path, nbytes: int, shards: int) -> None:
+    code = f"""
+import h5py, numpy as np
+rows = max({shards}, {nbytes} // ({ROW} * 8) // {shards} * {shards})
+step = rows // {shards}
+rng = np.random.default_rng(7)
+with h5py.File({str(path)!r}, "w") as f:
+    d = f.create_dataset("d", shape=(rows, {ROW}), dtype="f8")
+    for k in range({shards}):
+        x = rng.standard_normal((step, {ROW}))
+        x.flat[rng.integers(x.size)] = 10 + k  # one wave per shard, somewhere
+        d[k * step:(k + 1) * step] = x
+"""
+    subprocess.run([sys.executable, "-c", code], env=_env(), check=True)
+
+
+def _plot(png: Path, res: dict[str, Any]) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    q = res["query"]
+    a.bar(["statistics", "full scan"], [q["stats_s"], q["scan_s"]], color=["tab:green", "tab:gray"])
+    a.set_yscale("log")
+    a.set_ylabel("seconds (median)")
+    a.set_title(f"largest value per shard ({q['shards']} shards): {q['speedup']:.0f}x")
+    w = res["write"]
+    b.bar(["stats off", "stats on"], [w["off_gbs"], w["on_gbs"]], color=["tab:gray", "tab:green"])
+    b.set_ylabel("GB/s (median)")
+    b.set_title(f"write, {w['ranks']} ranks: overhead {w['overhead_pct']:+.1f} %")
+    fig.suptitle(f"h5flow_log active analysis, {res['gib']:.3g} GiB per dataset")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def launch(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.size, args.reps = 0.0625, 2
+    nbytes = int(args.size * (1 << 30))
+    base = Path(args.dir) if args.dir else perf.default_dir()
+    work = Path(tempfile.mkdtemp(prefix="h5flow-semantic-", dir=base))
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        qpath = work / "query.h5"
+        print(f"[semantic] writing {args.size:g} GiB in {args.shards} shards to {qpath}", flush=True)
+        _make_query_data(qpath, nbytes, args.shards)
+        code = ("import json,sys; from h5flow.benchmarks.semantic import _worker_query; "
+                "print('H5FLOW_SEMANTIC ' + json.dumps(_worker_query(sys.argv[1], int(sys.argv[2]))))")
+        out = subprocess.run([sys.executable, "-c", code, str(qpath), str(args.reps)], env=_env(), check=True,
+                             capture_output=True, text=True).stdout
+        q = json.loads(next(ln for ln in out.splitlines() if ln.startswith("H5FLOW_SEMANTIC "))[16:])
+        shutil.rmtree(qpath)
+        q["stats_s"], q["scan_s"] = statistics.median(q["stats_s"]), statistics.median(q["scan_s"])
+        q["speedup"] = q["scan_s"] / q["stats_s"]
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        wbytes = 0
+        for rep in range(args.reps):
+            for mode in ("off", "on") if rep % 2 == 0 else ("on", "off"):
+                wpath = work / f"write-{mode}.h5"
+                env = _env()
+                env["H5FLOW_LOG_STATS"] = "0" if mode == "off" else "1"
+                code = ("import sys; from h5flow.benchmarks.semantic import _worker_write; "
+                        "_worker_write(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+                out = subprocess.run([perf.mpiexec(), "-n", str(args.ranks), sys.executable, "-c", code, str(wpath),
+                                      str(nbytes), str(args.write_mib)], env=env, check=True, capture_output=True,
+                                     text=True).stdout
+                r = json.loads(next(ln for ln in out.splitlines() if ln.startswith("H5FLOW_SEMANTIC "))[16:])
+                times[mode].append(r["seconds"])
+                wbytes = r["bytes"]
+                if mode == "on" and not list((wpath / "d").glob("@stats.*")):
+                    raise RuntimeError("statistics were on but no @stats sidecar was written")
+                shutil.rmtree(wpath)
+        off, on = statistics.median(times["off"]), statistics.median(times["on"])
+        w = {"ranks": args.ranks, "off_s": off, "on_s": on, "off_gbs": wbytes / off / 1e9, "on_gbs": wbytes / on / 1e9,
+             "overhead_pct": (on / off - 1) * 100, "runs_off": times["off"], "runs_on": times["on"]}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res = {"gib": args.size, "dir": str(base), "query": q, "write": w}
+    print()
+    print(f"{'row':34} {'with statistics':>16} {'without':>14} {'ratio':>9}  {'goal':>7}  check")
+    print(f"{'largest value per shard':34} {q['stats_s'] * 1e3:13.2f} ms {q['scan_s'] * 1e3:11.1f} ms "
+          f"{q['speedup']:8.0f}x  {'>=100x':>7}  same answer: {q['same']} ({q['shards']} shards, {q['sources']})")
+    print(f"{'write overhead, ' + str(args.ranks) + ' ranks':34} {w['on_gbs']:11.2f} GB/s {w['off_gbs']:9.2f} GB/s "
+          f"{w['overhead_pct']:+8.1f}%  {'<=5%':>7}  {args.size:g} GiB, {args.write_mib} MiB writes, {base}")
+    (args.out / "semantic.json").write_text(json.dumps(res, indent=1))
+    png = args.out / "semantic.png"
+    made = _plot(png, res)
+    print(f"wrote {args.out / 'semantic.json'}" + (f", {png}" if made else " (no PNG: matplotlib missing)"))
+    return 0 if q["same"] else 1
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m h5flow.benchmarks.semantic")
+    add_arguments(p)
+    sys.exit(launch(p.parse_args()))
