@@ -51,6 +51,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     h5flow_log.add_command(sub)
 
+    from h5flow import packing
+
+    packing.add_commands(sub)
+
     from h5flow.query import cli as query_cli
 
     query_cli.add_commands(sub, list(sys.argv[1:] if argv is None else argv))
