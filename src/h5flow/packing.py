@@ -74,7 +74,7 @@ class PackReport:
     references: int = 0  # object references remapped (datasets and attributes)
     scales: int = 0  # dimension scales attached
     data_bytes: int = 0  # bytes of dataset data in memory form (vlen data: the element handles)
-    slabs: int = 0
+    slabs: int = 0  # copy steps (all ranks)
     ranks: int = 1
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -199,6 +199,19 @@ def _has_ref(tid: Any) -> bool:
     return False
 
 
+def _has_vlen(tid: Any) -> bool:
+    import h5py
+
+    cls = tid.get_class()
+    if cls == h5py.h5t.VLEN or (cls == h5py.h5t.STRING and tid.is_variable_str()):
+        return True
+    if cls == h5py.h5t.COMPOUND:
+        return any(_has_vlen(tid.get_member_type(i)) for i in range(tid.get_nmembers()))
+    if cls == h5py.h5t.ARRAY:
+        return _has_vlen(tid.get_super())
+    return False
+
+
 def _blocks(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None,
             slab_bytes: int) -> list[tuple[slice, ...]]:
     """Row-major slabs of at most ``slab_bytes`` (at least one element) covering ``shape``."""
@@ -245,6 +258,7 @@ class _Dset:
     blocks: list[tuple[slice, ...]]
     itemsize: int
     refs: bool
+    vlen: bool
 
 
 class _Copier:
@@ -393,7 +407,7 @@ class _Copier:
         itemsize = stype.get_size()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         blocks = _blocks(tuple(shape), itemsize, tuple(chunks) if chunks else None, self.slab_bytes)
-        self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype)))
+        self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype), _has_vlen(stype)))
 
     def _attr_names(self, obj: Any) -> list[bytes]:
         import h5py
@@ -539,8 +553,12 @@ def _assign(dsets: list[_Dset], rank: int, size: int) -> list[tuple[_Dset, tuple
     return out
 
 
+def _fmt_sel(b: tuple[slice, ...]) -> str:
+    return "[" + ", ".join(f"{s.start}:{s.stop}" for s in b) + "]" if b else ""
+
+
 def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progress: bool) -> None:
-    import h5py  # noqa: F401
+    import numpy as np
 
     total = sum(_slab_bytes(b, d.itemsize) for d, b in mine)
     bar: Any = None
@@ -561,11 +579,15 @@ def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progres
                 opened.clear()  # one dataset pair open at a time (slabs of a dataset are consecutive)
                 opened[d.src] = (cp.sf[d.src], cp.df[d.dst])
             sd, dd = opened[d.src]
-            arr = sd[b]
-            if d.refs:
-                arr = cp._remap(arr if hasattr(arr, "dtype") else __import__("numpy").asarray(arr), d.src)
-            dd[b] = arr
-            cp.report.slabs += 1
+            try:
+                arr = sd[b]
+                if d.refs:
+                    arr = cp._remap(np.asarray(arr), d.src)
+                dd[b] = arr
+            except PackError:
+                raise
+            except Exception as e:
+                raise PackError(f"{d.src}{_fmt_sel(b)}: {type(e).__name__}: {e}") from e
             if bar is not None:
                 bar.update(task, advance=_slab_bytes(b, d.itemsize))
     finally:
@@ -661,7 +683,12 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
                      strip_filters=strip_filters)
         cp.copy_tree()
         report.data_bytes = sum(_slab_bytes(b, d.itemsize) for d in cp.dsets for b in d.blocks)
-        mine = _assign(cp.dsets, rank, size)
+        report.slabs = sum(len(d.blocks) for d in cp.dsets)
+        # parallel HDF5 cannot write variable-length data or references to a native file ("Parallel IO does
+        # not support writing VL or region reference datatypes"): under MPI rank 0 writes those datasets
+        # after the collective close
+        later = [d for d in cp.dsets if d.vlen or d.refs] if comm is not None and dst_kind == "native" else []
+        mine = _assign([d for d in cp.dsets if d not in later], rank, size)
         failure: str | None = None
         try:
             _copy_data(cp, mine, progress and rank == 0)
@@ -670,8 +697,6 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
         if comm is not None:
             fails = comm.allgather(failure)
             failure = next((f"rank {i}: {f}" for i, f in enumerate(fails) if f), None)
-            local_slabs = report.slabs
-            report.slabs = comm.allreduce(local_slabs)
         if failure is not None:
             raise PackError(f"copying the data of {srcp} failed: {failure}")
         cp.copy_ref_attrs()
@@ -679,6 +704,14 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
         cp.types.clear()
         df.close()
         df = None
+        if later and rank == 0:
+            import h5py
+
+            df = h5py.File(h5py.h5f.open(os.fsencode(tmp), h5py.h5f.ACC_RDWR, fapl=_fapl("native", None)))
+            cp.df = df
+            _copy_data(cp, [(d, b) for d in later for b in d.blocks], progress)
+            df.close()
+            df = None
         ok = True
     finally:
         if df is not None:
