@@ -123,9 +123,20 @@ def _fapl(connector: str, comm: Any) -> Any:
         from mpi4py import MPI
 
         fapl.set_fapl_mpio(comm, MPI.INFO_NULL)
-    lib = _lib()
     if connector == "native":
         fapl.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
+    if _lib().H5Pset_vol(fapl.id, _vol_id(connector), None) < 0:
+        raise PackError(f"H5Pset_vol({connector}) failed")
+    return fapl
+
+
+@functools.cache
+def _vol_id(connector: str) -> int:
+    """The connector's id, registered once and kept for the life of the process: the connector looks itself
+    up by name (H5VLget_connector_id_by_name, e.g. to recognise its own committed datatypes), which finds
+    it only while an id of it is registered (as it is with HDF5_VOL_CONNECTOR)."""
+    lib = _lib()
+    if connector == "native":
         vol = lib.H5VLget_connector_id_by_name(b"native")
     else:
         _plugin_path_appended()
@@ -134,12 +145,7 @@ def _fapl(connector: str, comm: Any) -> Any:
         raise PackError(f"HDF5 cannot load the {connector} VOL connector"
                         + (" (is build/plugins/libh5flow_log.so built? run `make setup`)" if connector != "native"
                            else ""))
-    try:
-        if lib.H5Pset_vol(fapl.id, vol, None) < 0:
-            raise PackError(f"H5Pset_vol({connector}) failed")
-    finally:
-        lib.H5VLclose(vol)
-    return fapl
+    return int(vol)
 
 
 def _open(path: Path, connector: str, comm: Any = None) -> Any:
@@ -160,6 +166,28 @@ def _create(path: Path, connector: str, src_file: Any, comm: Any) -> Any:
     fcpl.set_attr_creation_order(scpl.get_attr_creation_order())
     fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=_fapl(connector, comm))
     return h5py.File(fid)
+
+
+def open_container(path: str | os.PathLike[str], mode: str = "r", *, comm: Any = None,
+                   track_order: bool = False) -> Any:
+    """Open (``r``, ``r+``) or create (``w``: refused if it exists) an h5flow_log container as an
+    ``h5py.File``, with the connector selected by the file access list: works in any process, whatever
+    ``HDF5_VOL_CONNECTOR`` says, next to native files opened normally. ``track_order`` (``w``): track the
+    root group's link and attribute creation order."""
+    import h5py
+
+    fapl = _fapl("h5flow_log", comm)
+    name = os.fsencode(path)
+    if mode == "w":
+        fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+        if track_order:
+            flags = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
+            fcpl.set_link_creation_order(flags)
+            fcpl.set_attr_creation_order(flags)
+        return h5py.File(h5py.h5f.create(name, h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=fapl))
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode {mode!r}: use 'r', 'r+' or 'w'")
+    return h5py.File(h5py.h5f.open(name, h5py.h5f.ACC_RDWR if mode == "r+" else h5py.h5f.ACC_RDONLY, fapl=fapl))
 
 
 def is_container(path: str | os.PathLike[str]) -> bool:
