@@ -227,6 +227,23 @@ def _has_ref(tid: Any) -> bool:
     return False
 
 
+def _check_refs(tid: Any, where: str) -> None:
+    """Refuse references that cannot be remapped to the copy's objects (rather than copy stale ones)."""
+    import h5py
+
+    cls = tid.get_class()
+    if cls == h5py.h5t.REFERENCE:
+        if not tid.equal(h5py.h5t.STD_REF_OBJ):
+            raise PackError(f"{where}: holds region or H5R_ref_t (H5T_STD_REF) references; only object "
+                            "references (H5T_STD_REF_OBJ, h5py.ref_dtype) can be copied (remapped to the copies)")
+    elif cls == h5py.h5t.COMPOUND:
+        for i in range(tid.get_nmembers()):
+            _check_refs(tid.get_member_type(i), where)
+    elif cls in (h5py.h5t.ARRAY, h5py.h5t.VLEN) and _has_ref(tid):
+        raise PackError(f"{where}: holds object references inside an array or variable-length type, which "
+                        "cannot be remapped to the copies; only references as the type or as compound members")
+
+
 def _has_vlen(tid: Any) -> bool:
     import h5py
 
@@ -411,6 +428,7 @@ class _Copier:
         import h5py
 
         stype = sdid.get_type()
+        _check_refs(stype, path)
         dtype = self._dtype_for(stype, path)
         space = sdid.get_space()
         dcpl = sdid.get_create_plist()
@@ -459,6 +477,7 @@ class _Copier:
                 continue  # re-created by H5DS after the tree (copy_scales)
             aid = h5py.h5a.open(sobj.id, name)
             if _has_ref(aid.get_type()):
+                _check_refs(aid.get_type(), f"{spath} attribute {name.decode('utf-8', 'surrogateescape')!r}")
                 self.ref_attrs.append((spath, dpath, name))
                 continue
             self._attr(aid, dobj.id, name, spath, remap=False)
