@@ -260,17 +260,19 @@ def test_large_dataset_streams_in_slabs(tmp_path: Path) -> None:
         import numpy as np
         from h5flow.packing import open_container
         with open_container(PATH, "w") as f:
-            d = f.create_dataset("d", shape=(4096, 256), dtype="f8", chunks=(128, 256))
-            for i in range(0, 4096, 512):
+            d = f.create_dataset("d", shape=(16384, 256), dtype="f8", chunks=(128, 256))
+            for i in range(0, 16384, 512):
                 d[i:i + 512] = np.arange(i * 256, (i + 512) * 256, dtype="f8").reshape(512, 256)
     """, PATH=src)
     rep = json.loads(_py("""
-        import dataclasses, json, resource
+        import dataclasses, json, tracemalloc
         from h5flow.packing import pack
+        tracemalloc.start()  # numpy's buffers included
         r = pack(SRC, DST, slab_bytes=1 << 20)
-        print(json.dumps(dataclasses.asdict(r)))
+        print(json.dumps(dict(dataclasses.asdict(r), peak=tracemalloc.get_traced_memory()[1])))
     """, SRC=src, DST=out).stdout)
-    assert rep["data_bytes"] == 4096 * 256 * 8 and rep["slabs"] == 8  # 1 MiB slabs of whole 128-row chunks
+    assert rep["data_bytes"] == 32 << 20 and rep["slabs"] == 32  # 1 MiB slabs of whole 128-row chunks
+    assert rep["peak"] < 8 << 20, rep  # the 32 MiB dataset is never in memory at once (a few slabs at most)
     _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
 
 

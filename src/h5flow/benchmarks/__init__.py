@@ -17,6 +17,7 @@ BENCHMARKS["iotest"] = "h5flow.benchmarks.iotest"
 BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
 BENCHMARKS["query"] = "h5flow.benchmarks.query"
 BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
+BENCHMARKS["pack"] = "h5flow.benchmarks.pack"
 
 
 def load(name: str) -> ModuleType:
