@@ -266,9 +266,9 @@ def test_large_dataset_streams_in_slabs(tmp_path: Path) -> None:
     """, PATH=src)
     rep = json.loads(_py("""
         import dataclasses, json, tracemalloc
-        from h5flow.packing import pack
+        import h5flow
         tracemalloc.start()  # numpy's buffers included
-        r = pack(SRC, DST, slab_bytes=1 << 20)
+        r = h5flow.pack(SRC, DST, slab_bytes=1 << 20)  # the package-level API
         print(json.dumps(dict(dataclasses.asdict(r), peak=tracemalloc.get_traced_memory()[1])))
     """, SRC=src, DST=out).stdout)
     assert rep["data_bytes"] == 32 << 20 and rep["slabs"] == 32  # 1 MiB slabs of whole 128-row chunks
