@@ -68,6 +68,22 @@ def test_soft_links(tmp_path: Path) -> None:
     assert got["getlink_class"] == "SoftLink" and got["dangling_in"] is True
 
 
+def test_creation_order_of_committed_datatypes(tmp_path: Path) -> None:
+    """A committed datatype's link takes its place in a tracking group's creation order like any other link
+    (it had none: it came last whatever its age; h5flow pack copied that order)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w", track_order=True)) as f:
+            f.create_group("z")
+            f["t"] = np.dtype("<i4")
+            f["a"] = np.arange(3)
+            out("keys", list(f.keys()))
+            out("corder", f.id.links.get_info(b"t").corder)
+        with h5py.File("c.h5", "r") as f:
+            out("reopened", list(f.keys()))
+    """, tmp_path)
+    assert got["keys"] == ["z", "t", "a"]
+
+
 def test_external_links_between_containers(tmp_path: Path) -> None:
     got = same_as_native("""
         with check_connector(h5py.File("t.h5", "w")) as t:

@@ -215,3 +215,34 @@ def test_copy_flags_not_supported_are_refused_not_ignored(tmp_path: Path) -> Non
     assert "COPIED" not in p.stdout, p.stdout
     assert "H5O_COPY_EXPAND_REFERENCE_FLAG" in p.stdout and "H5O_COPY_EXPAND_EXT_LINK_FLAG" in p.stdout, p.stdout
     assert "LEFT ['bar', 'foo', 'g', 'h', 'h2'] 7" in p.stdout, p.stdout
+
+
+def test_reading_object_references_as_h5r_ref_t_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """h5diff reads every reference with the H5T_STD_REF memory type; converting a container's stored
+    H5T_STD_REF_OBJ needs the native file behind it, and HDF5's H5T__conv_ref dereferenced NULL (SIGSEGV, in
+    h5diff too). Now the read fails with an error that says what to do."""
+    p = _run_log("""
+        import ctypes
+        from h5flow import _hdf5lib
+        with h5py.File("c.h5", "w") as f:
+            f["a"] = np.arange(3)
+            f.create_dataset("r", shape=(2,), dtype=h5py.ref_dtype)[0] = f["a"].ref
+            f["a"].attrs["ar"] = f["a"].ref
+        lib, hid = _hdf5lib.lib(), _hdf5lib.hid_t
+        std_ref = hid.in_dll(lib, "H5T_STD_REF_g").value
+        lib.H5Dread.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
+        lib.H5Aread.argtypes = [hid, hid, ctypes.c_void_p]
+        lib.H5Eprint2.argtypes = [hid, ctypes.c_void_p]
+        with h5py.File("c.h5", "r") as f:
+            buf = ctypes.create_string_buffer(64 * 2)
+            d, a = f["r"], h5py.h5a.open(f["a"].id, b"ar")
+            print("DSET", lib.H5Dread(d.id.id, std_ref, 0, 0, 0, buf), flush=True)
+            lib.H5Eprint2(0, None)
+            print("ATTR", lib.H5Aread(a.id, std_ref, buf), flush=True)
+            lib.H5Eprint2(0, None)
+            print("STILL", f["r"][0] == f["a"].ref, f[f["a"].attrs["ar"]].name)  # with the stored type: fine
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "DSET -1" in p.stdout and "ATTR -1" in p.stdout and "STILL" in p.stdout, p.stdout + p.stderr
+    assert "dataset '/r': cannot convert its references" in p.stderr, p.stderr
+    assert "attribute 'ar': cannot convert its references" in p.stderr, p.stderr

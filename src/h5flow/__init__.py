@@ -17,5 +17,20 @@ from h5flow.api import Piece, ReadStream, Share, Step, StepWriter, StreamError, 
 
 __version__ = "0.1.0"
 
+
+def pack(src, dst, **kwargs):  # noqa: ANN001, ANN003, ANN201 - see h5flow.packing.pack
+    """An h5flow_log container to one native HDF5 file: :func:`h5flow.packing.pack` (``h5flow pack``)."""
+    from h5flow.packing import pack as _pack
+
+    return _pack(src, dst, **kwargs)
+
+
+def unpack(src, dst, **kwargs):  # noqa: ANN001, ANN003, ANN201 - see h5flow.packing.unpack
+    """A native HDF5 file to an h5flow_log container: :func:`h5flow.packing.unpack` (``h5flow unpack``)."""
+    from h5flow.packing import unpack as _unpack
+
+    return _unpack(src, dst, **kwargs)
+
+
 __all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
-           "__version__", "open"]
+           "__version__", "open", "pack", "unpack"]

@@ -54,6 +54,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from h5flow import stats
 
     stats.add_command(sub)
+    from h5flow import packing
+
+    packing.add_commands(sub)
 
     from h5flow.query import cli as query_cli
 

@@ -18,6 +18,7 @@ BENCHMARKS["h5py-vs-c"] = "h5flow.benchmarks.h5py_vs_c"
 BENCHMARKS["query"] = "h5flow.benchmarks.query"
 BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
 BENCHMARKS["semantic"] = "h5flow.benchmarks.semantic"
+BENCHMARKS["pack"] = "h5flow.benchmarks.pack"
 
 
 def load(name: str) -> ModuleType:

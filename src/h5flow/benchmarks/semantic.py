@@ -1,6 +1,6 @@
 """Active analysis in h5flow_log: statistics queries vs full scans, and the cost of computing them.
 
-Two rows, measured in one run and shown side by side (table, JSON, PNG in --out):
+Three rows, measured in one run and shown side by side (table, JSON, PNG in --out):
 
 * **largest value per shard** — a float64 dataset of --size GiB written through h5flow_log in --shards
   writes (a shard is one write; docs/FORMAT.md, "Statistics"): the largest value of every shard and where
@@ -10,6 +10,10 @@ Two rows, measured in one run and shown side by side (table, JSON, PNG in --out)
 * **write overhead** — --ranks MPI ranks each write their part of a --size GiB float64 dataset in
   --write-mib writes into --dir (default /dev/shm: memory bandwidth, no disk), with statistics on and off
   (``H5FLOW_LOG_STATS=0``), alternating, median of --reps; the goal is <= 5 %.
+
+* **pack** — ``h5flow pack`` of a container vs ``h5repack`` of a native file with the same content
+  (:func:`bench_pack`, --size GiB capped at --pack-mib, alternating, median of --reps); the goal is >= 0.8x
+  h5repack's throughput. Also on its own: ``h5flow bench pack``.
 
 Full size: ``h5flow bench semantic`` (1 GiB, 4 ranks). Quick: ``h5flow bench semantic --quick``
 (64 MiB, 2 reps).
@@ -35,6 +39,103 @@ from h5flow.benchmarks import perf
 
 ROW = 1 << 17  # float64 elements per dataset row (1 MiB)
 
+PACK_GOAL = 0.8  # issue 15: pack throughput >= 0.8x h5repack's on a native file of the same content
+
+
+def _content(f: Any, size_bytes: int) -> None:
+    """The benchmark file's content: mostly one chunked float64 field and a contiguous int32 table, plus
+    small metadata (groups, attributes, a variable-length string dataset)."""
+    import numpy as np
+
+    field_bytes = size_bytes * 3 // 4
+    rows = max(1, field_bytes // (512 * 8))
+    d = f.create_dataset("field/temp", shape=(rows, 512), dtype="f8", chunks=(min(rows, 256), 512))
+    step = max(1, (16 << 20) // (512 * 8))
+    for i in range(0, rows, step):
+        n = min(step, rows - i)
+        d[i:i + n] = np.arange(i * 512, (i + n) * 512, dtype="f8").reshape(n, 512) * 0.5
+    d.attrs["units"] = "K"
+    n = max(1, (size_bytes - field_bytes) // 4)
+    t = f.create_dataset("table/id", shape=(n,), dtype="i4")
+    step = 4 << 20
+    for i in range(0, n, step):
+        k = min(step, n - i)
+        t[i:i + k] = np.arange(i, i + k, dtype="i4")
+    for g in range(16):
+        grp = f.create_group(f"meta/g{g}")
+        grp.attrs["index"] = g
+        grp["small"] = np.arange(100, dtype="f4") + g
+    import h5py
+
+    f.create_dataset("meta/names", data=np.array([f"name-{i}" for i in range(1000)], dtype=object),
+                     dtype=h5py.string_dtype())
+
+
+def _time(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.perf_counter() - t0
+
+
+def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None = None, ranks: int = 1,
+               repeat: int = 3, slab_mib: float = 64.0) -> dict[str, Any]:
+    """Pack throughput against ``h5repack`` of a native file with the same content, side by side.
+
+    Writes a container and a native file of ``size_mib`` MiB of data (same content), then ``repeat`` times,
+    alternating: ``h5flow pack`` of the container (``mpiexec -n ranks`` when ``ranks`` > 1) and ``h5repack``
+    of the native file, each into a new file; the page cache is warm for both. Times are wall times of the
+    commands (interpreter start included for ``h5flow pack``; ``pack_api_s`` is the time inside
+    :func:`h5flow.packing.pack`, serial only). Returns the medians, throughputs in MiB/s and
+    ``ratio`` = pack throughput / h5repack throughput (goal >= 0.8)."""
+    import h5py
+
+    from h5flow import packing
+
+    own = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="h5flow-bench-pack-") if own else workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    container, native = work / "content.h5flow", work / "content.h5"
+    try:
+        for p in (container, native):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        size = int(size_mib * (1 << 20))
+        with packing.open_container(container, "w") as f:
+            _content(f, size)
+        with h5py.File(native, "w") as f:
+            _content(f, size)
+        env = {k: v for k, v in os.environ.items() if k not in ("HDF5_VOL_CONNECTOR",)}
+        h5repack = shutil.which("h5repack")
+        if h5repack is None:
+            raise RuntimeError("h5repack is not on PATH: source build/stack.env first")
+        pack_cmd = [sys.executable, "-m", "h5flow.cli", "pack", "--force", "--progress", "never",
+                    "--slab-mib", str(slab_mib), str(container), str(work / "packed.h5")]
+        if ranks > 1:
+            pack_cmd = ["mpiexec", "-n", str(ranks), *pack_cmd]
+        pack_s, repack_s, api_s = [], [], []
+        for _ in range(repeat):
+            pack_s.append(_time(pack_cmd, env))
+            (work / "repacked.h5").unlink(missing_ok=True)
+            repack_s.append(_time([h5repack, str(native), str(work / "repacked.h5")], env))
+            if ranks == 1:
+                r = packing.pack(container, work / "packed_api.h5", force=True, slab_bytes=int(slab_mib * (1 << 20)))
+                api_s.append(r.seconds)
+        data = packing.pack(container, work / "packed_api.h5", force=True).data_bytes / (1 << 20)
+        p, q = statistics.median(pack_s), statistics.median(repack_s)
+        row: dict[str, Any] = {
+            "benchmark": "pack", "size_mib": round(data, 1), "ranks": ranks, "repeat": repeat, "slab_mib": slab_mib,
+            "pack_s": round(p, 3), "h5repack_s": round(q, 3),
+            "pack_mib_s": round(data / p, 1), "h5repack_mib_s": round(data / q, 1),
+            "ratio": round(q / p, 3), "goal": PACK_GOAL,
+        }
+        if api_s:
+            a = statistics.median(api_s)
+            row.update(pack_api_s=round(a, 3), pack_api_mib_s=round(data / a, 1), ratio_api=round(q / a, 3))
+        row["meets_goal"] = row["ratio"] >= PACK_GOAL
+        return row
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=float, default=1.0, help="GiB per dataset (default 1.0; --quick 0.0625)")
@@ -44,6 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=5, help="repetitions, median reported (default 5; --quick 2)")
     p.add_argument("--dir", type=Path, default=None, help="where containers go (default /dev/shm)")
     p.add_argument("--out", type=Path, default=Path("bench-results/semantic"), help="table/JSON/PNG directory")
+    p.add_argument("--pack-mib", type=float, default=256.0, help="MiB packed in the pack row (default 256)")
     p.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions (a smoke run)")
 
 
@@ -186,13 +288,16 @@ def launch(args: argparse.Namespace) -> int:
              "overhead_pct": (on / off - 1) * 100, "runs_off": times["off"], "runs_on": times["on"]}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    res = {"gib": args.size, "dir": str(base), "query": q, "write": w}
+    pk = bench_pack(min(args.pack_mib, args.size * 1024), args.dir, repeat=args.reps)
+    res = {"gib": args.size, "dir": str(base), "query": q, "write": w, "pack": pk}
     print()
     print(f"{'row':34} {'with statistics':>16} {'without':>14} {'ratio':>9}  {'goal':>7}  check")
     print(f"{'largest value per shard':34} {q['stats_s'] * 1e3:13.2f} ms {q['scan_s'] * 1e3:11.1f} ms "
           f"{q['speedup']:8.0f}x  {'>=100x':>7}  same answer: {q['same']} ({q['shards']} shards, {q['sources']})")
     print(f"{'write overhead, ' + str(args.ranks) + ' ranks':34} {w['on_gbs']:11.2f} GB/s {w['off_gbs']:9.2f} GB/s "
           f"{w['overhead_pct']:+8.1f}%  {'<=5%':>7}  {args.size:g} GiB, {args.write_mib} MiB writes, {base}")
+    print(f"{'pack vs h5repack':34} {pk['pack_mib_s']:9.0f} MiB/s {pk['h5repack_mib_s']:7.0f} MiB/s "
+          f"{pk['ratio']:8.2f}x  {'>=0.8x':>7}  {pk['size_mib']:g} MiB")
     (args.out / "semantic.json").write_text(json.dumps(res, indent=1))
     png = args.out / "semantic.png"
     made = _plot(png, res)

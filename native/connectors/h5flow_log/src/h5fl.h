@@ -410,6 +410,9 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
 /* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
  * object (`what` "dataset"/"attribute", `name`). */
 int h5fl_check_ref_types(hid_t type, const char *what, const char *name);
+/* 0, or -1 with an HDF5 error when converting `from` to `to` would change a reference's kind
+ * (H5T_STD_REF_OBJ <-> H5T_STD_REF), which HDF5 cannot do without a native file (it crashes). */
+int h5fl_check_ref_conversion(hid_t from, hid_t to, const char *what, const char *name);
 
 /* Values with variable-length parts, one byte string per element (blob.c; docs/FORMAT.md). */
 typedef struct h5fl_buf {

@@ -307,6 +307,50 @@ static int only_obj_refs(hid_t type)
     return 1;
 }
 
+/* The kinds of reference inside `type`: bit 1 H5T_STD_REF_OBJ, bit 2 H5T_STD_REF, bit 4 any other. */
+static unsigned ref_kinds(hid_t type)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls == H5T_REFERENCE)
+        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 ? 1u : H5Tequal(type, H5T_STD_REF) > 0 ? 2u : 4u;
+    unsigned k = 0;
+    if (cls == H5T_COMPOUND) {
+        int n = H5Tget_nmembers(type);
+        for (int i = 0; i < n; i++) {
+            hid_t m = H5Tget_member_type(type, (unsigned)i);
+            if (m >= 0) {
+                k |= ref_kinds(m);
+                H5Tclose(m);
+            }
+        }
+    } else if (cls == H5T_ARRAY || cls == H5T_VLEN) {
+        hid_t b = H5Tget_super(type);
+        if (b >= 0) {
+            k = ref_kinds(b);
+            H5Tclose(b);
+        }
+    }
+    return k;
+}
+
+int h5fl_check_ref_conversion(hid_t from, hid_t to, const char *what, const char *name)
+{
+    if (H5Tdetect_class(from, H5T_REFERENCE) <= 0 && H5Tdetect_class(to, H5T_REFERENCE) <= 0)
+        return 0;
+    unsigned a = ref_kinds(from), b = ref_kinds(to);
+    if (a == b && (a & ~1u) == 0)
+        return 0; /* object references on both sides (or none): HDF5 copies them as they are */
+    if (a == 2u && b == 2u)
+        return 0; /* H5R_ref_t on both sides: handled by the variable-length encoding */
+    /* HDF5's reference conversion (H5T__conv_ref) needs the native file behind the references and crashes
+     * without one: refuse instead */
+    h5fl_err("%s '%s': cannot convert its references between H5T_STD_REF_OBJ (hobj_ref_t) and H5T_STD_REF "
+             "(H5R_ref_t); h5flow_log reads and writes references with the stored type only (use the "
+             "dataset's or attribute's own datatype as the memory type)",
+             what, name);
+    return -1;
+}
+
 int h5fl_check_ref_types(hid_t type, const char *what, const char *name)
 {
     if (H5Tdetect_class(type, H5T_REFERENCE) <= 0)

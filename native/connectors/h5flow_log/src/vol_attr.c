@@ -495,6 +495,8 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
         memcpy(buf, a->data, a->npoints * es);
         return 0;
     }
+    if (h5fl_check_ref_conversion(a->type, mtype, "attribute", a->name) != 0)
+        goto fail;
     size_t big = es > ms ? es : ms;
     uint8_t *tmp = malloc(a->npoints * big + 1);
     if (!tmp) {
@@ -573,6 +575,8 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
             }
         nd = (uint8_t *)v;
     } else {
+        if (H5Tequal(mtype, a->type) <= 0 && h5fl_check_ref_conversion(mtype, a->type, "attribute", a->name) != 0)
+            goto fail;
         size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype), big = es > ms ? es : ms;
         uint8_t *tmp = malloc(a->npoints * big + 1);
         if (!tmp) {

@@ -543,6 +543,8 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         else if (h5fl_for_each_seq(s.msel, msize, h5fl_copy_seq, &c) != 0)
             goto done;
         if (eq == 0) {
+            if (h5fl_check_ref_conversion(mtype, d->type, "dataset", d->o.path) != 0)
+                goto done;
             if (h5fl_needs_bkg(d->type)) { /* members the memory type lacks keep their stored values */
                 if (!(bkg = calloc(s.n, d->esize))) {
                     h5fl_err("out of memory");
@@ -735,6 +737,8 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
     if (h5fl_for_each_seq(s.fsel, 1, h5fl_gather_seq, &g) != 0)
         goto done;
     if (eq == 0) {
+        if (h5fl_check_ref_conversion(d->type, mtype, "dataset", d->o.path) != 0)
+            goto done;
         if (h5fl_needs_bkg(mtype)) {
             if (!(bkg = calloc(s.n, msize))) {
                 h5fl_err("out of memory");

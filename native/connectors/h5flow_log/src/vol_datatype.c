@@ -147,7 +147,7 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
                      path, strerror(errno));
             st = -1;
         }
-        if (st == 0 && store(dir, type_id, f->fsync) != 0)
+        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
             st = -1;
     }
     st = h5fl_collective(f, st);

@@ -1,0 +1,37 @@
+"""Pack throughput (h5flow pack of a container) vs h5repack of a native file with the same content.
+
+Runs :func:`h5flow.benchmarks.semantic.bench_pack`: both commands side by side, alternating, in one run;
+prints the medians and the ratio (goal: pack >= 0.8x h5repack's throughput; issue 15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size-mib", type=float, default=256.0, help="MiB of data in the file (default 256)")
+    p.add_argument("--ranks", type=int, default=1, help="MPI ranks for h5flow pack (default 1: serial)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each command; medians reported (default 3)")
+    p.add_argument("--slab-mib", type=float, default=64.0, help="h5flow pack --slab-mib (default 64)")
+    p.add_argument("--dir", default=None, help="where the files go (default: a temporary directory, removed)")
+    p.add_argument("--json", action="store_true", help="print the row as JSON")
+
+
+def launch(args: argparse.Namespace) -> int:
+    from h5flow.benchmarks.semantic import bench_pack
+
+    if args.size_mib <= 0 or args.repeat < 1 or args.ranks < 1:
+        raise ValueError("--size-mib must be > 0, --repeat and --ranks >= 1")
+    row = bench_pack(args.size_mib, args.dir, ranks=args.ranks, repeat=args.repeat, slab_mib=args.slab_mib)
+    if args.json:
+        print(json.dumps(row, indent=2))
+        return 0
+    print(f"pack vs h5repack, {row['size_mib']} MiB, {row['ranks']} rank(s), median of {row['repeat']}:")
+    print(f"  h5flow pack  {row['pack_s']:8.3f} s  {row['pack_mib_s']:8.1f} MiB/s")
+    if "pack_api_s" in row:
+        print(f"  pack() API   {row['pack_api_s']:8.3f} s  {row['pack_api_mib_s']:8.1f} MiB/s")
+    print(f"  h5repack     {row['h5repack_s']:8.3f} s  {row['h5repack_mib_s']:8.1f} MiB/s")
+    print(f"  ratio {row['ratio']:.2f} (goal >= {row['goal']}): {'met' if row['meets_goal'] else 'NOT met'}")
+    return 0

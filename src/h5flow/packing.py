@@ -1,0 +1,864 @@
+"""``h5flow pack`` / ``h5flow unpack``: an h5flow_log container to one native HDF5 file and back.
+
+:func:`pack` writes a single native ``.h5`` file that any HDF5 program reads without the plugin;
+:func:`unpack` makes a container from a native file. Both copy, object by object:
+
+* the group tree in link order (creation order where the group tracks it, else by name), hard links, soft
+  links and external links (their values as they are);
+* committed datatypes, and datasets created with them keep using the copy;
+* every dataset with its datatype, dataspace (current and maximum shape) and creation property list
+  (chunk shape, fill value and fill/allocation times, attribute creation order; filters where the source
+  has them — a container has none, and unpacking a filtered native dataset is refused unless
+  ``strip_filters=True``);
+* attributes, in creation order where tracked;
+* object references (``h5py.ref_dtype``, also as fields of compound types), remapped to the copies of the
+  objects they name; dimension scales (``H5DSset_scale``/``H5DSattach_scale`` on the copies, in the
+  reference form of the destination's connector).
+
+Data moves in slabs of at most ``slab_bytes`` (default 64 MiB; whole trailing rows, cut at chunk
+boundaries of the first dimension where possible), so memory stays bounded whatever the dataset size.
+
+The containers are opened with the h5flow_log connector through their file access property list
+(``H5Pset_vol``), the native file with the native connector, so both work in one process whatever
+``HDF5_VOL_CONNECTOR`` says; the plugin directory is appended to HDF5's plugin path.
+
+Output is atomic: everything is written under ``.<name>.h5flow-tmp.<token>`` in the destination's
+directory and renamed to the destination only after a successful close; a failing pack removes it.
+
+Under MPI (``comm`` with more than one rank; the command line uses ``COMM_WORLD`` under ``mpiexec``), every
+rank makes the same metadata calls on the destination, which is opened with the ``mpio`` driver (native) or
+the connector's communicator (container), and the data slabs are split between the ranks (contiguous runs of
+slabs of equal total size); each rank reads its slabs from the source, opened independently per rank, and
+writes them with independent I/O. See docs/FORMAT.md, "Pack and unpack".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_SLAB_BYTES = 64 << 20
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+CONTAINER_MARKER = "@h5flow_log"
+# attributes H5DS writes itself: re-created through H5DS on the copy (the reference type differs between
+# connectors: 1.10 object references natively, H5T_STD_REF in a container)
+_DS_ATTRS = ("DIMENSION_LIST", "REFERENCE_LIST")
+
+
+class PackError(ValueError):
+    """The source cannot be copied faithfully, or the destination cannot be written."""
+
+
+@dataclass
+class PackReport:
+    """What one :func:`pack`/:func:`unpack` copied (counts are of the whole copy, ``data_bytes`` too)."""
+
+    src: str
+    dst: str
+    direction: str  # "pack" or "unpack"
+    groups: int = 0
+    datasets: int = 0
+    datatypes: int = 0
+    attributes: int = 0
+    soft_links: int = 0
+    external_links: int = 0
+    hard_links: int = 0  # second and further names of an object
+    references: int = 0  # object references remapped (datasets and attributes)
+    scales: int = 0  # dimension scales attached
+    data_bytes: int = 0  # bytes of dataset data in memory form (vlen data: the element handles)
+    slabs: int = 0  # copy steps (all ranks)
+    ranks: int = 1
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- file access (the connector per fapl)
+
+
+@functools.cache
+def _lib() -> ctypes.CDLL:
+    from h5flow import _hdf5lib
+
+    lib = _hdf5lib.lib()
+    hid = _hdf5lib.hid_t
+    lib.H5PLappend.argtypes = [ctypes.c_char_p]
+    lib.H5PLappend.restype = ctypes.c_int
+    lib.H5VLregister_connector_by_name.argtypes = [ctypes.c_char_p, hid]
+    lib.H5VLregister_connector_by_name.restype = hid
+    lib.H5VLget_connector_id_by_name.argtypes = [ctypes.c_char_p]
+    lib.H5VLget_connector_id_by_name.restype = hid
+    lib.H5Pset_vol.argtypes = [hid, hid, ctypes.c_void_p]
+    lib.H5Pset_vol.restype = ctypes.c_int
+    lib.H5VLclose.argtypes = [hid]
+    lib.H5VLclose.restype = ctypes.c_int
+    return lib
+
+
+@functools.cache
+def _plugin_path_appended() -> None:
+    from h5flow._paths import default_plugin_dir
+
+    d = default_plugin_dir()
+    if not (d / "libh5flow_log.so").is_file():
+        raise PackError(f"the h5flow_log connector is not built ({d / 'libh5flow_log.so'} is missing): run "
+                        "`make setup` (or set H5FLOW_BUILD_DIR to the build directory holding plugins/)")
+    if _lib().H5PLappend(os.fsencode(d)) < 0:
+        raise PackError(f"H5PLappend({d}) failed: HDF5 cannot add the plugin directory")
+
+
+def _fapl(connector: str, comm: Any) -> Any:
+    """A file access list selecting ``connector`` ("native" or "h5flow_log"), with ``comm`` if given."""
+    import h5py
+
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    if comm is not None:
+        from mpi4py import MPI
+
+        fapl.set_fapl_mpio(comm, MPI.INFO_NULL)
+    if connector == "native":
+        fapl.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
+    if _lib().H5Pset_vol(fapl.id, _vol_id(connector), None) < 0:
+        raise PackError(f"H5Pset_vol({connector}) failed")
+    return fapl
+
+
+@functools.cache
+def _vol_id(connector: str) -> int:
+    """The connector's id, registered once and kept for the life of the process: the connector looks itself
+    up by name (H5VLget_connector_id_by_name, e.g. to recognise its own committed datatypes), which finds
+    it only while an id of it is registered (as it is with HDF5_VOL_CONNECTOR)."""
+    lib = _lib()
+    if connector == "native":
+        vol = lib.H5VLget_connector_id_by_name(b"native")
+    else:
+        _plugin_path_appended()
+        vol = lib.H5VLregister_connector_by_name(b"h5flow_log", 0)
+    if vol < 0:
+        raise PackError(f"HDF5 cannot load the {connector} VOL connector"
+                        + (" (is build/plugins/libh5flow_log.so built? run `make setup`)" if connector != "native"
+                           else ""))
+    return int(vol)
+
+
+def _open(path: Path, connector: str, comm: Any = None) -> Any:
+    import h5py
+
+    fid = h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY, fapl=_fapl(connector, comm))
+    return h5py.File(fid)
+
+
+def _create(path: Path, connector: str, src_file: Any, comm: Any) -> Any:
+    import h5py
+
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    # the root group's creation list: h5flow_log's H5Fget_create_plist reports a default list
+    scpl = src_file["/"].id.get_create_plist()
+    # only creation-order tracking: a container refuses native layout settings (sizes, userblock, file space)
+    fcpl.set_link_creation_order(scpl.get_link_creation_order())
+    fcpl.set_attr_creation_order(scpl.get_attr_creation_order())
+    fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=_fapl(connector, comm))
+    return h5py.File(fid)
+
+
+def open_container(path: str | os.PathLike[str], mode: str = "r", *, comm: Any = None,
+                   track_order: bool = False) -> Any:
+    """Open (``r``, ``r+``) or create (``w``: refused if it exists) an h5flow_log container as an
+    ``h5py.File``, with the connector selected by the file access list: works in any process, whatever
+    ``HDF5_VOL_CONNECTOR`` says, next to native files opened normally. ``track_order`` (``w``): track the
+    root group's link and attribute creation order."""
+    import h5py
+
+    fapl = _fapl("h5flow_log", comm)
+    name = os.fsencode(path)
+    if mode == "w":
+        fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+        if track_order:
+            flags = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
+            fcpl.set_link_creation_order(flags)
+            fcpl.set_attr_creation_order(flags)
+        return h5py.File(h5py.h5f.create(name, h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=fapl))
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode {mode!r}: use 'r', 'r+' or 'w'")
+    return h5py.File(h5py.h5f.open(name, h5py.h5f.ACC_RDWR if mode == "r+" else h5py.h5f.ACC_RDONLY, fapl=fapl))
+
+
+def is_container(path: str | os.PathLike[str]) -> bool:
+    return (Path(path) / CONTAINER_MARKER).is_file()
+
+
+def is_native(path: str | os.PathLike[str]) -> bool:
+    p = Path(path)
+    if not p.is_file():
+        return False
+    with open(p, "rb") as fh:
+        head = fh.read(8)
+    return head == HDF5_SIGNATURE  # (a user block would move the signature: not supported here)
+
+
+# ---------------------------------------------------------------- the copy
+
+
+def _key(oid: Any) -> tuple[int, ...]:
+    """Identity of an object (file number + object number, as h5py's object equality)."""
+    import h5py
+
+    st = h5py.h5g.get_objinfo(oid, b".")
+    return (*st.fileno, *st.objno)
+
+
+def _has_ref(tid: Any) -> bool:
+    import h5py
+
+    cls = tid.get_class()
+    if cls == h5py.h5t.REFERENCE:
+        return True
+    if cls == h5py.h5t.COMPOUND:
+        return any(_has_ref(tid.get_member_type(i)) for i in range(tid.get_nmembers()))
+    if cls in (h5py.h5t.ARRAY, h5py.h5t.VLEN):
+        return _has_ref(tid.get_super())
+    return False
+
+
+def _check_refs(tid: Any, where: str) -> None:
+    """Refuse references that cannot be remapped to the copy's objects (rather than copy stale ones)."""
+    import h5py
+
+    cls = tid.get_class()
+    if cls == h5py.h5t.REFERENCE:
+        if not tid.equal(h5py.h5t.STD_REF_OBJ):
+            raise PackError(f"{where}: holds region or H5R_ref_t (H5T_STD_REF) references; only object "
+                            "references (H5T_STD_REF_OBJ, h5py.ref_dtype) can be copied (remapped to the copies)")
+    elif cls == h5py.h5t.COMPOUND:
+        for i in range(tid.get_nmembers()):
+            _check_refs(tid.get_member_type(i), where)
+    elif cls in (h5py.h5t.ARRAY, h5py.h5t.VLEN) and _has_ref(tid):
+        raise PackError(f"{where}: holds object references inside an array or variable-length type, which "
+                        "cannot be remapped to the copies; only references as the type or as compound members")
+
+
+def _has_vlen(tid: Any) -> bool:
+    import h5py
+
+    cls = tid.get_class()
+    if cls == h5py.h5t.VLEN or (cls == h5py.h5t.STRING and tid.is_variable_str()):
+        return True
+    if cls == h5py.h5t.COMPOUND:
+        return any(_has_vlen(tid.get_member_type(i)) for i in range(tid.get_nmembers()))
+    if cls == h5py.h5t.ARRAY:
+        return _has_vlen(tid.get_super())
+    return False
+
+
+def _blocks(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None,
+            slab_bytes: int) -> list[tuple[slice, ...]]:
+    """Row-major slabs of at most ``slab_bytes`` (at least one element) covering ``shape``."""
+    if not shape or 0 in shape:
+        return [()] if not shape else []
+    # the innermost dims that fit whole, then a run of the next one
+    n = len(shape)
+    inner = 1
+    d = n
+    while d > 0 and inner * shape[d - 1] * itemsize <= slab_bytes:
+        inner *= shape[d - 1]
+        d -= 1
+    if d == 0:
+        return [tuple(slice(0, s) for s in shape)]
+    k = max(1, slab_bytes // (inner * itemsize))  # elements of dim d-1 per slab
+    if chunks is not None and chunks[d - 1] <= k:
+        k -= k % chunks[d - 1]  # whole chunks
+    out: list[tuple[slice, ...]] = []
+    lead = shape[: d - 1]
+
+    def rec(prefix: tuple[slice, ...], i: int) -> None:
+        if i == len(lead):
+            for s in range(0, shape[d - 1], k):
+                out.append(prefix + (slice(s, min(s + k, shape[d - 1])),) + tuple(slice(0, x) for x in shape[d:]))
+            return
+        for j in range(lead[i]):
+            rec(prefix + (slice(j, j + 1),), i + 1)
+
+    rec((), 0)
+    return out
+
+
+def _slab_bytes(sel: tuple[slice, ...], itemsize: int) -> int:
+    n = 1
+    for s in sel:
+        n *= s.stop - s.start
+    return n * itemsize
+
+
+@dataclass
+class _Dset:
+    src: str
+    dst: str
+    blocks: list[tuple[slice, ...]]
+    itemsize: int
+    refs: bool
+    vlen: bool
+
+
+class _Copier:
+    def __init__(self, sf: Any, df: Any, *, direction: str, report: PackReport, comm: Any,
+                 slab_bytes: int, strip_filters: bool) -> None:
+        self.sf, self.df = sf, df
+        self.direction = direction
+        self.to_container = direction == "unpack"
+        self.report = report
+        self.comm = comm
+        self.slab_bytes = slab_bytes
+        self.strip_filters = strip_filters
+        self.objmap: dict[tuple[int, ...], str] = {}  # source object -> its copy's path
+        self.types: dict[tuple[int, ...], Any] = {}  # source committed type -> the copy (TypeID, kept open)
+        self.dsets: list[_Dset] = []  # datasets with data to copy
+        self.all_dsets: list[str] = []
+        self.dst_groups: set[str] = {"/"}  # groups of the copy created so far
+        self.early: set[str] = set()  # committed datatypes copied ahead of the walk
+        self.ref_attrs: list[tuple[str, str, bytes]] = []  # (src object, dst object, name): after the tree
+        self._dst_refs: dict[tuple[int, ...], Any] = {}
+
+    # ---- tree
+
+    def copy_tree(self) -> None:
+        sroot, droot = self.sf["/"], self.df["/"]
+        self.objmap[_key(sroot.id)] = "/"
+        self._attrs(sroot, droot, "/", "/")
+        self._group(sroot.id, droot.id, "/")
+
+    @staticmethod
+    def _join(parent: str, name: str) -> str:
+        return ("/" if parent == "/" else parent + "/") + name
+
+    def _link_names(self, gid: Any) -> list[bytes]:
+        import h5py
+
+        tracked = gid.get_create_plist().get_link_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+        names: list[bytes] = []
+        gid.links.iterate(lambda n: names.append(n),
+                          idx_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME)
+        return names
+
+    def _group(self, sgid: Any, dgid: Any, path: str) -> None:
+        import h5py
+
+        for name in self._link_names(sgid):
+            child = self._join(path, name.decode("utf-8", "surrogateescape"))
+            info = sgid.links.get_info(name)
+            if info.type == h5py.h5l.TYPE_SOFT:
+                dgid.links.create_soft(name, sgid.links.get_val(name))
+                self.report.soft_links += 1
+                continue
+            if info.type == h5py.h5l.TYPE_EXTERNAL:
+                fname, opath = sgid.links.get_val(name)
+                dgid.links.create_external(name, fname, opath)
+                self.report.external_links += 1
+                continue
+            if info.type != h5py.h5l.TYPE_HARD:
+                raise PackError(f"{child}: a user-defined link (type {info.type}); only hard, soft and external "
+                                "links can be copied")
+            oid = h5py.h5o.open(sgid, name)
+            key = _key(oid)
+            if key in self.objmap and self.objmap[key] == child and child in self.early:
+                continue  # a committed datatype copied before its link was reached (_dtype_for)
+            if key in self.objmap:  # a second name of an object already copied
+                try:
+                    dgid.links.create_hard(name, self.df.id, self.objmap[key].encode("utf-8", "surrogateescape"))
+                except Exception as e:
+                    raise PackError(f"{child} is a second hard link to {self.objmap[key]}, which the destination "
+                                    f"refuses ({e}); h5flow_log containers allow one name per object: replace "
+                                    "it by a soft link in the source") from e
+                self.report.hard_links += 1
+                continue
+            self.objmap[key] = child
+            kind = h5py.h5i.get_type(oid)
+            if kind == h5py.h5i.GROUP:
+                scpl = oid.get_create_plist()
+                gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+                gcpl.set_link_creation_order(scpl.get_link_creation_order())
+                gcpl.set_attr_creation_order(scpl.get_attr_creation_order())
+                ngid = h5py.h5g.create(dgid, name, gcpl=gcpl)
+                self.dst_groups.add(child)
+                self.report.groups += 1
+                self._attrs(h5py.Group(oid), h5py.Group(ngid), child, child)
+                self._group(oid, ngid, child)
+            elif kind == h5py.h5i.DATASET:
+                self._dataset(oid, dgid, name, child)
+            elif kind == h5py.h5i.DATATYPE:
+                tid = oid.copy()
+                tid.commit(dgid, name)
+                self.types[key] = tid
+                self.report.datatypes += 1
+                if h5py.h5a.get_num_attrs(oid):
+                    self._attrs(h5py.Datatype(oid), h5py.Datatype(tid), child, child)
+            else:
+                raise PackError(f"{child}: an object of HDF5 type {kind} cannot be copied")
+
+    def _dtype_for(self, stype: Any, where: str) -> Any:
+        import h5py
+
+        if stype.committed():
+            key = _key(stype)
+            if key in self.types:
+                return self.types[key]
+            # linked later in the walk: commit the copy now under its name, if its group is copied already
+            name = (h5py.h5i.get_name(stype) or b"").decode("utf-8", "surrogateescape")
+            parent, _, base = name.rpartition("/")
+            parent = parent or "/"
+            if name.startswith("/") and base and key not in self.objmap and parent in self.dst_groups:
+                tid = stype.copy()
+                tid.commit(self.df[parent].id, base.encode("utf-8", "surrogateescape"))
+                self.types[key] = tid
+                self.objmap[key] = name
+                self.early.add(name)
+                self.report.datatypes += 1
+                return tid
+            self.report.warnings.append(f"{where}: its committed datatype is linked after it (or outside the "
+                                        "file); the copy stores the type itself, not committed")
+        return stype.copy()
+
+    def _dataset(self, sdid: Any, dgid: Any, name: bytes, path: str) -> None:
+        import h5py
+
+        stype = sdid.get_type()
+        _check_refs(stype, path)
+        dtype = self._dtype_for(stype, path)
+        space = sdid.get_space()
+        dcpl = sdid.get_create_plist()
+        nfilters = dcpl.get_nfilters()
+        if nfilters and self.to_container:
+            names = ", ".join(dcpl.get_filter(i)[3].decode("ascii", "replace") or str(dcpl.get_filter(i)[0])
+                              for i in range(nfilters))
+            if not self.strip_filters:
+                raise PackError(f"{path}: compressed/filtered ({names}); h5flow_log containers store data "
+                                "unfiltered: unpack with --strip-filters (strip_filters=True) to copy it without "
+                                "its filters, or h5repack -f NONE first")
+            dcpl.remove_filter(h5py.h5z.FILTER_ALL)
+            self.report.warnings.append(f"{path}: filters ({names}) not copied (strip_filters)")
+        ndid = h5py.h5d.create(dgid, name, dtype, space, dcpl=dcpl)
+        self.report.datasets += 1
+        self.all_dsets.append(path)
+        sd, dd = h5py.Dataset(sdid), h5py.Dataset(ndid)
+        self._attrs(sd, dd, path, path)
+        if space.get_simple_extent_type() == h5py.h5s.NULL:
+            return
+        shape = space.shape
+        itemsize = stype.get_size()
+        chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
+        blocks = _blocks(tuple(shape), itemsize, tuple(chunks) if chunks else None, self.slab_bytes)
+        self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype), _has_vlen(stype)))
+
+    def _attr_names(self, obj: Any) -> list[bytes]:
+        import h5py
+
+        oid = obj.id
+        try:
+            cpl = oid.get_create_plist()
+            tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+        except Exception:  # committed datatypes: no creation list to ask
+            tracked = 0
+        names: list[bytes] = []
+        h5py.h5a.iterate(oid, lambda n: names.append(n),
+                         index_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME)
+        return names
+
+    def _attrs(self, sobj: Any, dobj: Any, spath: str, dpath: str) -> None:
+        import h5py
+
+        for name in self._attr_names(sobj):
+            if name.decode("utf-8", "surrogateescape") in _DS_ATTRS:
+                continue  # re-created by H5DS after the tree (copy_scales)
+            aid = h5py.h5a.open(sobj.id, name)
+            if _has_ref(aid.get_type()):
+                _check_refs(aid.get_type(), f"{spath} attribute {name.decode('utf-8', 'surrogateescape')!r}")
+                self.ref_attrs.append((spath, dpath, name))
+                continue
+            self._attr(aid, dobj.id, name, spath, remap=False)
+
+    def _attr(self, aid: Any, doid: Any, name: bytes, where: str, remap: bool) -> None:
+        import h5py
+        import numpy as np
+
+        atype = aid.get_type()
+        space = aid.get_space()
+        naid = h5py.h5a.create(doid, name, self._dtype_for(atype, f"{where} attribute {name!r}"), space)
+        self.report.attributes += 1
+        if aid.shape is None:  # null dataspace: no value
+            return
+        dtype = aid.dtype
+        htype = h5py.h5t.py_create(dtype)
+        shape = aid.shape
+        if dtype.subdtype is not None:
+            sub, subshape = dtype.subdtype
+            shape, dtype = shape + subshape, sub
+        arr = np.zeros(shape, dtype=dtype, order="C")
+        aid.read(arr, mtype=htype)
+        if remap:
+            arr = self._remap(arr, where)
+        naid.write(arr, mtype=htype)
+
+    # ---- references
+
+    def _remap(self, arr: Any, where: str) -> Any:
+        import h5py
+        import numpy as np
+
+        if arr.dtype.names:
+            out = arr.copy()
+            for n in arr.dtype.names:
+                if h5py.check_ref_dtype(arr.dtype[n]) is not None or arr.dtype[n].names:
+                    out[n] = self._remap(arr[n], where)
+            return out
+        kind = h5py.check_ref_dtype(arr.dtype)
+        if kind is None:
+            return arr
+        if kind is not h5py.Reference:
+            raise PackError(f"{where}: region references cannot be copied (HDF5 keeps their selections in the "
+                            "native file's global heap; h5flow_log does not support them)")
+        out = np.empty(arr.shape, dtype=h5py.ref_dtype)
+        flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
+        for i, r in enumerate(flat_in):
+            flat_out[i] = self._dst_ref(r, where)
+        return out
+
+    def _dst_ref(self, r: Any, where: str) -> Any:
+        import h5py
+
+        if not r:
+            return h5py.Reference()  # null reference
+        obj = self.sf[r]
+        key = _key(obj.id)
+        if key not in self._dst_refs:
+            path = self.objmap.get(key)
+            if path is None:
+                raise PackError(f"{where}: holds a reference to {obj.name!r}, which the copy does not have "
+                                "(an object with no link in the file)")
+            self._dst_refs[key] = self.df[path].ref
+            self.report.references += 1
+        return self._dst_refs[key]
+
+    def copy_ref_attrs(self) -> None:
+        import h5py
+
+        for spath, dpath, name in self.ref_attrs:
+            sobj, dobj = self.sf[spath], self.df[dpath]
+            self._attr(h5py.h5a.open(sobj.id, name), dobj.id, name, spath, remap=True)
+
+    # ---- dimension scales
+
+    def copy_scales(self) -> None:
+        import h5py
+
+        for d in self.dsets_all():
+            sd = self.sf[d]
+            if h5py.h5ds.is_scale(sd.id):
+                dd = self.df[d]
+                had_name = "NAME" in dd.attrs
+                if not had_name:
+                    h5py.h5ds.set_scale(dd.id, b"")
+                    if "NAME" not in sd.attrs and "NAME" in dd.attrs:
+                        del dd.attrs["NAME"]  # H5DSset_scale wrote NAME="" for the empty name
+                else:
+                    h5py.h5ds.set_scale(dd.id, h5py.h5ds.get_scale_name(sd.id) or b"")
+        for d in self.dsets_all():
+            sd = self.sf[d]
+            if "DIMENSION_LIST" not in sd.attrs:
+                continue
+            dd = self.df[d]
+            for dim in range(len(sd.shape or ())):
+                found: list[Any] = []
+                h5py.h5ds.iterate(sd.id, dim, lambda sid: found.append(_key(sid)))
+                for key in found:
+                    path = self.objmap.get(key)
+                    if path is None:
+                        raise PackError(f"{d}: dimension {dim} has a scale without a link in the file")
+                    h5py.h5ds.attach_scale(dd.id, self.df[path].id, dim)
+                    self.report.scales += 1
+
+    def dsets_all(self) -> list[str]:
+        return self.all_dsets
+
+
+def _assign(dsets: list[_Dset], rank: int, size: int) -> list[tuple[_Dset, tuple[slice, ...]]]:
+    """This rank's slabs: contiguous runs of the (dataset, slab) sequence with equal shares of the bytes."""
+    items = [(d, b, max(1, _slab_bytes(b, d.itemsize))) for d in dsets for b in d.blocks]
+    total = sum(n for _, _, n in items)
+    lo, hi = total * rank // size, total * (rank + 1) // size
+    out, pos = [], 0
+    for d, b, n in items:
+        mid = pos + n // 2
+        if lo <= mid < hi or (rank == size - 1 and mid >= hi):
+            out.append((d, b))
+        pos += n
+    return out
+
+
+def _fmt_sel(b: tuple[slice, ...]) -> str:
+    return "[" + ", ".join(f"{s.start}:{s.stop}" for s in b) + "]" if b else ""
+
+
+def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progress: bool) -> None:
+    import numpy as np
+
+    total = sum(_slab_bytes(b, d.itemsize) for d, b in mine)
+    bar: Any = None
+    task: Any = None
+    if progress and total:
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+        from rich.console import Console
+
+        bar = Progress(TextColumn(f"{cp.direction}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                       TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+        bar.start()
+        task = bar.add_task(cp.direction, total=total)
+    opened: dict[str, tuple[Any, Any]] = {}
+    try:
+        for d, b in mine:
+            if d.src not in opened:
+                opened.clear()  # one dataset pair open at a time (slabs of a dataset are consecutive)
+                opened[d.src] = (cp.sf[d.src], cp.df[d.dst])
+            sd, dd = opened[d.src]
+            try:
+                arr = sd[b]
+                if d.refs:
+                    arr = cp._remap(np.asarray(arr), d.src)
+                dd[b] = arr
+            except PackError:
+                raise
+            except Exception as e:
+                raise PackError(f"{d.src}{_fmt_sel(b)}: {type(e).__name__}: {e}") from e
+            if bar is not None:
+                bar.update(task, advance=_slab_bytes(b, d.itemsize))
+    finally:
+        opened.clear()
+        if bar is not None:
+            bar.stop()
+
+
+# ---------------------------------------------------------------- destination handling
+
+
+def _check_paths(src: Path, dst: Path, force: bool, want: str) -> None:
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: no such file or container")
+    if want == "container" and not is_container(src):
+        raise PackError(f"{src} is not an h5flow_log container (a directory holding {CONTAINER_MARKER})"
+                        + ("; it is a native HDF5 file: use `h5flow unpack` to make a container of it"
+                           if is_native(src) else ""))
+    if want == "native" and not is_native(src):
+        raise PackError(f"{src} is not a native HDF5 file"
+                        + ("; it is an h5flow_log container: use `h5flow pack` to make a native file of it"
+                           if is_container(src) else ""))
+    if dst.resolve() == src.resolve():
+        raise PackError(f"{dst}: the destination is the source")
+    if (dst.exists() or dst.is_symlink()) and not force:
+        raise FileExistsError(f"{dst} exists: choose another name or pass --force (force=True) to replace it")
+    if not dst.parent.is_dir():
+        raise FileNotFoundError(f"{dst.parent}: the destination's directory does not exist")
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _install(tmp: Path, dst: Path) -> None:
+    """Rename ``tmp`` to ``dst``; an existing ``dst`` (--force) is moved aside first and removed after."""
+    if dst.exists() or dst.is_symlink():
+        if tmp.is_file() and dst.is_file() and not dst.is_symlink():
+            os.replace(tmp, dst)  # atomic
+            return
+        old = dst.parent / f".{dst.name}.h5flow-old.{uuid.uuid4().hex[:12]}"
+        os.rename(dst, old)
+        try:
+            os.rename(tmp, dst)
+        except OSError:
+            os.rename(old, dst)
+            raise
+        _remove(old)
+    else:
+        os.rename(tmp, dst)
+
+
+def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction: str, force: bool,
+         slab_bytes: int, progress: bool, comm: Any, strip_filters: bool) -> PackReport:
+    import h5py  # noqa: F401  (loads HDF5 before the ctypes calls)
+
+    if slab_bytes < 1:
+        raise PackError(f"slab_bytes must be at least 1 (got {slab_bytes})")
+    if comm is not None and comm.size == 1:
+        comm = None
+    rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
+    t0 = time.perf_counter()
+    srcp, dstp = Path(src), Path(dst)
+    src_kind, dst_kind = ("h5flow_log", "native") if direction == "pack" else ("native", "h5flow_log")
+    err: BaseException | None = None
+    try:
+        _check_paths(srcp, dstp, force, "container" if direction == "pack" else "native")
+    except BaseException as e:  # noqa: BLE001 - re-raised below, on every rank
+        err = e
+    if comm is not None:
+        errs = comm.allgather(None if err is None else repr(err))
+        if err is None and any(errs):
+            raise PackError(f"rank {next(i for i, e in enumerate(errs) if e)}: {next(e for e in errs if e)}")
+    if err is not None:
+        raise err
+    token = uuid.uuid4().hex[:12] if rank == 0 else None
+    if comm is not None:
+        token = comm.bcast(token, root=0)
+    tmp = dstp.parent / f".{dstp.name}.h5flow-tmp.{token}"
+    report = PackReport(src=str(srcp), dst=str(dstp), direction=direction, ranks=size)
+    sf = df = None
+    ok = False
+    try:
+        sf = _open(srcp, src_kind)  # every rank reads independently
+        df = _create(tmp, dst_kind, sf, comm)
+        cp = _Copier(sf, df, direction=direction, report=report, comm=comm, slab_bytes=slab_bytes,
+                     strip_filters=strip_filters)
+        cp.copy_tree()
+        report.data_bytes = sum(_slab_bytes(b, d.itemsize) for d in cp.dsets for b in d.blocks)
+        report.slabs = sum(len(d.blocks) for d in cp.dsets)
+        # parallel HDF5 cannot write variable-length data or references to a native file ("Parallel IO does
+        # not support writing VL or region reference datatypes"): under MPI rank 0 writes those datasets
+        # after the collective close
+        later = [d for d in cp.dsets if d.vlen or d.refs] if comm is not None and dst_kind == "native" else []
+        mine = _assign([d for d in cp.dsets if d not in later], rank, size)
+        failure: str | None = None
+        try:
+            _copy_data(cp, mine, progress and rank == 0)
+        except Exception as e:  # noqa: BLE001 - every rank must reach the collective close
+            failure = f"{type(e).__name__}: {e}"
+        if comm is not None:
+            fails = comm.allgather(failure)
+            failure = next((f"rank {i}: {f}" for i, f in enumerate(fails) if f), None)
+        if failure is not None:
+            raise PackError(f"copying the data of {srcp} failed: {failure}")
+        cp.copy_ref_attrs()
+        cp.copy_scales()
+        cp.types.clear()
+        df.close()
+        df = None
+        if later and rank == 0:
+            import h5py
+
+            df = h5py.File(h5py.h5f.open(os.fsencode(tmp), h5py.h5f.ACC_RDWR, fapl=_fapl("native", None)))
+            cp.df = df
+            _copy_data(cp, [(d, b) for d in later for b in d.blocks], progress)
+            df.close()
+            df = None
+        ok = True
+    finally:
+        if df is not None:
+            try:
+                df.close()
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        if sf is not None:
+            sf.close()
+        if comm is not None:
+            oks = comm.allgather(ok)
+            ok = all(oks)
+        if rank == 0:
+            if ok:
+                _install(tmp, dstp)
+            else:
+                _remove(tmp)
+        if comm is not None:
+            comm.Barrier()
+    if not ok:
+        raise PackError(f"{direction} of {srcp} failed on another rank; nothing was written to {dstp}")
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, force: bool = False,
+         slab_bytes: int = DEFAULT_SLAB_BYTES, progress: bool = False, comm: Any = None) -> PackReport:
+    """Copy the h5flow_log container ``src`` into the new native HDF5 file ``dst``.
+
+    ``force`` replaces an existing ``dst``; ``slab_bytes`` bounds the data held in memory per copy step;
+    ``progress`` shows a progress bar on stderr (rank 0); ``comm`` (an mpi4py communicator, all its ranks
+    calling) shares the data between the ranks. Raises :class:`PackError` (a ``ValueError``),
+    ``FileNotFoundError`` or ``FileExistsError`` with a message saying what to do; on any error nothing is
+    left at ``dst`` (or the previous ``dst`` stays)."""
+    return _run(src, dst, direction="pack", force=force, slab_bytes=slab_bytes, progress=progress, comm=comm,
+                strip_filters=False)
+
+
+def unpack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, force: bool = False,
+           slab_bytes: int = DEFAULT_SLAB_BYTES, progress: bool = False, comm: Any = None,
+           strip_filters: bool = False) -> PackReport:
+    """Copy the native HDF5 file ``src`` into the new h5flow_log container ``dst`` (see :func:`pack`).
+
+    A container stores no filters: a filtered (compressed) dataset is refused unless ``strip_filters``,
+    which copies its data unfiltered."""
+    return _run(src, dst, direction="unpack", force=force, slab_bytes=slab_bytes, progress=progress, comm=comm,
+                strip_filters=strip_filters)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _comm_world() -> Any:
+    if int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))) <= 1:
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD if MPI.COMM_WORLD.size > 1 else None
+
+
+def _cmd(direction: str) -> Callable[[Any], int]:
+    def run(args: Any) -> int:
+        comm = _comm_world()
+        progress = {"auto": sys.stderr.isatty(), "always": True, "never": False}[args.progress]
+        fn = pack if direction == "pack" else unpack
+        kw: dict[str, Any] = {"strip_filters": args.strip_filters} if direction == "unpack" else {}
+        r = fn(args.src, args.dst, force=args.force, slab_bytes=int(args.slab_mib * (1 << 20)), progress=progress,
+               comm=comm, **kw)
+        if comm is None or comm.rank == 0:
+            mib = r.data_bytes / (1 << 20)
+            print(f"{direction}ed {r.src} -> {r.dst}: {r.groups} group(s), {r.datasets} dataset(s), "
+                  f"{r.attributes} attribute(s), {r.soft_links + r.external_links + r.hard_links} link(s), "
+                  f"{r.datatypes} committed type(s); {mib:.1f} MiB in {r.seconds:.2f} s"
+                  + (f" on {r.ranks} ranks" if r.ranks > 1 else ""))
+            for w in r.warnings:
+                sys.stdout.flush()
+                print(f"warning: {w}", file=sys.stderr)
+        return 0
+
+    return run
+
+
+def add_commands(sub: Any) -> None:
+    for direction, what in (("pack", "an h5flow_log container into one native HDF5 file"),
+                            ("unpack", "a native HDF5 file into an h5flow_log container")):
+        src_name, dst_name = ("CONTAINER", "OUT.h5") if direction == "pack" else ("IN.h5", "CONTAINER")
+        p = sub.add_parser(direction, help=f"copy {what}",
+                           description=f"Copy {what}: groups, links, committed datatypes, datasets (type, shape, "
+                           "max shape, chunking, fill value), attributes, object references and dimension scales "
+                           "(docs/FORMAT.md, 'Pack and unpack'). Written under a temporary name and renamed on "
+                           "success. Under mpiexec the ranks share the data.")
+        p.add_argument("src", metavar=src_name)
+        p.add_argument("dst", metavar=dst_name)
+        p.add_argument("--force", action="store_true", help=f"replace {dst_name} if it exists")
+        p.add_argument("--slab-mib", type=float, default=DEFAULT_SLAB_BYTES / (1 << 20),
+                       help="data held in memory per copy step, MiB (default %(default)g)")
+        p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                       help="progress bar on stderr (auto: when stderr is a terminal)")
+        if direction == "unpack":
+            p.add_argument("--strip-filters", action="store_true",
+                           help="copy compressed/filtered datasets without their filters (a container stores "
+                           "data unfiltered; without this they are refused)")
+        p.set_defaults(func=_cmd(direction))

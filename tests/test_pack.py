@@ -1,0 +1,410 @@
+"""``h5flow pack`` / ``h5flow unpack`` (src/h5flow/packing.py): container -> native HDF5 file -> container.
+
+Verification with HDF5's ``h5diff``: container against the packed native file (``--vol-name-2=native``,
+the connector loaded for the container) for everything but references — h5diff cannot compare those with
+a container (see docs/FORMAT.md, "Pack and unpack") — and, for files with references and dimension
+scales, the packed file against pack(unpack(packed file)), native against native, where h5diff compares
+everything including the referenced objects. The creation properties h5diff does not compare (chunk shape,
+max shape, fill value, committed types, creation order) are checked with h5py.
+
+Containers are made and inspected in subprocesses (``_py``), so the pytest process never loads the
+connector.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from h5flow._paths import default_plugin_dir
+
+PLUGIN_DIR = default_plugin_dir()
+LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+
+pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
+                                reason="h5flow_log plugin not built (run make setup)")
+
+# every supported kind of object, no references (h5diff compares all of it between a container and a native file)
+MAKE_PLAIN = """
+import numpy as np, h5py
+from h5flow.packing import open_container
+with open_container(PATH, "w", track_order=True) as f:
+    f.attrs["title"] = "packed"
+    f.attrs.create("fixed", np.bytes_("abc"), dtype="S5")
+    f.attrs["big_endian"] = np.arange(6, dtype=">i4").reshape(2, 3)
+    f.attrs["empty"] = h5py.Empty("f4")
+    f["t"] = np.dtype([("a", "<i4"), ("b", "<f8")])
+    g = f.create_group("g", track_order=True)
+    g.create_group("zz")
+    g.create_group("aa")
+    d = g.create_dataset("data", shape=(50, 7), maxshape=(None, 7), chunks=(8, 7), dtype="f4", fillvalue=-1.5)
+    d[:30] = np.arange(210, dtype="f4").reshape(30, 7)
+    d.attrs["units"] = "m"
+    f.create_dataset("comp", data=np.array([(1, 2.0), (3, 4.5)], dtype=[("a", "<i4"), ("b", "<f8")]))
+    c = f.create_dataset("ctyped", shape=(3,), dtype=f["t"])
+    c[0] = (7, 8.0)
+    f.create_dataset("enum", data=np.array([0, 1, 1, 0], dtype="u1"),
+                     dtype=h5py.enum_dtype({"RED": 0, "GREEN": 1}, basetype="u1"))
+    a = f.create_dataset("arrt", shape=(4,), dtype=np.dtype(("<i2", (3,))))
+    a[1] = [1, 2, 3]
+    f.create_dataset("vstr", data=np.array(["a", "bbb", "\u00e9t\u00e9"], dtype=object), dtype=h5py.string_dtype())
+    f.create_dataset("fstr", data=np.array([b"ab", b"cde"]), dtype="S4")
+    vl = f.create_dataset("vlen", shape=(3,), dtype=h5py.vlen_dtype("i8"))
+    vl[0] = [1, 2, 3]
+    vl[2] = [9]
+    f.create_dataset("scalar", data=3.25)
+    f.create_dataset("empty", shape=(0, 4), maxshape=(None, 4), chunks=(2, 4), dtype="i2")
+    f.create_dataset("null", data=h5py.Empty("f8"))
+    f.create_dataset("u64_be", data=np.arange(10, dtype=">u8"))
+    f["soft"] = h5py.SoftLink("/g/data")
+    f["dangling"] = h5py.SoftLink("/nowhere")
+    f["ext"] = h5py.ExternalLink("other.h5", "/x")
+    big = f.create_dataset("big", shape=(1000, 33), dtype="i8", chunks=(64, 33))
+    big[...] = np.arange(33000).reshape(1000, 33)
+"""
+
+MAKE_REFS = """
+import numpy as np, h5py
+from h5flow.packing import open_container
+with open_container(PATH, "w") as f:
+    f["g/data"] = np.arange(12.0).reshape(3, 4)
+    f.create_group("h")
+    refs = f.create_dataset("refs", shape=(3,), dtype=h5py.ref_dtype)
+    refs[0] = f["g/data"].ref
+    refs[1] = f["h"].ref                   # refs[2] stays a null reference
+    f["g/data"].attrs["myref"] = f["h"].ref
+    x = f.create_dataset("x", data=np.arange(3.0))
+    x.make_scale("the x")
+    y = f.create_dataset("y", data=np.arange(4.0))
+    y.make_scale()
+    f["g/data"].dims[0].attach_scale(x)
+    f["g/data"].dims[1].attach_scale(y)
+    f["g/data"].dims[0].label = "rows"
+    # variable-length members: h5diff cannot read them from a container (its memory type is a conversion,
+    # which the connector refuses for such types), so they are compared natively here too
+    dt = np.dtype([("id", "<i4"), ("name", h5py.string_dtype()), ("seq", h5py.vlen_dtype("f4"))])
+    cv = f.create_dataset("cv", shape=(3,), dtype=dt)
+    cv[0] = (1, "abc", np.array([1.5, 2.5], dtype="f4"))
+    cv[2] = (3, "z", np.array([], dtype="f4"))
+    f.attrs.create("cattr", data=np.array([(5, "x", np.array([1.0], dtype="f4"))], dtype=dt))
+"""
+
+
+def _py(code: str, *, connector: bool = False, check: bool = True, **subst: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("HDF5_VOL_CONNECTOR", None)
+    env.pop("HDF5_PLUGIN_PATH", None)
+    if connector:
+        env.update(LOG_ENV)
+    for k, v in subst.items():
+        code = code.replace(k, repr(str(v)))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=180)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _h5flow(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("HDF5_VOL_CONNECTOR", "HDF5_PLUGIN_PATH")}
+    proc = subprocess.run([sys.executable, "-m", "h5flow.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _h5diff(*args: str, connector: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("HDF5_VOL_CONNECTOR", None)
+    if connector:
+        env.update(LOG_ENV)
+    return subprocess.run(["h5diff", "-v", *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _assert_same(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "differences found" in out  # it compared something
+    for line in out.splitlines():
+        if "differences found" in line:
+            assert line.startswith("0 differences found"), out
+        assert not line.startswith("Not comparable") or "is an empty dataset" in line, out
+
+
+def _props(path: Path, container: bool) -> dict:
+    """What h5diff does not compare: creation properties, link and attribute order, committed types."""
+    proc = _py("""
+        import json, h5py
+        from h5flow.packing import open_container
+        f = open_container(PATH) if CONTAINER == "True" else h5py.File(PATH, "r")
+        out = {}
+        def walk(name, obj):
+            e = {"type": type(obj).__name__}
+            if isinstance(obj, h5py.Dataset):
+                e.update(shape=obj.shape, maxshape=obj.maxshape, chunks=obj.chunks, dtype=str(obj.dtype),
+                         fill=str(obj.fillvalue), committed=obj.id.get_type().committed(),
+                         attrs=list(obj.attrs))
+            if isinstance(obj, h5py.Group):
+                e.update(keys=list(obj.keys()), attrs=list(obj.attrs),
+                         order=obj.id.get_create_plist().get_link_creation_order())
+            out[name] = e
+        f.visititems(walk)
+        out["/"] = {"keys": list(f.keys()), "attrs": list(f.attrs)}
+        print(json.dumps(out))
+    """, PATH=path, CONTAINER=container)
+    return json.loads(proc.stdout)
+
+
+def test_pack_h5diff_identical_and_unpack_round_trip(tmp_path: Path) -> None:
+    src, out, back = tmp_path / "c.h5", tmp_path / "out.h5", tmp_path / "back.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    proc = _h5flow("pack", str(src), str(out))
+    assert "packed" in proc.stdout and "13 dataset(s)" in proc.stdout, proc.stdout
+    assert out.is_file() and out.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir() if "h5flow-tmp" in p.name] == []
+    # h5diff: the container through the connector, the packed file natively
+    _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
+    # readable without the plugin (no HDF5_PLUGIN_PATH, no connector)
+    got = _py("""
+        import h5py
+        with h5py.File(PATH, "r") as f:
+            print(f["g/data"][29, 6], f["vstr"][2].decode(), list(f["vlen"][0]), f["ctyped"][0])
+    """, PATH=out).stdout.split()
+    assert got[:2] == ["209.0", "\u00e9t\u00e9"], got
+    # what h5diff does not compare
+    ps, po = _props(src, True), _props(out, False)
+    assert ps == po
+    assert po["g/data"]["chunks"] == [8, 7] and po["g/data"]["maxshape"] == [None, 7]
+    assert po["g/data"]["fill"] == "-1.5" and po["ctyped"]["committed"] is True
+    assert po["g"]["keys"] == ["zz", "aa", "data"] and po["/"]["attrs"] == ["title", "fixed", "big_endian", "empty"]
+    # unpack: a container again, identical to the original (h5diff through the connector on both sides) and to
+    # the native file
+    proc = _h5flow("unpack", str(out), str(back))
+    assert (back / "@h5flow_log").is_file()
+    _assert_same(_h5diff(src, back))
+    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", out, back))
+    assert _props(back, True) == ps
+
+
+def test_h5diff_sees_a_difference(tmp_path: Path) -> None:
+    """The comparison used above can fail: one changed element of the packed file is reported."""
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    _h5flow("pack", str(src), str(out))
+    _py("""
+        import h5py
+        with h5py.File(PATH, "r+") as f:
+            f["big"][999, 32] = -7
+    """, PATH=out)
+    proc = _h5diff("--vol-value-2=0", "--vol-name-2=native", src, out)
+    assert proc.returncode == 1 and "1 differences found" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_references_and_dimension_scales(tmp_path: Path) -> None:
+    src, out, back, again = (tmp_path / n for n in ("c.h5", "out.h5", "back.h5", "again.h5"))
+    _py(MAKE_REFS, PATH=src)
+    _h5flow("pack", str(src), str(out))
+    check = """
+        import json, h5py
+        from h5flow.packing import open_container
+        f = open_container(PATH) if CONTAINER == "True" else h5py.File(PATH, "r")
+        r = f["refs"][...]
+        d = f["g/data"]
+        print(json.dumps({
+            "refs": [f[x].name if x else None for x in r],
+            "attr": f[d.attrs["myref"]].name,
+            "dims": [[s.name for s in d.dims[i].values()] for i in range(2)],
+            "label": d.dims[0].label,
+            "scales": [h5py.h5ds.is_scale(f[n].id) for n in ("x", "y", "g/data")],
+            "names": [h5py.h5ds.get_scale_name(f[n].id) and h5py.h5ds.get_scale_name(f[n].id).decode()
+                      for n in ("x",)] + ["NAME" in f["y"].attrs],
+            "cv": [[int(r[0]), r[1].decode(), r[2].tolist()] for r in f["cv"][...]],
+            "cattr": [[int(r[0]), r[1].decode(), r[2].tolist()] for r in f.attrs["cattr"]],
+        }))
+    """
+    want = {"refs": ["/g/data", "/h", None], "attr": "/h", "dims": [["/x"], ["/y"]], "label": "rows",
+            "scales": [True, True, False], "names": ["the x", True],
+            "cv": [[1, "abc", [1.5, 2.5]], [0, "", []], [3, "z", []]], "cattr": [[5, "x", [1.0]]]}
+    assert json.loads(_py(check, PATH=out, CONTAINER=False).stdout) == want
+    _h5flow("unpack", str(out), str(back))
+    assert json.loads(_py(check, PATH=back, CONTAINER=True).stdout) == want
+    _h5flow("pack", str(back), str(again))
+    # native against native: h5diff compares references (the objects they point to) and the H5DS attributes
+    proc = _h5diff(out, again, connector=False)
+    assert proc.returncode == 0 and "attribute: <DIMENSION_LIST of </g/data>>" in proc.stdout, proc.stdout
+    assert "dataset: </refs> and </refs>" in proc.stdout and "differences found" in proc.stdout
+
+
+def test_slabs_are_bounded_and_cover_the_dataset() -> None:
+    import itertools
+
+    import numpy as np
+
+    from h5flow.packing import _blocks
+
+    for shape, itemsize, chunks, slab in [((1000, 33), 8, (64, 33), 8 * 33 * 100), ((5, 6, 7), 4, None, 4 * 7 * 2),
+                                           ((3, 1 << 12), 1, (1, 100), 1000), ((10,), 2, None, 1), ((), 8, None, 1),
+                                           ((4, 0), 8, None, 64), ((7, 9), 16, (3, 9), 1 << 20)]:
+        blocks = _blocks(shape, itemsize, chunks, slab)
+        seen = np.zeros(shape, dtype=int)
+        for b in blocks:
+            n = int(np.prod([s.stop - s.start for s in b])) if b else 1
+            assert n * itemsize <= max(slab, itemsize), (shape, b)
+            seen[b] += 1
+        assert (seen == 1).all(), shape  # every element exactly once
+        if chunks and len(blocks) > 1 and shape == (1000, 33):
+            assert all(b[0].start % chunks[0] == 0 for b in blocks)  # whole chunks
+    del itertools
+
+
+def test_large_dataset_streams_in_slabs(tmp_path: Path) -> None:
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py("""
+        import numpy as np
+        from h5flow.packing import open_container
+        with open_container(PATH, "w") as f:
+            d = f.create_dataset("d", shape=(16384, 256), dtype="f8", chunks=(128, 256))
+            for i in range(0, 16384, 512):
+                d[i:i + 512] = np.arange(i * 256, (i + 512) * 256, dtype="f8").reshape(512, 256)
+    """, PATH=src)
+    rep = json.loads(_py("""
+        import dataclasses, json, tracemalloc
+        import h5flow
+        tracemalloc.start()  # numpy's buffers included
+        r = h5flow.pack(SRC, DST, slab_bytes=1 << 20)  # the package-level API
+        print(json.dumps(dict(dataclasses.asdict(r), peak=tracemalloc.get_traced_memory()[1])))
+    """, SRC=src, DST=out).stdout)
+    assert rep["data_bytes"] == 32 << 20 and rep["slabs"] == 32  # 1 MiB slabs of whole 128-row chunks
+    assert rep["peak"] < 8 << 20, rep  # the 32 MiB dataset is never in memory at once (a few slabs at most)
+    _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
+
+
+def test_cli_errors_and_force(tmp_path: Path) -> None:
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    assert "CONTAINER" in _h5flow("pack", "--help").stdout and "--strip-filters" in _h5flow("unpack", "--help").stdout
+    p = _h5flow("pack", str(tmp_path / "missing"), str(out), check=False)
+    assert p.returncode == 1 and "no such file or container" in p.stderr
+    _py(MAKE_REFS, PATH=src)
+    _h5flow("pack", str(src), str(out))
+    p = _h5flow("pack", str(src), str(out), check=False)
+    assert p.returncode == 1 and "exists" in p.stderr and "--force" in p.stderr
+    p = _h5flow("pack", str(out), str(tmp_path / "x.h5"), check=False)
+    assert p.returncode == 1 and "h5flow unpack" in p.stderr  # a native file given to pack
+    p = _h5flow("unpack", str(src), str(tmp_path / "y.h5"), check=False)
+    assert p.returncode == 1 and "h5flow pack" in p.stderr
+    p = _h5flow("unpack", str(out), str(src), check=False)  # onto an existing container
+    assert p.returncode == 1 and "--force" in p.stderr and (src / "@h5flow_log").is_file()
+    before = out.stat().st_ino
+    _h5flow("pack", "--force", str(src), str(out))
+    assert out.stat().st_ino != before and out.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    _h5flow("unpack", "--force", str(out), str(src))  # replaces a container (a directory)
+    assert (src / "@h5flow_log").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.h5", "out.h5"]
+
+
+def test_failed_pack_leaves_nothing_behind(tmp_path: Path) -> None:
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    dat = next((src / "big").glob("@log.*.dat"))
+    raw = bytearray(dat.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # the data checksum no longer matches: reading /big fails
+    dat.write_bytes(bytes(raw))
+    p = _h5flow("pack", str(src), str(out), check=False)
+    assert p.returncode == 1 and "/big" in p.stderr, p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.h5"]
+    # with --force over an existing file: the old file stays as it was
+    out.write_bytes(b"previous")
+    p = _h5flow("pack", "--force", str(src), str(out), check=False)
+    assert p.returncode == 1 and out.read_bytes() == b"previous"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.h5", "out.h5"]
+
+
+def test_unpack_filtered_refused_or_stripped(tmp_path: Path) -> None:
+    native, dst = tmp_path / "n.h5", tmp_path / "c.h5"
+    _py("""
+        import numpy as np, h5py
+        with h5py.File(PATH, "w") as f:
+            f.create_dataset("z", data=np.arange(1000), chunks=(100,), compression="gzip")
+    """, PATH=native)
+    p = _h5flow("unpack", str(native), str(dst), check=False)
+    assert p.returncode == 1 and "/z" in p.stderr and "--strip-filters" in p.stderr and not dst.exists()
+    p = _h5flow("unpack", "--strip-filters", str(native), str(dst))
+    assert "filters" in p.stderr  # warned
+    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", native, dst))
+
+
+def test_progress_bar(tmp_path: Path) -> None:
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    p = _py("""
+        import io, re, rich.console, h5flow.packing as pk
+        from rich.console import Console
+        buf = io.StringIO()
+        real = Console
+        rich.console.Console = lambda **k: real(file=buf, force_terminal=True, width=100)
+        pk.pack(SRC, DST, progress=True, slab_bytes=4096)
+        v = buf.getvalue()
+        print("BAR" if v.count("pack") > 1 and re.search(r"([0-9.]+)/\\1 kB", v) else "NOBAR", repr(v[-300:]))
+    """, SRC=src, DST=out)
+    assert p.stdout.startswith("BAR"), p.stdout
+
+
+@pytest.mark.mpi(n=2, timeout=180)
+def test_mpi_pack_and_unpack_equal_serial(comm, mpi_tmp_path: Path) -> None:
+    from h5flow.packing import pack, unpack
+    from h5flow.testing.pytest_mpi import mpi_assert
+
+    src, serial, par, back, again = (mpi_tmp_path / n for n in ("c.h5", "s.h5", "p.h5", "b.h5", "a.h5"))
+    if comm.rank == 0:
+        _py(MAKE_PLAIN, PATH=src)
+        _py(MAKE_REFS.replace('"g/data"', '"g2/data"').replace(
+            'open_container(PATH, "w")', 'open_container(PATH, "r+")'), PATH=src)
+        pack(src, serial)
+    comm.Barrier()
+    r = pack(src, par, comm=comm, slab_bytes=16 << 10)
+    mpi_assert(comm, r.ranks == 2 and r.slabs > 2, f"pack report {r}")
+    ok, msg = True, ""
+    if comm.rank == 0:
+        proc = _h5diff(serial, par, connector=False)
+        ok, msg = proc.returncode == 0 and "differences found" in proc.stdout, proc.stdout + proc.stderr
+    mpi_assert(comm, comm.bcast(ok), f"h5diff serial vs parallel pack: {comm.bcast(msg)[-3000:]}")
+    unpack(par, back, comm=comm, slab_bytes=16 << 10)
+    comm.Barrier()
+    if comm.rank == 0:
+        pack(back, again)
+        proc = _h5diff(serial, again, connector=False)
+        ok, msg = proc.returncode == 0 and "differences found" in proc.stdout, proc.stdout + proc.stderr
+        leftovers = [p.name for p in mpi_tmp_path.iterdir() if "h5flow-" in p.name]
+        ok, msg = ok and not leftovers, msg + f" leftovers {leftovers}"
+    mpi_assert(comm, comm.bcast(ok), f"h5diff serial pack vs pack(parallel unpack): {comm.bcast(msg)[-3000:]}")
+
+
+def test_unremappable_references_and_second_hard_links_refused(tmp_path: Path) -> None:
+    """References that cannot be remapped are refused (never copied pointing at the source's objects), and a
+    second hard link cannot go into a container; nothing is left behind."""
+    native = tmp_path / "n.h5"
+    _py("""
+        import numpy as np, h5py
+        with h5py.File(PATH, "w") as f:
+            f["a"] = np.arange(3)
+            v = f.create_dataset("vref", shape=(1,), dtype=h5py.vlen_dtype(h5py.ref_dtype))
+            v[0] = np.array([f["a"].ref], dtype=h5py.ref_dtype)
+    """, PATH=native)
+    p = _h5flow("unpack", str(native), str(tmp_path / "c1.h5"), check=False)
+    assert p.returncode == 1 and "/vref" in p.stderr and "cannot be remapped" in p.stderr, p.stderr
+    _py("""
+        import numpy as np, h5py
+        with h5py.File(PATH, "w") as f:
+            f["a"] = np.arange(3)
+            f["b"] = f["a"]                      # a second hard link
+    """, PATH=native)
+    p = _h5flow("unpack", str(native), str(tmp_path / "c2.h5"), check=False)
+    assert p.returncode == 1 and "second hard link" in p.stderr and "soft link" in p.stderr, p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["n.h5"]
