@@ -408,3 +408,41 @@ def test_unremappable_references_and_second_hard_links_refused(tmp_path: Path) -
     p = _h5flow("unpack", str(native), str(tmp_path / "c2.h5"), check=False)
     assert p.returncode == 1 and "second hard link" in p.stderr and "soft link" in p.stderr, p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["n.h5"]
+
+
+def test_virtual_datasets_pack_as_values_and_unpack_as_mappings(tmp_path: Path) -> None:
+    """A container's virtual dataset (its source a container) packs into a plain dataset holding its values
+    and fill value, readable without the plugin; a native file's virtual dataset (source a native file)
+    unpacks into a container virtual dataset mapping the same source."""
+    _py("""
+        import os, h5py, numpy as np
+        os.chdir(DIR)
+        with h5py.File("src.h5", "w") as s:
+            s["data"] = np.arange(5.0)
+        lay = h5py.VirtualLayout((7,), "f8"); lay[1:6] = h5py.VirtualSource("src.h5", "data", shape=(5,))
+        with h5py.File("c.h5", "w") as f:
+            f.create_virtual_dataset("v", lay, fillvalue=-1)
+    """, connector=True, DIR=tmp_path)
+    _h5flow("pack", str(tmp_path / "c.h5"), str(tmp_path / "out.h5"))
+    out = _py("""
+        import h5py
+        with h5py.File(P, "r") as f:
+            print(f["v"].is_virtual, f["v"][...].tolist(), f["v"].fillvalue)
+    """, P=tmp_path / "out.h5").stdout
+    assert out.split("\n")[0] == "False [-1.0, 0.0, 1.0, 2.0, 3.0, 4.0, -1.0] -1.0", out
+    _py("""
+        import os, h5py, numpy as np
+        os.chdir(DIR)
+        with h5py.File("nsrc.h5", "w") as s:
+            s["data"] = np.arange(3, dtype="i4")
+        lay = h5py.VirtualLayout((3,), "i4"); lay[:] = h5py.VirtualSource("nsrc.h5", "data", shape=(3,))
+        with h5py.File("n.h5", "w") as f:
+            f.create_virtual_dataset("v", lay, fillvalue=9)
+    """, DIR=tmp_path)
+    _h5flow("unpack", str(tmp_path / "n.h5"), str(tmp_path / "back.h5"))
+    out = _py("""
+        import h5py
+        with h5py.File(P, "r") as f:
+            print(f["v"].is_virtual, f["v"][...].tolist())
+    """, connector=True, P=tmp_path / "back.h5").stdout
+    assert out.split("\n")[0] == "True [0, 1, 2]", out

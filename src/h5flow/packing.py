@@ -442,6 +442,19 @@ class _Copier:
                                 "its filters, or h5repack -f NONE first")
             dcpl.remove_filter(h5py.h5z.FILTER_ALL)
             self.report.warnings.append(f"{path}: filters ({names}) not copied (strip_filters)")
+        virtual = dcpl.get_layout() == h5py.h5d.VIRTUAL
+        if virtual and self.to_container:
+            # the container maps the same sources (native files or containers, docs/FORMAT.md)
+            ndid = h5py.h5d.create(dgid, name, dtype, space, dcpl=dcpl)
+            self.report.datasets += 1
+            self.all_dsets.append(path)
+            self._attrs(h5py.Dataset(sdid), h5py.Dataset(ndid), path, path)
+            return
+        if virtual:
+            # into a native file: the values, so that any HDF5 program reads them without the plugin (a
+            # mapping would name sources that may be containers)
+            dcpl = self._materialized_dcpl(dcpl, stype, space)
+            self.report.warnings.append(f"{path}: virtual dataset written with its values (not its mappings)")
         ndid = h5py.h5d.create(dgid, name, dtype, space, dcpl=dcpl)
         self.report.datasets += 1
         self.all_dsets.append(path)
@@ -454,6 +467,27 @@ class _Copier:
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         blocks = _blocks(tuple(shape), itemsize, tuple(chunks) if chunks else None, self.slab_bytes)
         self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype), _has_vlen(stype)))
+
+    @staticmethod
+    def _materialized_dcpl(vdcpl: Any, stype: Any, space: Any) -> Any:
+        """A virtual dataset's creation list as a plain one: its fill value, contiguous (chunked when its
+        maximum extent exceeds its extent)."""
+        import h5py
+        import numpy as np
+
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        shape, maxshape = space.shape, space.get_simple_extent_dims(True)
+        if tuple(maxshape) != tuple(shape):
+            from h5py._hl.filters import guess_chunk
+
+            dcpl.set_chunk(guess_chunk(shape, maxshape, stype.get_size()))
+        variable = stype.get_class() == h5py.h5t.VLEN or (stype.get_class() == h5py.h5t.STRING
+                                                          and stype.is_variable_str())
+        if vdcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED and not variable:
+            fill = np.zeros(1, dtype=stype.dtype)
+            vdcpl.get_fill_value(fill)
+            dcpl.set_fill_value(fill)
+        return dcpl
 
     def _attr_names(self, obj: Any) -> list[bytes]:
         import h5py

@@ -205,24 +205,26 @@ static int source_open(h5fl_dset_t *d, const char *file, const char *dset, bool 
     return 0;
 }
 
-/* The source selection of the request's part in a mapping, on the source dataset's current dataspace: a
- * mapping's source space records the source's extent when the mapping was made (it may have grown since,
- * up to that space's maximum), so the selection is copied onto the dataset's own space, as native does. */
+/* The request's part in a mapping, as a selection of the source dataset's current dataspace. A mapping's
+ * source space records the source's extent when the mapping was made (it may have grown since, up to that
+ * space's maximum), or none at all (a list read back from a native file before its sources were opened:
+ * rank 0, "all" selected); the selection is placed on the dataset's own space, as native HDF5 does. */
 static hid_t source_part(hid_t sdset, hid_t vsel, hid_t ssel, hid_t fs)
 {
-    hid_t part = H5Sselect_project_intersection(vsel, ssel, fs);
-    if (part < 0)
+    hid_t cur = H5Dget_space(sdset), part = H5I_INVALID_HID;
+    if (cur < 0)
         return H5I_INVALID_HID;
-    hid_t cur = H5Dget_space(sdset);
-    if (cur < 0 || H5Sget_simple_extent_ndims(cur) != H5Sget_simple_extent_ndims(part) ||
-        H5Sselect_copy(cur, part) < 0) {
-        if (cur >= 0)
-            H5Sclose(cur);
-        H5Sclose(part);
-        return H5I_INVALID_HID;
-    }
-    H5Sclose(part);
-    return cur;
+    herr_t ok;
+    if (H5Sget_simple_extent_ndims(ssel) == H5Sget_simple_extent_ndims(cur))
+        ok = H5Sselect_copy(cur, ssel);
+    else if (H5Sget_select_type(ssel) == H5S_SEL_ALL)
+        ok = H5Sselect_all(cur);
+    else
+        ok = -1;
+    if (ok >= 0)
+        part = H5Sselect_project_intersection(vsel, cur, fs);
+    H5Sclose(cur);
+    return part;
 }
 
 int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf, bool write)
