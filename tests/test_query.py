@@ -388,7 +388,8 @@ def test_h5flow_log_container(tmp_path: Path) -> None:
     y = np.arange(300000) % 1000
     mask = (x > 299990) | ((y < 2) & (x < 5000))
     for step in ("none", "bitmap"):
-        assert res[step]["coords"] == np.flatnonzero(mask).tolist() and res[step]["index"] == [step]
+        index = ["write statistics (1 writes)"] if step == "none" else [step]  # no index: the connector's stats
+        assert res[step]["coords"] == np.flatnonzero(mask).tolist() and res[step]["index"] == index
     assert res["stale"] == "refused" and res["scan"] == int(np.sum(x > 299990)) + 10
     assert sidecar_path(c).is_file() and not any(p.name.endswith(".h5") for p in c.rglob("*"))
     # the command line runs itself again with the connector's environment
@@ -396,3 +397,66 @@ def test_h5flow_log_container(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)["datasets"][0]
     assert [c[0] for c in d["coords"]] == [999, 1999, 2999] and d["count"] == 3
+
+
+STATS_SCRIPT = """
+import json, sys, h5py, numpy as np
+from h5flow.query import ApplyOptions, apply
+c = sys.argv[1]
+n = 12 * (1 << 17)
+with h5py.File(c, "w") as f:
+    d = f.create_dataset("v", shape=(n,), dtype="f8", fillvalue=-5.0)
+    for w in range(0, 10 * (1 << 17), 1 << 16):          # 20 writes, increasing values; the tail stays fill
+        d[w:w + (1 << 16)] = np.linspace(w, w + (1 << 16) - 1, 1 << 16)
+    d[1000:1010] = np.nan
+    d[700000:700005] = 1e9                                # an overwrite: the stats follow it
+    d[3 << 17] = -7.0
+    i = f.create_dataset("i", shape=(n,), dtype="i8")
+    for w in range(0, n, 1 << 17):                        # 12 writes, one per block
+        i[w:w + (1 << 17)] = np.arange(w, w + (1 << 17)) // 1000
+out = {}
+for q in ("v > 1100000", "v < 0", "v == -5", "v != -5", "v >= 1e9", "v <= 10", "v > 5e8", "i == 3", "i != 1000"):
+    for kinds in (("minmax",), ()):
+        with apply(c, q, ApplyOptions(kinds=kinds) if kinds else ApplyOptions(use_index=False)) as r:
+            ds = r.datasets[0]
+            flat = np.concatenate(list(ds.flat()) or [np.zeros(0, np.int64)])
+            ex = ds.selection.explain()
+            out[q + " " + str(bool(kinds))] = {"hits": np.sort(flat).tolist(), "read": ex["blocks_read"],
+                                               "blocks": ex["blocks"], "index": [l["index"] for l in ex["leaves"]]}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_container_queries_use_the_connectors_write_statistics(tmp_path: Path) -> None:
+    """An h5flow_log dataset without an index is pruned with the per-write statistics the connector keeps
+    (h5flow.stats), never stale: answers equal numpy's with overwrites, NaNs, a fill-value tail and
+    integers, and fewer blocks are read than a scan reads."""
+    from h5flow._paths import default_plugin_dir
+
+    c = tmp_path / "stats"
+    env = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(default_plugin_dir())}
+    proc = subprocess.run([sys.executable, "-c", STATS_SCRIPT, str(c)], env=dict(os.environ, **env),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    n = 12 * (1 << 17)
+    v = np.full(n, -5.0)
+    for w in range(0, 10 * (1 << 17), 1 << 16):
+        v[w:w + (1 << 16)] = np.linspace(w, w + (1 << 16) - 1, 1 << 16)
+    v[1000:1010] = np.nan
+    v[700000:700005] = 1e9
+    v[3 << 17] = -7.0
+    i = np.arange(n) // 1000
+    arrays = {"v": v, "i": i}
+    for key, got in res.items():
+        q, used = key.rsplit(" ", 1)
+        name, op, val = q.split(" ")
+        with np.errstate(invalid="ignore"):
+            exp = np.flatnonzero(NP_OPS[op](arrays[name], float(val)))
+        assert got["hits"] == exp.tolist(), key
+        if used == "True":
+            assert got["index"][0].startswith("write statistics"), key
+    # block 8 holds the threshold, block 5 the overwrite's 1e9 (read); block 9 matches entirely (sure,
+    # not read); the scan reads all 12
+    assert res["v > 1100000 True"]["read"] == 2 and res["v > 1100000 False"]["read"] == 12
+    assert res["v >= 1e9 True"]["read"] == 1 and res["i == 3 True"]["read"] == 1

@@ -29,7 +29,7 @@ from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
 from h5flow.query.index import (BlockReader, DatasetIndex, IndexStore, bitmap_class, build_index, BuildConfig,
-                                is_numeric)
+                                is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
@@ -221,6 +221,22 @@ class Selection:
                     zmaybe.add_range(int(off[k]), int(off[k + 1]))
                 maybe = maybe & zmaybe
             used.append("minmax")
+        if (idx is None and self.source.container and self.options.use_index and "minmax" in self.options.kinds
+                and (zones := stats_zones(self.dsets[c.path], self.grid)) is not None):
+            # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
+            all_ok, none = zones.status(c.op, c.value)
+            off = self.grid.offsets
+            if all_ok.any():
+                zsure = cls()
+                for k in np.flatnonzero(all_ok):
+                    zsure.add_range(int(off[k]), int(off[k + 1]))
+                sure = sure | zsure
+            if none.any():
+                zmaybe = cls()
+                for k in np.flatnonzero(~none):
+                    zmaybe.add_range(int(off[k]), int(off[k + 1]))
+                maybe = maybe & zmaybe
+            used.append(f"write statistics ({zones.writes} writes)")
         if used:
             plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
         elif idx is not None:

@@ -171,6 +171,100 @@ class MinMax:
 
 
 @dataclass
+class StatsZones:
+    """Zone maps of an h5flow_log dataset derived from the connector's per-write statistics
+    (``h5flow.stats``: every write still visible, its first and last element and the min, max and NaN count
+    of its visible values) — no index to build, never stale. A block's bounds are those of every write whose
+    row-major range meets the block, and the fill value where writes that fill their ranges completely do not
+    cover the block (elements no write covers read as it): conservative, so answers stay exact after the
+    candidate check. A block meeting a write without numeric statistics is
+    never skipped nor taken as sure."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    nan: np.ndarray  # 1 where a NaN may be present
+    unknown: np.ndarray  # bool: no bounds for this block
+    writes: int
+
+    def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
+        # count + 1: every block may hold a number (conservative for interval_status)
+        all_ok, none = interval_status(self.lo, self.hi, self.nan, self.nan + 1, op, v)
+        return all_ok & ~self.unknown, none & ~self.unknown
+
+
+def stats_zones(dset: h5py.Dataset, grid: BlockGrid) -> StatsZones | None:
+    """Zone maps from the per-write statistics of an h5flow_log dataset on a slab grid (blocks are row-major
+    ranges); None when they cannot be had (then the query reads every block, as without an index)."""
+    from h5flow.stats import dataset_stats
+
+    dtype = np.dtype(np.uint8) if dset.dtype == np.bool_ else dset.dtype
+    if not is_numeric(dtype) or grid.nblocks == 0 or tuple(grid.block[1:]) != tuple(grid.shape[1:]):
+        return None
+    try:
+        shards = dataset_stats(dset)["shards"]
+    except Exception:  # noqa: BLE001 - no statistics: no skipping
+        return None
+    nb = grid.nblocks
+    off = grid.offsets
+    work = np.float64 if dtype.kind == "f" else np.dtype(object)
+    lo = np.full(nb, np.nan if dtype.kind == "f" else None, dtype=work)
+    hi = lo.copy()
+    nan = np.zeros(nb, np.int64)
+    unknown = np.zeros(nb, bool)
+    fill = dset.fillvalue
+    fill_nan = dtype.kind == "f" and np.isnan(fill)
+
+    def widen(a: int, z: int, mn: Any, mx: Any) -> None:
+        for k in range(a, z):
+            lo[k] = mn if lo[k] is None or (work == np.float64 and np.isnan(lo[k])) else min(lo[k], mn)
+            hi[k] = mx if hi[k] is None or (work == np.float64 and np.isnan(hi[k])) else max(hi[k], mx)
+
+    dense: list[tuple[int, int]] = []  # row-major ranges some write fills completely (no fill value there)
+    for sh in shards:
+        first, last = sh.get("first"), sh.get("last")
+        if first is None or last is None:
+            return None
+        a = int(np.ravel_multi_index(tuple(int(x) for x in first), grid.shape)) if grid.shape else 0
+        z = int(np.ravel_multi_index(tuple(int(x) for x in last), grid.shape)) if grid.shape else 0
+        if int(sh.get("visible") or 0) == z - a + 1:
+            dense.append((a, z))
+        ka, kz = int(np.searchsorted(off, a, side="right") - 1), int(np.searchsorted(off, z, side="right") - 1)
+        if sh.get("nan"):
+            nan[ka:kz + 1] = 1
+        if sh.get("min") is None:
+            if int(sh.get("nan") or 0) < int(sh.get("visible") or 0):
+                unknown[ka:kz + 1] = True  # numbers without bounds
+            continue
+        widen(ka, kz + 1, sh["min"], sh["max"])
+    # blocks some element of which no write covers hold the fill value too
+    covered = np.zeros(nb, bool)
+    if dense:
+        dense.sort()
+        merged = [list(dense[0])]
+        for a, z in dense[1:]:
+            if a <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], z)
+            else:
+                merged.append([a, z])
+        starts = np.array([m[0] for m in merged])
+        for k in range(nb):
+            j = int(np.searchsorted(starts, off[k], side="right")) - 1
+            covered[k] = j >= 0 and merged[j][1] >= off[k + 1] - 1
+    fv = fill.item() if hasattr(fill, "item") else fill
+    for k in np.flatnonzero(~covered):
+        if fill_nan:
+            nan[k] = 1
+        else:
+            widen(int(k), int(k) + 1, fv, fv)
+    if work != np.float64:
+        try:
+            lo, hi = lo.astype(dtype), hi.astype(dtype)
+        except (TypeError, OverflowError, ValueError):
+            return None
+    return StatsZones(lo, hi, nan, unknown, len(shards))
+
+
+@dataclass
 class Bitmap:
     grid: BlockGrid
     bin_min: np.ndarray
