@@ -206,24 +206,14 @@ class Selection:
                 sure = full - bm.union(ids[~all_ok])
             maybe = sure | bm.union(ids[some]) if some.any() else sure
             used.append("bitmap")
+        zones: Any = None
         if idx is not None and idx.minmax is not None and idx.fresh("minmax") and "minmax" in self.options.kinds:
-            # zone maps and bitmaps are both safe bounds: keep the tighter of each
-            all_ok, none = idx.minmax.status(c.op, c.value)
-            off = self.grid.offsets
-            if all_ok.any():
-                zsure = cls()
-                for k in np.flatnonzero(all_ok):
-                    zsure.add_range(int(off[k]), int(off[k + 1]))
-                sure = sure | zsure
-            if none.any():
-                zmaybe = cls()
-                for k in np.flatnonzero(~none):
-                    zmaybe.add_range(int(off[k]), int(off[k + 1]))
-                maybe = maybe & zmaybe
-            used.append("minmax")
-        if (idx is None and self.source.container and self.options.use_index and "minmax" in self.options.kinds
-                and (zones := stats_zones(self.dsets[c.path], self.grid)) is not None):
+            zones, name = idx.minmax, "minmax"  # zone maps and bitmaps are both safe bounds: keep the tighter
+        elif (idx is None and self.source.container and self.options.use_index and "minmax" in self.options.kinds
+              and (zones := stats_zones(self.dsets[c.path], self.grid)) is not None):
             # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
+            name = f"write statistics ({zones.writes} writes)"
+        if zones is not None:
             all_ok, none = zones.status(c.op, c.value)
             off = self.grid.offsets
             if all_ok.any():
@@ -236,7 +226,7 @@ class Selection:
                 for k in np.flatnonzero(~none):
                     zmaybe.add_range(int(off[k]), int(off[k + 1]))
                 maybe = maybe & zmaybe
-            used.append(f"write statistics ({zones.writes} writes)")
+            used.append(name)
         if used:
             plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
         elif idx is not None:
