@@ -250,8 +250,12 @@ class Adios2Reader(Reader):
                     if var is None:
                         raise TransportError(f"step {meta.step}: producer stream {s.rank} has no variable "
                                              f"{name}/{path}")
-                    var.SetSelection([[0, 0], [start, ncomp]])
-                    s.engine.Get(var, buf, self._ab.Mode.Deferred)
+                    if list(var.Shape()) != [buf.size]:
+                        raise TransportError(f"step {meta.step}: producer stream {s.rank}'s {name}/{path} has "
+                                             f"shape {list(var.Shape())}, the step's metadata says {buf.size} "
+                                             "values: producer and consumer run different h5flow versions?")
+                    var.SetSelection([[0], [buf.size]])  # 1-D on the wire (see stream.py)
+                    s.engine.Get(var, buf.reshape(-1), self._ab.Mode.Deferred)
                 pending.append((name, path, buf, spans))
         s.engine.PerformGets()
         for name, path, buf, spans in pending:
