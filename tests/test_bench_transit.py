@@ -73,8 +73,9 @@ def test_rejects_ratios_that_leave_no_consumer(tmp_path: Path) -> None:
 
 def _record(tts: float, grow: int = 0) -> dict:
     t0 = 1000.0
-    producer = {"ranks": [{"rank": 0, "io": [[0, t0, t0 + 1, 0.0], [1, t0 + 1, t0 + 2, 0.0]],
-                           "rss": [[t0, 50 << 20], [t0 + 1, 60 << 20], [t0 + 2, (60 << 20) + grow]]}]}
+    # 4 steps of 1 s; the RSS reaches 60 MiB in the first step (a full queue), then grows by ``grow`` per step
+    producer = {"ranks": [{"rank": 0, "io": [[s, t0 + s, t0 + s + 1, 0.0] for s in range(4)],
+                           "rss": [[t0, 50 << 20]] + [[t0 + s + 1, (60 << 20) + s * grow] for s in range(4)]}]}
     consumer = {"ranks": [{"rank": 0, "io": [[0, 0.1]], "rss": [[t0, 40 << 20]]}]}
     return {"time_to_solution": tts, "transport_seconds": {"write": 0.5, "read": 0.5}, "bytes": 1 << 20,
             "latency": {"median_s": 0.001}, "producer": producer, "consumer": consumer, "directory": "/dev/shm"}
@@ -83,12 +84,13 @@ def _record(tts: float, grow: int = 0) -> dict:
 def test_reps_give_median_min_max_and_producer_growth(tmp_path: Path) -> None:
     plan = transit.Plan([1], [1], 1 << 20, 2, 3, ["socket"], tmp_path, tmp_path, tmp_path, 4, 10.0)
     bound = {"posix_tmpfs": 0.25, "posix_disk": 0.5, "memcpy": 0.01, "null": 2.0}
-    row = transit.summarize(plan, "socket", 1, 1, [_record(5.0), _record(3.0), _record(4.0, grow=100 << 20)],
+    row = transit.summarize(plan, "socket", 1, 1, [_record(5.0), _record(3.0), _record(4.0, grow=50 << 20)],
                             bound, "")
     assert (row.time_to_solution, row.time_to_solution_min, row.time_to_solution_max) == (4.0, 3.0, 5.0)
     assert row.vs_null == 2.0 and row.overhead_vs_posix == 4.0
     assert row.peak_rss_producer_ranks == [60 << 20] and row.peak_rss_consumer_ranks == [40 << 20]
-    # a producer whose RSS keeps growing after its first step is reported, one that does not is not
+    # a producer whose RSS keeps growing with the steps is reported (peak 210 MiB in steps 2-3 vs 110 MiB in
+    # steps 0-1), one that does not is not
     assert row.rss_growth_producer_bytes == 100 << 20 > transit.rss_growth_limit(1 << 20)
     assert transit.summarize(plan, "socket", 1, 1, [_record(1.0)], bound, "").rss_growth_producer_bytes == 0
 
