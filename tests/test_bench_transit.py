@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from h5flow.benchmarks import transit
 
 
@@ -28,14 +30,26 @@ def test_quick_writes_csv_json_and_figures(tmp_path: Path) -> None:
     rows = doc["results"]
     assert {r["transport"] for r in rows} == expected
     assert {(r["producers"], r["consumers"]) for r in rows} == {(2, 2), (2, 1)}
+    if "adios2-sst" not in skipped:  # the plain ADIOS2 references run beside the transport
+        assert {"adios2-sst-plain", "adios2-bp5-plain"} <= expected
     for r in rows:
         assert r["steps"] == 3 and r["bytes_per_rank_step"] == 1 << 20
-        # 2 producers x 3 steps x 1 MiB of float32 cells (plus the tiny 'oscillators' mesh)
+        # 2 producers x 3 steps x 1 MiB (float32 cells plus the tiny 'oscillators' mesh; plain: float64)
         assert 6 << 20 <= r["bytes"] < (6 << 20) + 4096
         assert r["time_to_solution"] > 0 and r["peak_rss_bytes"] > 10 << 20
         assert r["posix_write_read_s"] > 0 and r["memcpy_s"] > 0 and r["latency_median_s"] >= 0
+        assert r["null_time_to_solution"] > 0 and r["vs_null"] == r["time_to_solution"] / r["null_time_to_solution"]
+        assert len(r["peak_rss_producer_ranks"]) == 2 and len(r["peak_rss_consumer_ranks"]) == r["consumers"]
+        assert r["time_to_solution_min"] <= r["time_to_solution"] <= r["time_to_solution_max"]
         if "adios2-sst" in expected:
-            assert r["vs_sst"] is not None
+            assert r["vs_sst"] is not None and r["vs_sst_plain"] is not None
+        if r["transport"] in ("adios2-sst", "adios2-bp5"):
+            assert r["transport_vs_plain"] is not None and r["transport_vs_plain"] > 0
+    load = doc["load_average"]
+    assert len(load["start"]) == len(load["end"]) == 3
+    assert "load average at start" in proc.stdout and "at end" in proc.stdout
+    assert ("WARNING the machine was busy" in proc.stdout) == load["busy"]
+    assert "÷ the null transport" in proc.stdout and "peak RSS per rank" in proc.stdout
     with open(out / "transit.csv") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
     for png in ("fig2-left.png", "fig2-right.png", "fig3-memory-hdf5-tmpfs.png",
@@ -55,3 +69,34 @@ def test_rejects_ratios_that_leave_no_consumer(tmp_path: Path) -> None:
                            "4", "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "no configuration" in proc.stderr
+
+
+def _record(tts: float, grow: int = 0) -> dict:
+    t0 = 1000.0
+    # 4 steps of 1 s; the RSS reaches 60 MiB in the first step (a full queue), then grows by ``grow`` per step
+    producer = {"ranks": [{"rank": 0, "io": [[s, t0 + s, t0 + s + 1, 0.0] for s in range(4)],
+                           "rss": [[t0, 50 << 20]] + [[t0 + s + 1, (60 << 20) + s * grow] for s in range(4)]}]}
+    consumer = {"ranks": [{"rank": 0, "io": [[0, 0.1]], "rss": [[t0, 40 << 20]]}]}
+    return {"time_to_solution": tts, "transport_seconds": {"write": 0.5, "read": 0.5}, "bytes": 1 << 20,
+            "latency": {"median_s": 0.001}, "producer": producer, "consumer": consumer, "directory": "/dev/shm"}
+
+
+def test_reps_give_median_min_max_and_producer_growth(tmp_path: Path) -> None:
+    plan = transit.Plan([1], [1], 1 << 20, 2, 3, ["socket"], tmp_path, tmp_path, tmp_path, 4, 10.0)
+    bound = {"posix_tmpfs": 0.25, "posix_disk": 0.5, "memcpy": 0.01, "null": 2.0}
+    row = transit.summarize(plan, "socket", 1, 1, [_record(5.0), _record(3.0), _record(4.0, grow=50 << 20)],
+                            bound, "")
+    assert (row.time_to_solution, row.time_to_solution_min, row.time_to_solution_max) == (4.0, 3.0, 5.0)
+    assert row.vs_null == 2.0 and row.overhead_vs_posix == 4.0
+    assert row.peak_rss_producer_ranks == [60 << 20] and row.peak_rss_consumer_ranks == [40 << 20]
+    # a producer whose RSS keeps growing with the steps is reported (peak 210 MiB in steps 2-3 vs 110 MiB in
+    # steps 0-1), one that does not is not
+    assert row.rss_growth_producer_bytes == 100 << 20 > transit.rss_growth_limit(1 << 20)
+    assert transit.summarize(plan, "socket", 1, 1, [_record(1.0)], bound, "").rss_growth_producer_bytes == 0
+
+
+def test_busy_machine_is_warned(capsys: pytest.CaptureFixture[str]) -> None:
+    transit._warn_busy([transit.busy_load() + 0.5, 0.0, 0.0], "start")
+    assert "WARNING the machine was busy at the start" in capsys.readouterr().out
+    transit._warn_busy([0.0, 9.0, 9.0], "end")  # only the 1-minute average counts
+    assert capsys.readouterr().out == ""

@@ -5,8 +5,17 @@ on disk, socket, adios2 SST, adios2 BP5), the oscillator on M ranks publishes S 
 bytes per rank (weak scaling) and a histogram runs on N ranks, through `h5flow run`'s runner: two
 concurrent mpiexec jobs. Each configuration is repeated R times; the median time to solution is
 reported with the bytes moved, the peak RSS of every rank, the publish → visible latency and the time
-spent inside the transport. In the same run it measures the physical bound: a raw POSIX write + read
-of the same bytes in the same directory, and a memcpy of them.
+spent inside the transport. In the same run it measures the references:
+
+* ``adios2-sst-plain`` / ``adios2-bp5-plain``: a plain ADIOS2 writer/reader pair moving the same bytes per
+  step with no h5flow code in between (:mod:`h5flow.benchmarks.adios2_plain`), M writers and N readers;
+* the null transport: the oscillator and the analysis in one job of M ranks, the analysis reading the
+  producer's blocks in place (zero copies, nothing moved); every row's time to solution ÷ this;
+* the physical bound: a raw POSIX write + read of the same bytes in the same directory (every row's time
+  inside the transport ÷ this), and a memcpy of them.
+
+The 1-minute load average is printed at the start and the end; a busy machine (load ≥ half the cores,
+at least 1) is warned about, since the rows then measure the other jobs as much as the transports.
 
 Outputs (in --out): transit.csv, transit.json, records/ (one run record per run), fig2-left.png
 (time vs M at one ratio), fig2-right.png (hdf5 vs socket vs SST over all configurations),
@@ -30,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 MIB = 1 << 20
-TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5")
+TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
+PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no h5flow code
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
 
 
@@ -54,9 +64,23 @@ class Row:
     posix_write_read_s: float  # raw POSIX write + read of the same bytes in the same directory
     memcpy_s: float
     directory: str
+    time_to_solution_min: float = 0.0
+    time_to_solution_max: float = 0.0
+    peak_rss_producer_ranks: list[int] = field(default_factory=list)  # each producer rank's peak (first rep)
+    peak_rss_consumer_ranks: list[int] = field(default_factory=list)
+    rss_growth_producer_bytes: int = 0  # largest producer rank's peak RSS, second half of its steps - first
+    null_time_to_solution: float | None = None  # the in-process null transport, same M
+    vs_null: float | None = None  # time_to_solution / null_time_to_solution
     vs_sst: float | None = None  # time_to_solution / adios2-sst's, same configuration
+    vs_sst_plain: float | None = None  # time_to_solution / adios2-sst-plain's
+    transport_vs_plain: float | None = None  # adios2 rows: transport_seconds / the plain pair's, same engine
     overhead_vs_posix: float | None = None  # transport_seconds / posix_write_read_s
     record: str = ""
+
+
+def busy_load() -> float:
+    """The 1-minute load average from which the machine counts as busy: half its cores, at least 1."""
+    return max(1.0, (os.cpu_count() or 1) / 2)
 
 
 @dataclass
@@ -74,6 +98,13 @@ class Plan:
     timeout: float
     hdf5_layout: str = "n-1"
     skipped: dict[str, str] = field(default_factory=dict)
+    load_start: list[float] = field(default_factory=list)  # os.getloadavg() before the first run
+    load_end: list[float] = field(default_factory=list)
+
+    def busy(self) -> bool:
+        """True when the 1-minute load average at the start or the end was at least half the cores (min 1)."""
+        limit = busy_load()
+        return any(load and load[0] >= limit for load in (self.load_start, self.load_end))
 
     def configurations(self) -> list[tuple[int, int, int]]:
         """(M, N, ratio) with N = M / ratio a whole number >= 1."""
@@ -88,7 +119,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mib-per-rank", type=float, default=32.0,
                    help="MiB each producer rank publishes per step (default 32)")
     p.add_argument("--steps", "-S", type=int, default=10, help="steps per run (default 10)")
-    p.add_argument("--reps", "-R", type=int, default=3, help="repetitions; the median is reported (default 3)")
+    p.add_argument("--reps", "-R", type=int, default=3,
+                   help="repetitions; the median is reported with the min-max range (default 3)")
     p.add_argument("--transports", nargs="+", choices=TRANSPORTS, default=list(TRANSPORTS), metavar="T",
                    help=f"transports to run (default all: {' '.join(TRANSPORTS)})")
     p.add_argument("--tmpfs-dir", type=Path, default=None,
@@ -221,6 +253,17 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
 
     base = plan.disk if transport == "hdf5-disk" else plan.tmpfs
     work = Path(tempfile.mkdtemp(prefix=f"h5flow-transit-{transport}-", dir=base))
+    if transport in PLAIN:
+        from h5flow.benchmarks.adios2_plain import run_pair
+
+        try:
+            record = run_pair(str(work / "stream"), transport.split("-")[1], m, n, plan.bytes_per_rank, plan.steps,
+                              plan.queue_limit, plan.timeout)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        record["bench_transport"] = transport
+        record["directory"] = str(base)
+        return record
     try:
         config = work / "config.xml"
         config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, plan.hdf5_layout))
@@ -234,8 +277,93 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
     return record
 
 
+# -- the null transport: producer and analysis in one job ---------------------------------------------
+
+class _NullStep:
+    """A step whose blocks are the producer's own arrays (the analysis reads them in place)."""
+
+    def __init__(self, step: int, time_: float, meta: Any, blocks: list[Any]) -> None:
+        self.step, self.time, self.meta = step, time_, meta
+        self._blocks = blocks
+
+    def my_block_ids(self, mesh: str) -> list[int]:
+        return [b.block_id for b in self._blocks] if mesh == "mesh" else []
+
+    def blocks(self, mesh: str, arrays: Any = (), association: str = "cell") -> list[Any]:
+        return list(self._blocks) if mesh == "mesh" else []
+
+
+def null_job(shape: tuple[int, int, int], steps: int) -> dict[str, Any]:
+    """One rank of the null run (under ``mpiexec -n M``): oscillator step, then the histogram on its blocks."""
+    from mpi4py import MPI
+
+    from h5flow.analyses import make_analysis
+    from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+    from h5flow.runner import default_analysis
+    from h5flow.transports._common import StepPuts
+
+    comm = MPI.COMM_WORLD
+    start = time.time()
+    sim = Simulation(OscillatorConfig(shape=shape, nblocks=comm.size, ghost=0, steps=steps), comm.rank, comm.size)
+    analysis = make_analysis(default_analysis())
+    analysis.initialize(comm)
+    for s in range(sim.num_steps()):
+        t = sim.advance(s)
+        blocks = sim.blocks()
+        puts = StepPuts()
+        for b in blocks:
+            puts.add("mesh", b)
+        analysis.execute(_NullStep(s, t, puts.gather(comm, s, t), blocks))  # type: ignore[arg-type]
+    analysis.finalize()
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ends = comm.gather((time.time(), peak), root=0)
+    return {"start": start, "end": max(e for e, _ in ends), "peak_rss": [p for _, p in ends]} if ends else {}
+
+
+def run_null(plan: Plan, m: int) -> float:
+    """Seconds from launching the null job on ``m`` ranks to its end (the h5flow rows' time to solution ÷ this)."""
+    import subprocess
+
+    shape = oscillator_shape(plan.bytes_per_rank, m)
+    launched = time.time()
+    proc = subprocess.run(["mpiexec", "-n", str(m), sys.executable, "-m", "h5flow.benchmarks.transit", "null",
+                           *map(str, shape), str(plan.steps)], capture_output=True, text=True,
+                          timeout=plan.timeout + 60 * plan.steps)
+    if proc.returncode != 0:
+        raise RuntimeError(f"null-transport run on {m} ranks failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(out["end"]) - launched
+
+
 def _peak(part: dict[str, Any]) -> int:
     return max((max(s[1] for s in r["rss"]) for r in part["ranks"] if r["rss"]), default=0)
+
+
+def _rank_peaks(part: dict[str, Any]) -> list[int]:
+    return [max((s[1] for s in r["rss"]), default=0) for r in sorted(part["ranks"], key=lambda r: r.get("rank", 0))]
+
+
+def _rss_growth(part: dict[str, Any]) -> int:
+    """Largest growth of a producer rank's peak RSS from the first half of its steps to the second: memory
+    held per step keeps growing, while a transport's bounded queue is full by mid-run (``queue_limit`` steps)."""
+    worst = 0
+    for r in part["ranks"]:
+        io = r.get("io") or []
+        if len(io) < 2 or not r["rss"]:
+            continue
+        mid = io[len(io) // 2 - 1][2]  # the end of the first half's last step
+        early = [b for t, b in r["rss"] if t <= mid]
+        late = [b for t, b in r["rss"] if t > mid]
+        if early and late:
+            worst = max(worst, max(late) - max(early))
+    return worst
+
+
+def rss_growth_limit(bytes_per_rank_step: int) -> int:
+    """Growth beyond this is reported: two steps' bytes, at least 32 MiB (allocator and import noise)."""
+    return max(2 * bytes_per_rank_step, 32 * MIB)
 
 
 def summarize(plan: Plan, transport: str, m: int, n: int, records: list[dict[str, Any]], bound: dict[str, float],
@@ -250,7 +378,13 @@ def summarize(plan: Plan, transport: str, m: int, n: int, records: list[dict[str
     return Row(transport, m, n, m // n, plan.bytes_per_rank, plan.steps, len(records), statistics.median(tts), tts,
                med, int(records[0]["bytes"]), max(peak_p, peak_c), peak_p, peak_c,
                statistics.median(lat) if lat else float("nan"), posix, bound["memcpy"],
-               records[0]["directory"], overhead_vs_posix=med / posix if posix > 0 else None, record=record_path)
+               records[0]["directory"], time_to_solution_min=min(tts), time_to_solution_max=max(tts),
+               peak_rss_producer_ranks=_rank_peaks(records[0]["producer"]),
+               peak_rss_consumer_ranks=_rank_peaks(records[0]["consumer"]),
+               rss_growth_producer_bytes=max(_rss_growth(r["producer"]) for r in records),
+               null_time_to_solution=bound.get("null"),
+               vs_null=statistics.median(tts) / bound["null"] if bound.get("null") else None,
+               overhead_vs_posix=med / posix if posix > 0 else None, record=record_path)
 
 
 # -- outputs ---------------------------------------------------------------------------------------
@@ -262,9 +396,14 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
     for r in rows:
         by_cfg.setdefault((r.producers, r.consumers), {})[r.transport] = r
     for cfg_rows in by_cfg.values():
-        sst = cfg_rows.get("adios2-sst")
+        sst, plain = cfg_rows.get("adios2-sst"), cfg_rows.get("adios2-sst-plain")
         for r in cfg_rows.values():
             r.vs_sst = r.time_to_solution / sst.time_to_solution if sst and sst.time_to_solution > 0 else None
+            r.vs_sst_plain = (r.time_to_solution / plain.time_to_solution
+                              if plain and plain.time_to_solution > 0 else None)
+            ref = cfg_rows.get(f"{r.transport}-plain")
+            if ref is not None and ref.transport_seconds > 0:
+                r.transport_vs_plain = r.transport_seconds / ref.transport_seconds
     dicts = [asdict(r) for r in rows]
     csv_path = out / "transit.csv"
     with open(csv_path, "w", newline="") as f:
@@ -273,6 +412,7 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
         w.writeheader()
         w.writerows(dicts)
     doc = {"benchmark": "transit", "machine": {"cpus": os.cpu_count(), "host": os.uname().nodename},
+           "load_average": {"start": plan.load_start, "end": plan.load_end, "busy": plan.busy()},
            "plan": {"producers": plan.producers, "ratios": plan.ratios, "bytes_per_rank_step": plan.bytes_per_rank,
                     "steps": plan.steps, "reps": plan.reps, "queue_limit": plan.queue_limit,
                     "hdf5_layout": plan.hdf5_layout,
@@ -356,44 +496,90 @@ def fig3_fig4(plan: Plan, rows: list[Row]) -> list[Path]:
     return paths
 
 
+def _cell(rows: list[Row], name: str, m: int, n: int) -> Row | None:
+    return next((x for x in rows if x.transport == name and (x.producers, x.consumers) == (m, n)), None)
+
+
 def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dict[str, float]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 200)
     shown = [t for t in TRANSPORTS if any(r.transport == t for r in rows)]
+    cfgs = sorted({(r.producers, r.consumers) for r in rows})
+    spread = f"median [min–max] of {plan.reps}" if plan.reps > 1 else "one repetition"
     t = Table(title=f"h5flow bench transit: oscillator → histogram, {plan.bytes_per_rank / MIB:g} MiB per producer "
-                    f"rank per step, {plan.steps} steps, median of {plan.reps}; time to solution (s) and ÷ ADIOS2 SST")
+                    f"rank per step, {plan.steps} steps; time to solution (s), {spread}, and ÷ h5flow's ADIOS2 SST")
     t.add_column("M:N", justify="right")
     for name in shown:
         t.add_column(name, justify="right")
+    t.add_column("null (s)", justify="right")
     t.add_column("POSIX w+r tmpfs / disk (s)", justify="right")
     t.add_column("memcpy (s)", justify="right")
-    cfgs = sorted({(r.producers, r.consumers) for r in rows})
     for m, n in cfgs:
         cells = []
         for name in shown:
-            r = next((x for x in rows if x.transport == name and (x.producers, x.consumers) == (m, n)), None)
+            r = _cell(rows, name, m, n)
             if r is None:
                 cells.append("-")
                 continue
+            rng = f" [{r.time_to_solution_min:.2f}–{r.time_to_solution_max:.2f}]" if r.reps > 1 else ""
             vs = f" ({r.vs_sst:.2f}×)" if r.vs_sst is not None else ""
-            cells.append(f"{r.time_to_solution:.2f}{vs}")
+            cells.append(f"{r.time_to_solution:.2f}{rng}{vs}")
         b = bounds[(m, n)]
-        t.add_row(f"{m}:{n}", *cells, f"{b['posix_tmpfs']:.3f} / {b['posix_disk']:.3f}", f"{b['memcpy']:.3f}")
+        t.add_row(f"{m}:{n}", *cells, f"{b['null']:.2f}", f"{b['posix_tmpfs']:.3f} / {b['posix_disk']:.3f}",
+                  f"{b['memcpy']:.3f}")
     console.print(t)
-    o = Table(title="time inside the transport (write + read, s) and ÷ the POSIX write+read of the same bytes")
+    v = Table(title="time to solution ÷ the null transport (producer and analysis in one job of M ranks, zero "
+                    "copies) and ÷ plain ADIOS2 SST (adios2-sst-plain)")
+    v.add_column("M:N", justify="right")
+    for name in shown:
+        v.add_column(name, justify="right")
+    for m, n in cfgs:
+        cells = []
+        for name in shown:
+            r = _cell(rows, name, m, n)
+            vn = "-" if r is None or r.vs_null is None else f"{r.vs_null:.2f}×"
+            vp = "" if r is None or r.vs_sst_plain is None else f" / {r.vs_sst_plain:.2f}×"
+            cells.append(vn + vp)
+        v.add_row(f"{m}:{n}", *cells)
+    console.print(v)
+    o = Table(title="time inside the transport (write + read, s) ÷ the POSIX write+read of the same bytes; "
+                    "adios2 rows also ÷ the plain ADIOS2 pair of the same engine")
     o.add_column("M:N", justify="right")
     for name in shown:
         o.add_column(name, justify="right")
     for m, n in cfgs:
         cells = []
         for name in shown:
-            r = next((x for x in rows if x.transport == name and (x.producers, x.consumers) == (m, n)), None)
-            cells.append("-" if r is None else f"{r.transport_seconds:.2f} ({r.overhead_vs_posix:.2f}×)"
-                         if r.overhead_vs_posix is not None else f"{r.transport_seconds:.2f}")
+            r = _cell(rows, name, m, n)
+            if r is None:
+                cells.append("-")
+                continue
+            txt = f"{r.transport_seconds:.2f}"
+            if r.overhead_vs_posix is not None:
+                txt += f" ({r.overhead_vs_posix:.2f}× POSIX"
+                txt += f", {r.transport_vs_plain:.2f}× plain)" if r.transport_vs_plain is not None else ")"
+            cells.append(txt)
         o.add_row(f"{m}:{n}", *cells)
     console.print(o)
+    mem = Table(title="peak RSS per rank (MiB), producers | consumers, first repetition; +growth of a producer "
+                      "rank's peak RSS from the first half of its steps to the second")
+    mem.add_column("M:N", justify="right")
+    for name in shown:
+        mem.add_column(name, justify="right")
+    for m, n in cfgs:
+        cells = []
+        for name in shown:
+            r = _cell(rows, name, m, n)
+            if r is None:
+                cells.append("-")
+                continue
+            p = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_producer_ranks)
+            c = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_consumer_ranks)
+            cells.append(f"{p} | {c}; +{max(0, r.rss_growth_producer_bytes) / MIB:.0f}")
+        mem.add_row(f"{m}:{n}", *cells)
+    console.print(mem)
 
 
 # -- driver ----------------------------------------------------------------------------------------
@@ -417,14 +603,26 @@ def launch(args: argparse.Namespace) -> int:
 
     rows: list[Row] = []
     bounds: dict[tuple[int, int], dict[str, float]] = {}
+    nulls: dict[int, list[float]] = {}
+    plan.load_start = list(os.getloadavg())
+    print(f"h5flow bench transit: load average at start {_loads(plan.load_start)} ({os.cpu_count()} cores)")
+    _warn_busy(plan.load_start, "start")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=True) as bar:
-        task = bar.add_task("runs", total=len(cfgs) * (len(transports) * plan.reps + 1))
+        task = bar.add_task("runs", total=len(cfgs) * (len(transports) * plan.reps + 1)
+                            + len({m for m, _, _ in cfgs}) * plan.reps)
         for m, n, _ in cfgs:
             chunk, count = plan.bytes_per_rank, m * plan.steps
+            if m not in nulls:
+                nulls[m] = []
+                for rep in range(plan.reps):
+                    bar.update(task, description=f"M={m} null transport rep {rep + 1}/{plan.reps}")
+                    nulls[m].append(run_null(plan, m))
+                    bar.advance(task)
             bar.update(task, description=f"{m}:{n} POSIX/memcpy bound")
             bounds[(m, n)] = {"posix_tmpfs": posix_write_read(plan.tmpfs, chunk, count),
-                              "posix_disk": posix_write_read(plan.disk, chunk, count), "memcpy": memcpy(chunk, count)}
+                              "posix_disk": posix_write_read(plan.disk, chunk, count), "memcpy": memcpy(chunk, count),
+                              "null": statistics.median(nulls[m])}
             bar.advance(task)
             for transport in transports:
                 records = []
@@ -435,10 +633,41 @@ def launch(args: argparse.Namespace) -> int:
                 rec_path = plan.out / "records" / f"{transport}-{m}to{n}.json"
                 rec_path.write_text(json.dumps(records[0]))
                 rows.append(summarize(plan, transport, m, n, records, bounds[(m, n)], str(rec_path)))
+    plan.load_end = list(os.getloadavg())
     paths = write_outputs(plan, rows, bounds, args.json)
     if rows:
         paths += fig2(plan, rows) + fig3_fig4(plan, rows)
         print_summary(plan, rows, bounds)
     for p in paths:
         print(f"wrote {p}")
+    print(f"h5flow bench transit: load average at start {_loads(plan.load_start)}, at end {_loads(plan.load_end)} "
+          f"({os.cpu_count()} cores)")
+    _warn_busy(plan.load_end, "end")
+    for r in rows:
+        if r.rss_growth_producer_bytes > rss_growth_limit(r.bytes_per_rank_step):
+            print(f"h5flow bench transit: WARNING {r.transport} {r.producers}:{r.consumers}: a producer rank's RSS "
+                  f"grew by {r.rss_growth_producer_bytes / MIB:.0f} MiB from the first half of its steps to the "
+                  f"second (more than "
+                  f"{rss_growth_limit(r.bytes_per_rank_step) / MIB:g} MiB): memory held per step?")
     return 0
+
+
+def _loads(load: list[float]) -> str:
+    return " / ".join(f"{x:.2f}" for x in load) + " (1 / 5 / 15 min)"
+
+
+def _warn_busy(load: list[float], when: str) -> None:
+    if load and load[0] >= busy_load():
+        print(f"h5flow bench transit: WARNING the machine was busy at the {when} (1-minute load average "
+              f"{load[0]:.2f} >= {busy_load():g}, half of {os.cpu_count()} cores): the times include other jobs; "
+              "compare rows of one run, and regenerate published tables on a quiet machine")
+
+
+if __name__ == "__main__":  # the null-transport job: mpiexec -n M python -m h5flow.benchmarks.transit null X Y Z S
+    if len(sys.argv) == 6 and sys.argv[1] == "null":
+        out = null_job((int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])), int(sys.argv[5]))
+        if out:
+            print(json.dumps(out), flush=True)
+    else:
+        print("usage: mpiexec -n M python -m h5flow.benchmarks.transit null X Y Z STEPS", file=sys.stderr)
+        sys.exit(2)

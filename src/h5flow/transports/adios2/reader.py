@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ class Adios2Reader(Reader):
         self._seen = 0.0
         self._published = 0.0
         self._nbytes = 0
+        self._pool: dict[tuple[int, str, str], np.ndarray] = {}  # fetch buffers, reused when no longer referenced
 
     # -- attach ----------------------------------------------------------------------------------
     def _find_announcement(self, deadline: float | None) -> tuple[Announcement | None, str]:
@@ -240,21 +242,42 @@ class Adios2Reader(Reader):
                 for b in mine:
                     spans.append((b.block_id, start, b.count(assoc)))
                     start += b.count(assoc)
-                buf = np.empty((start, ncomp), dtype=dtype)
+                buf = self._buffer((s.rank, name, path), (start, ncomp), np.dtype(dtype))
                 if start:
                     var = s.io.InquireVariable(f"{name}/{path}")
                     if var is None:
                         raise TransportError(f"step {meta.step}: producer stream {s.rank} has no variable "
                                              f"{name}/{path}")
-                    var.SetSelection([[0, 0], [start, ncomp]])
-                    s.engine.Get(var, buf, self._ab.Mode.Deferred)
+                    if list(var.Shape()) != [buf.size]:
+                        raise TransportError(f"step {meta.step}: producer stream {s.rank}'s {name}/{path} has "
+                                             f"shape {list(var.Shape())}, the step's metadata says {buf.size} "
+                                             "values: producer and consumer run different h5flow versions?")
+                    var.SetSelection([[0], [buf.size]])  # 1-D on the wire (see stream.py)
+                    s.engine.Get(var, buf.reshape(-1), self._ab.Mode.Deferred)
                 pending.append((name, path, buf, spans))
         s.engine.PerformGets()
         for name, path, buf, spans in pending:
             out.setdefault(name, {})[path] = {b: buf[a : a + n] for b, a, n in spans}
         return out
 
+    def _buffer(self, key: tuple[int, str, str], shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+        """The array to fetch ``key`` into: last step's when nothing outside this reader still refers to it.
+
+        A fresh 32 MiB array is a fresh mmap each step (above glibc's largest mmap threshold): every page
+        faults and is zeroed again on the copy, which cost more than the copy itself. An array an analysis
+        kept (a block, or any view of it) is never reused: its step's data stays as it was.
+        """
+        buf = self._pool.get(key)
+        # references: the pool, ``buf`` and getrefcount's argument; any view of it adds one
+        if buf is not None and buf.shape == shape and buf.dtype == dtype and sys.getrefcount(buf) <= 3:
+            return buf
+        buf = np.empty(shape, dtype=dtype)
+        self._pool[key] = buf
+        return buf
+
     def _do_release(self, step: ReadStep) -> None:
+        if isinstance(step, Adios2ReadStep):
+            step._rows = {}  # the step's views of the fetch buffers go (blocks already handed out stay valid)
         for s in self._streams:
             if s.state == "in_step":
                 s.engine.EndStep()

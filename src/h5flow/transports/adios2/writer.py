@@ -106,7 +106,9 @@ class Adios2Writer(PutsWriter):
             for i, (path, _assoc, dtype, _ncomp) in enumerate(dataset_layout(mesh)):
                 parts = [p[i][1] for p in payloads]
                 data = parts[0] if len(parts) == 1 else np.concatenate(parts)
-                data = np.ascontiguousarray(data, dtype=dtype)
+                # one dimension on the wire: ADIOS2 copies a (rows, 1) selection row by row (8 M four-byte
+                # copies per 32 MiB: 3-5x slower reads than the same bytes as a 1-D variable)
+                data = np.ascontiguousarray(data, dtype=dtype).reshape(-1)
                 if data.shape[0] == 0:
                     continue
                 self._engine.Put(self._variable(f"{name}/{path}", data), data, self._ab.Mode.Deferred)
