@@ -21,6 +21,19 @@
 
 typedef herr_t (*h5z_find_fn)(bool try_, H5Z_filter_t id, H5Z_class2_t **cls);
 
+/* H5Zfilter_avail without its traces: a filter that is not found leaves HDF5's plugin-search errors on
+ * the stack, which would hide the message the connector pushes. */
+static htri_t filter_avail(H5Z_filter_t id)
+{
+    hid_t es = H5Eget_current_stack();
+    htri_t avail;
+    H5E_BEGIN_TRY { avail = H5Zfilter_avail(id); }
+    H5E_END_TRY
+    if (es >= 0)
+        H5Eset_current_stack(es);
+    return avail;
+}
+
 static const H5Z_class2_t *filter_class(H5Z_filter_t id, const char *dname)
 {
     /* the address of a library function: the same for every open file, no mutable state */
@@ -31,9 +44,7 @@ static const H5Z_class2_t *filter_class(H5Z_filter_t id, const char *dname)
                  dname);
         return NULL;
     }
-    htri_t avail;
-    H5E_BEGIN_TRY { avail = H5Zfilter_avail(id); }
-    H5E_END_TRY
+    htri_t avail = filter_avail(id);
     H5Z_class2_t *cls = NULL;
     if (avail <= 0 || find(true, id, &cls) < 0 || !cls || !cls->filter) {
         h5fl_err("dataset '%s': filter %d is not available (neither built into HDF5 nor found as a plugin on "
@@ -78,6 +89,9 @@ int h5fl_filter_prepare(hid_t dcpl, hid_t type, const char *dname)
             h5fl_err("dataset '%s': cannot read filter %d of the creation property list", dname, i);
             goto done;
         }
+        if (filter_avail(id) <= 0)
+            continue; /* as HDF5: a filter not available now is checked when data is written (h5py's
+                       * allow_unknown_filter); an optional one is then skipped, a mandatory one fails */
         const H5Z_class2_t *cls = filter_class(id, dname);
         if (!cls)
             goto done;
@@ -151,6 +165,11 @@ int h5fl_filter_run(hid_t dcpl, bool reverse, unsigned *mask, void **buf, size_t
             cd[2] = (unsigned)nelem;
         }
         const H5Z_class2_t *cls = filter_class(id, dname);
+        if (!cls && !reverse && (flags & H5Z_FLAG_OPTIONAL)) { /* as H5Z_pipeline: skip it, note it */
+            h5fl_err_clear();
+            *mask |= 1u << i;
+            continue;
+        }
         if (!cls)
             return -1;
         size_t out;
