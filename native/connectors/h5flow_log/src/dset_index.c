@@ -33,14 +33,26 @@ void h5fl_ix_free(h5fl_index_t *ix)
     free(ix);
 }
 
-int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
+/* Room for one more entry in ix->logs (doubling: one per filtered write can be many). */
+static int logs_reserve(h5fl_index_t *ix)
 {
-    h5fl_log_t *nl = realloc(ix->logs, (ix->nlogs + 1) * sizeof *nl);
+    if (ix->nlogs < ix->caplogs)
+        return 0;
+    size_t cap = ix->caplogs ? 2 * ix->caplogs : 8;
+    h5fl_log_t *nl = cap <= SIZE_MAX / sizeof *nl ? realloc(ix->logs, cap * sizeof *nl) : NULL;
     if (!nl) {
         h5fl_err("out of memory");
         return -1;
     }
     ix->logs = nl;
+    ix->caplogs = cap;
+    return 0;
+}
+
+int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
+{
+    if (logs_reserve(ix) != 0)
+        return -1;
     h5fl_log_t *l = &ix->logs[ix->nlogs];
     l->path = h5fl_strdup(path);
     l->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -65,12 +77,8 @@ static int ix_add_filtered(h5fl_index_t *ix, uint32_t src, uint64_t foff, uint64
         h5fl_err("too many writes in one dataset to index (%zu)", ix->nlogs);
         return -1;
     }
-    h5fl_log_t *nl = realloc(ix->logs, (ix->nlogs + 1) * sizeof *nl);
-    if (!nl) {
-        h5fl_err("out of memory");
+    if (logs_reserve(ix) != 0)
         return -1;
-    }
-    ix->logs = nl;
     char *path = h5fl_strdup(ix->logs[src].path);
     if (!path)
         return -1;

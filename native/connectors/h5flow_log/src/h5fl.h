@@ -283,7 +283,7 @@ typedef struct h5fl_crcrec {
 
 typedef struct h5fl_index {
     h5fl_log_t *logs;
-    size_t nlogs;
+    size_t nlogs, caplogs; /* filtered writes add one each (h5fl_log_t.filtered): capacity doubles */
     h5fl_crcrec_t *recs;
     size_t nrecs, caprecs;
     h5fl_map_t map;
