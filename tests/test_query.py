@@ -92,6 +92,8 @@ def _check(path: Path, q: Query | str) -> None:
             coords, values = d.to_arrays(with_values=True)
             assert d.count == len(exp), (str(qq), d.path, d.count, len(exp))
             np.testing.assert_array_equal(coords, exp)
+            flat = np.concatenate(list(d.flat()) or [np.zeros(0, np.int64)])
+            np.testing.assert_array_equal(np.sort(flat), np.ravel_multi_index(tuple(exp.T), d.shape))
             np.testing.assert_array_equal(values, DATA[d.path][tuple(exp.T)])
 
 
@@ -152,6 +154,39 @@ def test_zone_maps_and_bitmaps_skip_blocks(files: dict[str, Path]) -> None:
         assert d.selection.explain()["candidate_blocks"] == 0 and d.selection.blocks_read == 0
     with apply(files["none"], "/t/smooth < 11") as r:
         assert r.datasets[0].selection.explain()["candidate_blocks"] == r.datasets[0].selection.grid.nblocks
+
+
+def test_block_reads_and_flat_indices_agree_with_hyperslab_reads(tmp_path: Path) -> None:
+    """Blocks read as stored chunks (unfiltered native chunks) and every other way give the same hits:
+    edge chunks, chunks never written (fill value), big-endian data, a filtered dataset; flat indices
+    equal raveled coordinates in 3-D."""
+    from h5flow.query.blocks import BlockGrid
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(9, 10, 11))
+    p = tmp_path / "blocks.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("le", data=a, chunks=(4, 3, 5))
+        h.create_dataset("be", data=a.astype(">f8"), chunks=(4, 3, 5))
+        h.create_dataset("gz", data=a, chunks=(4, 3, 5), compression="gzip", shuffle=True)
+        part = h.create_dataset("part", shape=a.shape, dtype="f8", chunks=(4, 3, 5), fillvalue=7.5)
+        part[:4, :3, :5] = a[:4, :3, :5]  # one chunk written, the rest are the fill value
+    full = np.where(np.zeros(a.shape, bool), 0, 7.5)
+    full[:4, :3, :5] = a[:4, :3, :5]
+    for kind in ("minmax", "bitmap"):
+        for ds in ("le", "be", "gz", "part"):
+            build_index(p, f"/{ds}", BuildConfig(kind=kind, bins=8, progress=False))
+            ref = full if ds == "part" else a
+            for cond in (("> 0.3", ref > 0.3), ("< 8", ref < 8), ("== 7.5", ref == 7.5)):
+                with apply(p, f"/{ds} {cond[0]}") as r:
+                    d = r.datasets[0]
+                    flat = np.sort(np.concatenate(list(d.flat()) or [np.zeros(0, np.int64)]))
+                    np.testing.assert_array_equal(flat, np.flatnonzero(cond[1]), err_msg=f"{ds} {cond[0]}")
+    g = BlockGrid((9, 10, 11), (4, 3, 5))
+    for k in range(g.nblocks):
+        n = int(np.prod(g.extent(k)))
+        local = np.arange(n)[::2]
+        np.testing.assert_array_equal(g.flat(k, local), np.ravel_multi_index(tuple(g.coords(k, local).T), g.shape))
 
 
 def test_empty_results_empty_and_scalar_datasets(files: dict[str, Path]) -> None:

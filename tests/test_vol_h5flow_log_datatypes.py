@@ -48,3 +48,23 @@ def test_committed_datatypes(tmp_path: Path) -> None:
     assert got["t"][0] == "Datatype"
     assert got["committed"] == [True, True] and got["acommitted"] == [True, True]
     assert got["after"] == ["d", "g", "t3", "vs"]
+
+
+def test_copied_objects_never_take_a_stranger_committed_type(tmp_path: Path) -> None:
+    """A dataset or attribute created with a committed type and copied into another container must read
+    its own values: the type id it recorded means nothing there (another container mints the same ids),
+    and handing out the destination's committed type of that id would convert the data to a foreign type."""
+    got = same_as_native("""
+        with check_connector(h5py.File("a.h5", "w")) as a, check_connector(h5py.File("b.h5", "w")) as b:
+            a["ta"] = np.dtype("f8")
+            d = a.create_dataset("d", data=np.array([1.5, -2.25]), dtype=a["ta"])
+            d.attrs.create("at", np.array([0.75]), dtype=a["ta"])
+            b["tb"] = np.dtype("i1")                           # B's first committed type
+            b.create_dataset("e", data=np.array([3, 4], "i1"), dtype=b["tb"])
+            a.copy(a["d"], b, "d")
+            out("dtype", str(b["d"].dtype)); out("values", b["d"][...]); out("attr", b["d"].attrs["at"])
+            out("e", [str(b["e"].dtype), b["e"][...]])
+        with h5py.File("b.h5", "r") as b:
+            out("reopen", [str(b["d"].dtype), b["d"][...], b["d"].attrs["at"]])
+    """, tmp_path)
+    assert got["values"] == [1.5, -2.25] and got["attr"] == [0.75]

@@ -142,3 +142,76 @@ def test_an_id_held_twice_is_refused_not_guessed(tmp_path: Path) -> None:
     """, tmp_path)
     assert "ERROR" in p.stdout and "OPENED" not in p.stdout, p.stdout + p.stderr
     assert "held by 2 objects" in p.stdout + p.stderr
+
+
+def test_object_copies_are_other_objects_for_references(tmp_path: Path) -> None:
+    """H5Ocopy makes another object: a reference made to a copy opens the copy, and a reference made
+    before the copy still opens the original, within one container and from one container into another
+    (an object id copied along would make both ambiguous, or open a stranger in the destination)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("a.h5", "w")) as a, check_connector(h5py.File("b.h5", "w")) as b:
+            d = a.create_dataset("g/d", data=np.arange(4))
+            r_orig = d.ref                                   # mints the original's id
+            a.copy("g", "g2")                                 # same container
+            b.create_dataset("x", data=np.full(3, 7))
+            r_x = b["x"].ref                                  # the destination's own object
+            a.copy(a["g"], b, "gc")                           # into another container
+            r_copy, r_bcopy = a["g2/d"].ref, b["gc/d"].ref
+            out("orig", a[r_orig][...]); out("orig_name", a[r_orig].name)
+            out("copy_name", a[r_copy].name); out("bcopy_name", b[r_bcopy].name)
+            out("x", b[r_x][...])
+            a["g2/d"][0] = 100                                # the copy is not the original
+            out("after", [a[r_orig][0], a[r_copy][0]])
+        with h5py.File("a.h5", "r") as a, h5py.File("b.h5", "r") as b:
+            out("reopen", [a[r_orig].name, a[r_copy].name, b[r_bcopy].name, b[r_x].name])
+    """, tmp_path)
+    assert got["copy_name"] == "/g2/d" and got["bcopy_name"] == "/gc/d"
+    assert got["after"] == [0, 100]
+
+
+def test_references_copied_into_another_container_are_null_like_native(tmp_path: Path) -> None:
+    """A reference dataset or attribute copied into another container (no H5O_COPY_EXPAND_REFERENCE_FLAG)
+    holds NULL references there, as native HDF5 does: the ids mean nothing in the destination, which mints
+    the same ids for its own objects — a copied id would open a stranger. Within one container they stay."""
+    got = same_as_native("""
+        with check_connector(h5py.File("a.h5", "w")) as a, check_connector(h5py.File("b.h5", "w")) as b:
+            d = a.create_dataset("d", data=np.arange(3))
+            rs = a.create_dataset("refs", (2,), dtype=h5py.ref_dtype); rs[0] = d.ref
+            rs.attrs.create("aref", d.ref, dtype=h5py.ref_dtype)
+            b.create_dataset("stranger", data=np.full(3, 9)); b["mine"] = b["stranger"].ref
+            a.copy(a["refs"], b, "refs")
+            a.copy(a["refs"], a, "refs2")
+            out("b", [bool(r) for r in b["refs"][...]]); out("battr", bool(b["refs"].attrs["aref"]))
+            out("a2", [a[r].name if r else None for r in a["refs2"][...]])
+            out("mine", b[b["mine"][()]].name)
+        with h5py.File("b.h5", "r") as b:
+            out("reopen", [bool(r) for r in b["refs"][...]] + [bool(b["refs"].attrs["aref"])])
+    """, tmp_path)
+    assert got["b"] == [False, False] and got["battr"] is False and got["a2"] == ["/d", None]
+
+
+def test_copy_flags_not_supported_are_refused_not_ignored(tmp_path: Path) -> None:
+    """expand_refs (H5O_COPY_EXPAND_REFERENCE_FLAG) and expand_external meeting an external link are refused
+    with a message: ignoring them would give a copy whose references/links still name the originals."""
+    p = _run_log("""
+        with h5py.File("o.h5", "w") as o:
+            o["x"] = [1]
+        with h5py.File("c.h5", "w") as f:
+            f["bar"] = [4, 5, 6]
+            f["foo"] = [1, 2, 3]
+            f["foo"].attrs["bar"] = f["bar"].ref
+            f["g/ext"] = h5py.ExternalLink("o.h5", "/x")
+            f.create_group("h")["d"] = [7]
+            for args in (("foo", "baz"), ("g", "g2")):
+                try:
+                    f.copy(*args, expand_refs=args[0] == "foo", expand_external=args[0] == "g")
+                    print("COPIED", args[1])
+                except Exception as e:
+                    print("ERROR", e)
+            f.copy("h", "h2", expand_external=True)                       # no external link met: fine
+            print("LEFT", sorted(f.keys()), f["h2/d"][0])
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "COPIED" not in p.stdout, p.stdout
+    assert "H5O_COPY_EXPAND_REFERENCE_FLAG" in p.stdout and "H5O_COPY_EXPAND_EXT_LINK_FLAG" in p.stdout, p.stdout
+    assert "LEFT ['bar', 'foo', 'g', 'h', 'h2'] 7" in p.stdout, p.stdout

@@ -187,11 +187,7 @@ def h5flow_query(path: Path, expr: str, kinds: tuple[str, ...], comm: Any = None
 
     with apply(path, expr, ApplyOptions(kinds=kinds, comm=comm)) as r:
         d = r.datasets[0]
-        grid = d.selection.grid
-        parts = []
-        for k, local in d.selection.blocks():
-            c = grid.coords(k, local)
-            parts.append(np.ravel_multi_index(tuple(c.T), d.shape) if len(d.shape) > 1 else c[:, 0])
+        parts = list(d.flat())
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return flat, d.selection.explain()
 

@@ -23,7 +23,8 @@ LOG_RE = re.compile(r"^@log\.(\d+)\.(\d+)\.(idx|dat)$")
 SIDECAR_MAGIC = b"H5FLDS01"
 FORMAT_VERSION = 1  # of the @dataset sidecar
 FORMAT_VERSION_VLEN = 2  # ... of a dataset whose datatype has variable-length parts (docs/FORMAT.md)
-FORMAT_VERSION_FILTER = 3  # ... of a dataset with filters (docs/FORMAT.md "Filters")
+FORMAT_VERSION_VDS = 3  # ... of a virtual dataset (no logs of its own)
+FORMAT_VERSION_FILTER = 4  # ... of a dataset with filters (docs/FORMAT.md "Filters")
 CONTAINER_FORMATS = (1, 2)  # the marker's "format" line: the versions this reader understands
 EPOCH_MAX = (1 << 63) - 1
 MARKER_RE = re.compile(rb"h5flow_log\nformat (0|[1-9][0-9]{0,19})\nepoch (0|[1-9][0-9]{0,19})\n")
@@ -155,9 +156,9 @@ def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, .
     if len(raw) < 4096 and struct.unpack("<I", raw[-4:])[0] != _crc32c(raw[:-4]):
         raise ContainerError(f"{path}: checksum mismatch (corrupt metadata)")
     version, lt, ls, _lp = struct.unpack("<IIII", raw[8:24])
-    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN, FORMAT_VERSION_FILTER):
-        raise ContainerError(f"{path}: format {version}, this h5flow reads {FORMAT_VERSION}, "
-                             f"{FORMAT_VERSION_VLEN} and {FORMAT_VERSION_FILTER}")
+    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN, FORMAT_VERSION_VDS, FORMAT_VERSION_FILTER):
+        raise ContainerError(f"{path}: format {version}, this h5flow reads {FORMAT_VERSION} to "
+                             f"{FORMAT_VERSION_FILTER}")
     tid = h5t.decode(raw[24:24 + lt])
     sid = h5s.decode(raw[24 + lt:24 + lt + ls])
     try:

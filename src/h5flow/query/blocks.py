@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -83,12 +83,43 @@ class BlockGrid:
         loc = np.unravel_index(np.asarray(local, dtype=np.int64), ext)
         return np.stack([li + o for li, o in zip(loc, self.origin(k))], axis=1).astype(np.int64)
 
+    @cached_property
+    def strides(self) -> tuple[int, ...]:
+        """C-order element strides of the dataset (flat index = sum of coordinate * stride)."""
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+    def flat(self, k: int, local: np.ndarray) -> np.ndarray:
+        """Global C-order flat indices (int64) of block-local flat indices ``local`` of block ``k``.
+
+        The same answer as ``np.ravel_multi_index(coords(k, local).T, shape)`` with one gather: every
+        block of one extent shares a table of its elements' offsets from the block's origin."""
+        ext = self.extent(k)
+        local = np.asarray(local, dtype=np.int64)
+        if not ext:
+            return np.zeros(len(local), dtype=np.int64)
+        base = sum(o * st for o, st in zip(self.origin(k), self.strides))
+        return _offset_table(ext, self.strides)[local] + base
+
     def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
         """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""
         ids = np.arange(self.nblocks) if blocks is None else np.asarray(blocks)
         lo = len(ids) * rank // nranks
         hi = len(ids) * (rank + 1) // nranks
         return ids[lo:hi]
+
+
+@lru_cache(maxsize=16)
+def _offset_table(extent: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """Offsets from a block's origin of its elements, in the block's C order (read-only, shared)."""
+    t = np.zeros(1, dtype=np.int64)
+    for e, st in zip(extent, strides):
+        t = np.add.outer(t, np.arange(e, dtype=np.int64) * st).ravel()
+    t.flags.writeable = False
+    return t
 
 
 def grid_for(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None, native: bool) -> BlockGrid:

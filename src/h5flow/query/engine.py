@@ -28,8 +28,8 @@ import numpy as np
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
-from h5flow.query.index import (DatasetIndex, IndexStore, bitmap_class, build_index, BuildConfig, is_numeric,
-                                read_block)
+from h5flow.query.index import (BlockReader, DatasetIndex, IndexStore, bitmap_class, build_index, BuildConfig,
+                                is_numeric)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
@@ -149,6 +149,7 @@ class Selection:
         self.shape: tuple[int, ...] = tuple(first.shape)
         self.grid: BlockGrid = grid_for(self.shape, first.dtype.itemsize, first.chunks, native=not source.container)
         self.dsets = dsets
+        self.readers = {p: BlockReader(d, self.grid, not source.container) for p, d in dsets.items()}
         self.leaves: list[LeafPlan] = []
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}
@@ -259,13 +260,11 @@ class Selection:
 
     # -- evaluation
     def _eval_block(self, k: int) -> np.ndarray:
-        sl = self.grid.slices(k)
         cache: dict[str, np.ndarray] = {}
 
         def values(p: str) -> np.ndarray:
             if p not in cache:
-                v = np.asarray(self.dsets[p][sl]).reshape(-1)
-                cache[p] = v.view(np.uint8) if v.dtype == np.bool_ else v
+                cache[p] = self.readers[p](k)
             return cache[p]
 
         def ev(q: Query) -> np.ndarray:
@@ -293,6 +292,8 @@ class Selection:
             self._memo_elems += local.size
         return local
 
+    SURE_SPLIT_ELEMENTS = 1 << 25  # up to 32 Mi sure positions are listed at once and cut at block bounds
+
     def _sure_local(self, k: int) -> np.ndarray:
         off = self.grid.offsets
         lo, hi = int(off[k]), int(off[k + 1])
@@ -300,6 +301,15 @@ class Selection:
         part = self.sure & cls(range(lo, hi)) if hi - lo else cls()
         arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
         return arr.astype(np.int64) - lo
+
+    def _sure_all(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every sure position (sorted, int64) and where each block's start in it, when few enough to
+        list at once: one pass instead of an intersection per block."""
+        if not len(self.sure) or len(self.sure) > self.SURE_SPLIT_ELEMENTS:
+            return None
+        arr = np.frombuffer(self.sure.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+        arr = arr.astype(np.int64)
+        return arr, np.searchsorted(arr, self.grid.offsets)
 
     def _work(self) -> np.ndarray:
         """Blocks with hits or candidates, in order."""
@@ -313,8 +323,17 @@ class Selection:
                     yield k, self._hits[k]
             return
         cand = set(self.cand_blocks.tolist())
-        for k in self._work().tolist():
-            local = self._checked(k) if k in cand else self._sure_local(k)
+        work = self._work().tolist()
+        listed = self._sure_all() if len(work) - len(cand) > 8 else None
+        off = self.grid.offsets
+        for k in work:
+            if k in cand:
+                local = self._checked(k)
+            elif listed is not None:
+                arr, at = listed
+                local = arr[at[k]:at[k + 1]] - off[k]
+            else:
+                local = self._sure_local(k)
             if local.size:
                 yield k, local
 
@@ -374,6 +393,13 @@ class DatasetHits:
         grid = self.selection.grid
         for k, local in self.selection.blocks():
             yield grid.coords(k, local)
+
+    def flat(self) -> Iterator[np.ndarray]:
+        """Batches of C-order flat indices into the dataset (int64, ``np.unravel_index``-able), one
+        batch per block (block order; sorted in a block). The cheapest form of the hits."""
+        grid = self.selection.grid
+        for k, local in self.selection.blocks():
+            yield grid.flat(k, local)
 
     def runs(self) -> Iterator[tuple[tuple[int, ...], int]]:
         """Hyperslab runs: (start coordinate, length along the last axis), block by block."""

@@ -71,6 +71,8 @@ typedef struct copy_opts {
     bool attrs;    /* !H5O_COPY_WITHOUT_ATTR_FLAG */
     bool shallow;  /* H5O_COPY_SHALLOW_HIERARCHY_FLAG: members of the top group only */
     bool expand;   /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: a soft link is copied as the object it names */
+    bool expand_ext; /* H5O_COPY_EXPAND_EXT_LINK_FLAG: refused when the copy meets an external link */
+    bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
 } copy_opts_t;
 
@@ -87,14 +89,24 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
         h5fl_dataset_close(s, H5P_DEFAULT, NULL);
         return -1;
     }
+    if (s->vds) { /* no data of its own: the copied creation property list holds its mappings */
+        h5fl_dataset_close(d, H5P_DEFAULT, NULL);
+        h5fl_dataset_close(s, H5P_DEFAULT, NULL);
+        return 0;
+    }
     /* every rank flushed before the copy: read what all of them wrote, not the index built earlier */
     h5fl_dset_forget_index(s);
     int st = 0;
     hid_t ms = H5I_INVALID_HID, fs = H5I_INVALID_HID;
     void *buf = NULL;
-    if (H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
-        h5fl_err("cannot copy dataset '%s' to another container: it holds references, which would point "
-                 "into the source container",
+    /* Object references name ids of the source container: within it they are copied as they are; into
+     * another one they become NULL references, as native H5Ocopy makes them without
+     * H5O_COPY_EXPAND_REFERENCE_FLAG (that container mints the same ids for its own objects). */
+    bool null_refs = !c->same && H5Tget_class(s->type) == H5T_REFERENCE;
+    if (!c->same && !null_refs && H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
+        h5fl_err("cannot copy dataset '%s' to another container: references inside its compound or array "
+                 "elements would name objects of the source container; copy it within the container, or "
+                 "write the other members into a new dataset",
                  spath);
         st = -1;
         goto done;
@@ -145,7 +157,9 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
         void *sv[1] = {s}, *dv[1] = {d}, *bv[1] = {buf};
         const void *cbv[1] = {buf};
         hid_t tv[1] = {s->type}, msv[1] = {ms}, fsv[1] = {fs};
-        if (h5fl_dataset_read(1, sv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, bv, NULL) < 0 ||
+        if (null_refs)
+            memset(buf, 0, (size_t)(n * rowpts * esz));
+        if ((!null_refs && h5fl_dataset_read(1, sv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, bv, NULL) < 0) ||
             h5fl_dataset_write(1, dv, tv, msv, fsv, H5P_DATASET_XFER_DEFAULT, cbv, NULL) < 0) {
             if (!h5fl_err_msg()[0])
                 h5fl_err("cannot copy the data of dataset '%s'", spath);
@@ -160,9 +174,13 @@ done:
     free(buf);
     if (fs >= 0)
         H5Sclose(fs);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", h5fl_err_msg()); /* closing must not lose why the copy failed */
     if (h5fl_dataset_close(d, H5P_DEFAULT, NULL) < 0)
         st = -1;
     h5fl_dataset_close(s, H5P_DEFAULT, NULL);
+    if (st != 0 && msg[0])
+        h5fl_err("%s", msg);
     return st;
 }
 
@@ -268,6 +286,10 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!c->logs && !strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)))
             continue;
+        if (!strcmp(n, H5FL_ID_FILE))
+            continue; /* the copy is another object: it gets an id of its own when referenced */
+        if (!c->same && !strcmp(n, H5FL_DTYPE_USE_FILE))
+            continue; /* a committed type's id means nothing in another container */
         char *src = h5fl_join(from, n), *dst = h5fl_join(to, n);
         struct stat sb;
         if (!src || !dst)
@@ -281,7 +303,13 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 ; /* not a link: a creation that never completed */
             else if (c->shallow && depth >= 1)
                 ; /* a member of a member of the top group: the member group is copied empty */
-            else if (t == H5FL_I_SOFT && c->expand)
+            else if (t == H5FL_I_EXT && c->expand_ext) {
+                h5fl_err("cannot copy '%s': expanding external links into objects "
+                         "(H5O_COPY_EXPAND_EXT_LINK_FLAG) is not supported by h5flow_log; copy without it (the "
+                         "link is copied) or copy the linked object itself",
+                         spath);
+                st = -1;
+            } else if (t == H5FL_I_SOFT && c->expand)
                 st = copy_expanded(c, from, spath, src, n, dst, dpath, depth);
             else {
                 char *sp = hpath_join(spath, n), *dp = hpath_join(dpath, n);
@@ -289,7 +317,9 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 free(sp);
                 free(dp);
             }
-        } else if (S_ISREG(sb.st_mode))
+        } else if (S_ISREG(sb.st_mode) && !c->same && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
+            st = h5fl_attr_copy_across(c->sf, from, spath, c->df, to, dpath, n);
+        else if (S_ISREG(sb.st_mode))
             st = copy_file(src, dst, c->sync);
         /* anything else is not part of the format and is not copied */
         free(src);
@@ -333,6 +363,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                  "in one process, or within one container");
         goto done;
     }
+    if (flags & H5O_COPY_EXPAND_REFERENCE_FLAG) {
+        /* not silently ignored: the copy's references would keep naming the originals */
+        h5fl_err("copying the objects that references name (H5O_COPY_EXPAND_REFERENCE_FLAG, h5py "
+                 "expand_refs=True) is not supported by h5flow_log; copy without it (references then name "
+                 "the original objects within a container, NULL in another) or copy those objects explicitly");
+        goto done;
+    }
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
     h5fl_collective_begin(df);
@@ -374,7 +411,9 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
             copy_opts_t c = {.sync = df->fsync, .logs = sf->fileno == df->fileno,
                              .attrs = !(flags & H5O_COPY_WITHOUT_ATTR_FLAG),
                              .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0,
-                             .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0, .sf = sf, .df = df};
+                             .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0,
+                             .expand_ext = (flags & H5O_COPY_EXPAND_EXT_LINK_FLAG) != 0,
+                             .same = sf->fileno == df->fileno, .sf = sf, .df = df};
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
             if (st == 0 && rename(tmp, to) != 0) {
                 h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));

@@ -72,4 +72,11 @@ typedef struct gather_ctx {
 /* Copy elements [start, start+len) of the dataset (linear order) to g->out, advancing it. */
 int h5fl_gather_seq(void *vctx, hsize_t start, size_t len);
 
+/* ---------------------------------------------------------------- virtual datasets (vds.c) */
+bool h5fl_vds_layout(hid_t dcpl);
+/* At creation: refuse what is not supported (printf-style names, unlimited mappings), with a message. */
+int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name);
+/* Read (fill, then every mapping's part from its source) or write (every mapping's part to its source). */
+int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf, bool write);
+
 #endif

@@ -26,9 +26,12 @@
 /* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
  * dataset instead of misreading its data */
 #define H5FL_SIDECAR_VERSION_VLEN 2
-/* ... 3 for a dataset with filters (filter.c): its index records carry H5FL_REC_FILTER, which an older
+/* ... 3 for a virtual dataset's @dataset (vds.c): older connectors would read it as a dataset without
+ * data (the fill value), so they must refuse it */
+#define H5FL_SIDECAR_VERSION_VDS 3
+/* ... 4 for a dataset with filters (filter.c): its index records carry H5FL_REC_FILTER, which an older
  * connector would call corruption; the version makes it refuse the dataset with a clear message instead */
-#define H5FL_SIDECAR_VERSION_FILTER 3
+#define H5FL_SIDECAR_VERSION_FILTER 4
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
@@ -39,6 +42,7 @@
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
 #define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
 #define H5FL_DTYPE_USE_FILE "@dtype" /* in a dataset: the id of the committed datatype it was created with */
+#define H5FL_ID_FILE "@id"           /* an object's reference id (refs.c); never copied with the object */
 #define H5FL_ATTR_PREFIX "@attr."   /* @attr.<escaped name>: one attribute */
 #define H5FL_LOG_PREFIX "@log."     /* @log.<epoch>.<writer>.dat / .idx: one writer's logs */
 #define H5FL_ANON_PREFIX "@anon." /* @anon.<epoch>.<n>: an anonymous dataset not linked yet */
@@ -312,6 +316,7 @@ struct h5fl_dset {
      * writer and its unwritten buffers, is flushed again at every H5Fflush and file close of its
      * container, and released (dset_free) by the first that succeeds; opening it again revives it. */
     bool closed;
+    bool vds; /* a virtual dataset (H5D_VIRTUAL): no logs, reads and writes go to its sources (vds.c) */
 };
 
 typedef struct h5fl_attr {
@@ -327,6 +332,11 @@ typedef struct h5fl_attr {
     size_t blen;
     bool utf8; /* name character set from the creation property list */
 } h5fl_attr_t;
+
+/* Cross-container object copy of one attribute file `fname` of `sdir` into `ddir` (the copy's directory):
+ * object references become NULL, as native H5Ocopy makes them; the committed type's id is dropped. */
+int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
+                          const char *dpath, const char *fname);
 
 /* util for objects (vol_file.c) */
 void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *path, const char *dir);
@@ -515,9 +525,11 @@ herr_t h5fl_datatype_specific(void *, H5VL_datatype_specific_args_t *, hid_t, vo
 herr_t h5fl_datatype_close(void *, hid_t, void **);
 void *h5fl_datatype_open_dir(h5fl_file_t *f, const char *dir, const char *path);
 int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir);
-hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir); /* -1: none, hand out a copy */
+/* The committed type an object was created with, if it is still linked and equal to `stored` (the
+ * object's own type); -1: none, hand out a copy of `stored`. */
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir, hid_t stored);
 int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id); /* 1: a committed type of f, id set */
-hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id);
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id, hid_t stored);
 
 extern const H5VL_class_t h5fl_class;
 

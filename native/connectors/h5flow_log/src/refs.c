@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define REF_ID_FILE "@id"
+#define REF_ID_FILE H5FL_ID_FILE
 #define REF_BIT (UINT64_C(1) << 63)
 #define REF_EPOCH_BITS 23
 #define REF_WRITER_BITS 20

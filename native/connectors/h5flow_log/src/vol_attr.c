@@ -261,6 +261,38 @@ fail:
     return NULL;
 }
 
+int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
+                          const char *dpath, const char *fname)
+{
+    char name[NAME_MAX + 1];
+    if (strncmp(fname, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)) != 0 ||
+        h5fl_unescape(fname + strlen(H5FL_ATTR_PREFIX), name, sizeof name) != 0) {
+        h5fl_err("cannot copy %s/%s: not an attribute file name", sdir, fname);
+        return -1;
+    }
+    h5fl_attr_t *a = attr_read_file(sf, sdir, spath, name);
+    if (!a)
+        return -1;
+    int st = 0;
+    if (H5Tget_class(a->type) == H5T_REFERENCE) {
+        if (a->data)
+            memset(a->data, 0, a->npoints * H5Tget_size(a->type)); /* NULL references, as native */
+    } else if (H5Tdetect_class(a->type, H5T_REFERENCE) > 0) {
+        h5fl_err("cannot copy attribute '%s' of '%s' to another container: references inside its compound or "
+                 "array elements would name objects of the source container",
+                 name, spath);
+        st = -1;
+    }
+    a->has_dtype = false; /* a committed type's id means nothing in another container */
+    if (st == 0) {
+        h5fl_obj_release(&a->o); /* the same attribute, stored under the copy in the destination */
+        h5fl_obj_init(&a->o, H5I_ATTR, df, dpath, ddir);
+        st = a->o.dir && a->o.path ? attr_store(a) : -1;
+    }
+    attr_free(a);
+    return st;
+}
+
 static bool is_vlen_str(hid_t t) { return H5Tis_variable_str(t) > 0; }
 
 static int owner_of(h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *loc)
@@ -617,7 +649,7 @@ herr_t h5fl_attr_get(void *obj, H5VL_attr_get_args_t *args, hid_t dxpl, void **r
             break;
         case H5VL_ATTR_GET_TYPE:
             if (a && ((a->has_dtype && (args->args.get_type.type_id =
-                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id)) >= 0) ||
+                                            h5fl_datatype_reopen_id(a->o.file, a->dtype_id, a->type)) >= 0) ||
                       (args->args.get_type.type_id = H5Tcopy(a->type)) >= 0))
                 return 0;
             break;

@@ -84,6 +84,7 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
     d->space = space;
     d->dcpl = dcpl;
     d->dapl = (dapl >= 0 && dapl != H5P_DEFAULT) ? H5Pcopy(dapl) : H5Pcreate(H5P_DATASET_ACCESS);
+    d->vds = h5fl_vds_layout(dcpl);
     d->vstr = H5Tis_variable_str(type) > 0;
     d->blob = h5fl_blob_type(type);
     d->filtered = h5fl_filtered(dcpl);
@@ -218,10 +219,8 @@ static int check_supported(hid_t type, hid_t dcpl, const char *name)
         return -1;
     (void)cls;
     if (dcpl != H5P_DEFAULT && dcpl >= 0) {
-        if (H5Pget_layout(dcpl) == H5D_VIRTUAL) {
-            h5fl_err("virtual datasets are not supported by h5flow_log");
+        if (h5fl_vds_layout(dcpl) && h5fl_vds_check(type, dcpl, name) != 0) /* vds.c */
             return -1;
-        }
         if (H5Pget_external_count(dcpl) > 0) {
             h5fl_err("external storage is not supported by h5flow_log");
             return -1;
@@ -351,19 +350,27 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
                         void **req)
 {
     (void)lp;
-    (void)dapl;
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj;
     h5fl_loc_t loc;
-    void *d = NULL;
+    h5fl_dset_t *d = NULL;
     if (h5fl_resolve(o, name, &loc) == 0) {
         if (loc.type != H5I_DATASET)
             h5fl_err(loc.type == H5I_BADID ? "dataset '%s' does not exist" : "'%s' is not a dataset", name);
         else
             d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
+    }
+    if (d && dapl >= 0 && dapl != H5P_DEFAULT && dapl != H5P_DATASET_ACCESS_DEFAULT) {
+        /* The access list of the latest open (e.g. a virtual dataset's source prefix, H5Dget_access_plist);
+         * the dataset's state is shared by its handles (h5fl_dset_open_dir), so they share this too. */
+        hid_t copy = H5Pcopy(dapl);
+        if (copy >= 0) {
+            H5Pclose(d->dapl);
+            d->dapl = copy;
+        }
     }
     if (!d)
         h5fl_err_push(__func__);
@@ -504,7 +511,11 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         h5fl_err("write buffer is NULL");
         return -1;
     }
-    if (!h5fl_writable(f) || h5fl_resolve_sel(d, mspace, fspace, &s) != 0)
+    if (!h5fl_writable(f))
+        return -1;
+    if (d->vds)
+        return h5fl_vds_io(d, mtype, mspace, fspace, dxpl, (void *)buf, true);
+    if (h5fl_resolve_sel(d, mspace, fspace, &s) != 0)
         return -1;
     if (s.n == 0)
         return 0;
@@ -711,6 +722,8 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
         h5fl_err("read buffer is NULL");
         return -1;
     }
+    if (d->vds)
+        return h5fl_vds_io(d, mtype, mspace, fspace, dxpl, buf, false);
     if (h5fl_resolve_sel(d, mspace, fspace, &s) != 0)
         return -1;
     if (s.n == 0)
@@ -833,7 +846,7 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
             *args->args.get_storage_size.storage_size = storage_size(d);
             return 0;
         case H5VL_DATASET_GET_TYPE:
-            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir)) >= 0 ||
+            if ((args->args.get_type.type_id = h5fl_datatype_reopen(d->o.file, d->o.dir, d->type)) >= 0 ||
                 (args->args.get_type.type_id = H5Tcopy(d->type)) >= 0)
                 return 0;
             break;

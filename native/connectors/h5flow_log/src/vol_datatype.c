@@ -291,7 +291,7 @@ int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
     return h5fl_write_file_atomic(objdir, H5FL_DTYPE_USE_FILE, b, sizeof b, f->fsync);
 }
 
-hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
+hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir, hid_t stored)
 {
     char *p = h5fl_join(objdir, H5FL_DTYPE_USE_FILE);
     void *vb = NULL;
@@ -302,13 +302,13 @@ hid_t h5fl_datatype_reopen(h5fl_file_t *f, const char *objdir)
         free(vb);
         return H5I_INVALID_HID; /* none (or unreadable): the caller hands out a copy of the type */
     }
-    hid_t r = h5fl_datatype_reopen_id(f, h5fl_get_u64(vb));
+    hid_t r = h5fl_datatype_reopen_id(f, h5fl_get_u64(vb), stored);
     free(p);
     free(vb);
     return r;
 }
 
-hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id)
+hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id, hid_t stored)
 {
     hid_t r = H5I_INVALID_HID;
     H5O_token_t tok;
@@ -322,6 +322,13 @@ hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id)
             H5E_BEGIN_TRY { r = H5Topen2(g, loc.path, H5P_DEFAULT); }
             H5E_END_TRY
             H5Idec_ref(g);
+            /* The id names a committed type of this container; the object's own stored type decides.
+             * An id recorded in another container (an object copied here) may name a stranger: handing
+             * that out would have the caller convert the data to a type it was not written in. */
+            if (r >= 0 && H5Tequal(r, stored) <= 0) {
+                H5Tclose(r);
+                r = H5I_INVALID_HID;
+            }
         }
     }
     h5fl_err_clear(); /* a committed type deleted since: the copy does */

@@ -564,6 +564,9 @@ static bool is_ours(hid_t id)
 static herr_t obj_id_cb(hid_t id, void *udata)
 {
     obj_ids_t *q = udata;
+    /* a transient datatype is no object of any container (and no VOL object to look into) */
+    if (H5Iget_type(id) == H5I_DATATYPE && H5Tcommitted(id) <= 0)
+        return 0;
     if (!is_ours(id))
         return 0;
     const h5fl_obj_t *o = H5VLobject(id);
