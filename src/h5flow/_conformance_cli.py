@@ -10,6 +10,8 @@ from pathlib import Path
 
 TABLE_BEGIN = "<!-- conformance-table:begin (written by `h5flow conformance --record`) -->"
 TABLE_END = "<!-- conformance-table:end -->"
+SUITE_BEGIN = "<!-- h5py-suite:begin (written by `h5flow conformance --h5py-suite --record`) -->"
+SUITE_END = "<!-- h5py-suite:end -->"
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -21,9 +23,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "VOL connector, one process per test group, and report passed/failed/skipped per group. The "
         "connector is selected through HDF5_VOL_CONNECTOR and HDF5_PLUGIN_PATH, as for any HDF5 program.",
     )
-    p.add_argument("--connector", default="native",
+    p.add_argument("--connector", default=None,
                    help="'native', 'pass_through', a plugin's name (e.g. h5flow_log) or a full connector string "
-                   "with its info (default: native)")
+                   "with its info (default: native; with --h5py-suite: h5flow_log)")
+    p.add_argument("--h5py-suite", action="store_true",
+                   help="run h5py's own test suite instead: each of its test files in its own pytest process "
+                   "(timeout per file), once natively and once through --connector, and compare")
+    p.add_argument("--files", nargs="+", metavar="FILE", default=None,
+                   help="with --h5py-suite: only these test files of h5py (e.g. test_group.py)")
     p.add_argument("--groups", nargs="+", metavar="GROUP", default=list(c.DEFAULT_GROUPS),
                    choices=list(c.ALL_GROUPS),
                    help=f"test groups to run (default: {' '.join(c.DEFAULT_GROUPS)}; all: {' '.join(c.ALL_GROUPS)})")
@@ -46,6 +53,10 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
     from h5flow.testing import conformance as c
 
+    if args.h5py_suite:
+        return _cmd_h5py_suite(args)
+    if args.connector is None:
+        args.connector = "native"
     console = Console(stderr=True)
     record_path = None
     if args.record is not None or args.check:
@@ -124,3 +135,106 @@ def write_doc_table(doc: Path, data: dict) -> None:
     if not pattern.search(text):
         raise ValueError(f"{doc} has no {TABLE_BEGIN!r} … {TABLE_END!r} section to rewrite")
     doc.write_text(pattern.sub(lambda _m: f"{TABLE_BEGIN}\n{doc_table(data)}\n{TABLE_END}", text))
+
+
+# ---------------------------------------------------------------- h5py's own test suite
+def _cmd_h5py_suite(args: argparse.Namespace) -> int:
+    from h5flow.testing import conformance as c
+    from h5flow.testing import h5py_suite as s
+
+    conn = args.connector or "h5flow_log"
+    files = args.files or s.test_files()
+    timeout = args.timeout if args.timeout != c.DEFAULT_TIMEOUT else s.DEFAULT_TIMEOUT
+    record_path = Path(args.record) if args.record else c.default_record_path()
+    results: dict[str, list] = {}
+    for name in ("native", conn):
+        results[name] = []
+        for f in files:
+            r = s.run_file(f, name, timeout=timeout)
+            results[name].append(r)
+            print(f"{name:>12} {f:<32} passed {r.passed:4} failed {r.failed:4} skipped {r.skipped:4} errors "
+                  f"{r.errors:3} {r.seconds:6.1f} s {r.problem}", file=sys.stderr, flush=True)
+    summary = s.summarize(results["native"], results[conn])
+    if args.json:
+        json.dump({"connector": conn, "summary": summary,
+                   "files": {r.file: {"native": vars(r), conn: vars(q)}
+                             for r, q in zip(results["native"], results[conn])}}, sys.stdout, indent=1, default=str)
+        print()
+    else:
+        print(suite_text(conn, summary))
+    if args.failures:
+        for cause, tests in summary["failures_by_cause"].items():
+            print(f"\n{len(tests)} x {cause}")
+            for t in tests:
+                print(f"    {t}")
+    rc = 0
+    if args.check:
+        rec = c.load_record(record_path).get("h5py_suite", {}).get("files", {})
+        for q in results[conn]:
+            want = rec.get(q.file, {}).get(conn)
+            if want and (q.passed < want["passed"] or (q.crashed and not want.get("crashed"))):
+                print(f"REGRESSION h5py {q.file} through {conn}: passed {q.passed} < {want['passed']} recorded"
+                      f"{' (' + q.problem + ')' if q.problem else ''}", file=sys.stderr)
+                rc = 1
+    if args.record is not None:
+        data = c.load_record(record_path) if record_path.is_file() else {"connectors": {}}
+        import h5py
+
+        data["h5py_suite"] = {
+            "about": "h5py's own test suite, one process per test file, natively and through the connector; "
+                     "recorded with `h5flow conformance --h5py-suite --record`. tests/test_conformance_h5py.py "
+                     "fails if a guarded file passes fewer tests through the connector than recorded here.",
+            "h5py": h5py.version.version, "connector": conn,
+            "files": {r.file: {"native": _counts(r), conn: _counts(q)}
+                      for r, q in zip(results["native"], results[conn])},
+            "summary": summary}
+        record_path.write_text(json.dumps(data, indent=1) + "\n")
+        doc = record_path.parents[2] / "docs" / "CONFORMANCE.md" if not args.record else None
+        if doc is not None and doc.is_file():
+            text = doc.read_text()
+            pattern = re.compile(re.escape(SUITE_BEGIN) + r".*?" + re.escape(SUITE_END), re.S)
+            if not pattern.search(text):
+                raise ValueError(f"{doc} has no {SUITE_BEGIN!r} … {SUITE_END!r} section to rewrite")
+            doc.write_text(pattern.sub(lambda _m: f"{SUITE_BEGIN}\n{suite_doc(data['h5py_suite'])}\n{SUITE_END}", text))
+        print(f"recorded in {record_path}", file=sys.stderr)
+    return rc
+
+
+def _counts(r) -> dict:  # noqa: ANN001
+    return {"passed": r.passed, "failed": r.failed, "skipped": r.skipped, "xfailed": r.xfailed,
+            "errors": r.errors, "crashed": r.crashed, "problem": r.problem}
+
+
+def suite_text(conn: str, summary: dict) -> str:
+    n, c_ = summary["native"], summary["connector"]
+    return (f"h5py suite natively: passed {n['passed']}, failed {n['failed']}, errors {n['errors']}, skipped "
+            f"{n['skipped']}, crashed files {len(n['crashed_files'])}\n"
+            f"h5py suite through {conn}: passed {c_['passed']}, failed {c_['failed']}, errors {c_['errors']}, "
+            f"skipped {c_['skipped']}, crashed files {len(c_['crashed_files'])} {c_['crashed_files'] or ''}\n"
+            f"of the {summary['native_passed_considered']} tests native passes (without "
+            f"{summary['excluded_native_only']} native-only ones), {summary['also_pass']} pass through {conn}: "
+            f"{100 * summary['ratio']:.1f} %")
+
+
+def suite_doc(rec: dict) -> str:
+    conn, sm = rec["connector"], rec["summary"]
+    lines = [f"h5py {rec['h5py']}; one pytest process per test file.", "",
+             "| | passed | failed | errors | skipped | xfailed | crashed/hung files |", "|---|---:|---:|---:|---:|---:|---|"]
+    for label, t in (("native", sm["native"]), (conn, sm["connector"])):
+        lines.append(f"| {label} | {t['passed']} | {t['failed']} | {t['errors']} | {t['skipped']} | {t['xfailed']} | "
+                     f"{', '.join(t['crashed_files']) or 'none'} |")
+    lines += ["", f"Of the **{sm['native_passed_considered']}** tests native passes (not counting "
+              f"{sm['excluded_native_only']} that inspect native-only internals, below), **{sm['also_pass']}** pass "
+              f"through {conn}: **{100 * sm['ratio']:.1f} %**.", "",
+              f"Failures (and errors) through {conn}, grouped by cause (`h5flow.testing.h5py_suite.CAUSES`):", ""]
+    for cause, tests in sm["failures_by_cause"].items():
+        lines.append(f"- **{len(tests)}** — {cause}")
+        for t in tests:
+            lines.append(f"  - `{t}`")
+    lines += ["", "| h5py test file | native passed | " + conn + " passed | " + conn + " failed+errors |",
+              "|---|---:|---:|---:|"]
+    for f, v in rec["files"].items():
+        q = v[conn]
+        lines.append(f"| {f} | {v['native']['passed']} | {q['passed']} | {q['failed'] + q['errors']}"
+                     f"{' (' + q['problem'] + ')' if q['problem'] else ''} |")
+    return "\n".join(lines)

@@ -23,12 +23,14 @@ LOG_RE = re.compile(r"^@log\.(\d+)\.(\d+)\.(idx|dat)$")
 SIDECAR_MAGIC = b"H5FLDS01"
 FORMAT_VERSION = 1  # of the @dataset sidecar
 FORMAT_VERSION_VLEN = 2  # ... of a dataset whose datatype has variable-length parts (docs/FORMAT.md)
+FORMAT_VERSION_VDS = 3  # ... of a virtual dataset (no logs of its own)
+FORMAT_VERSION_FILTER = 4  # ... of a dataset with filters (docs/FORMAT.md "Filters")
 CONTAINER_FORMATS = (1, 2, 3)  # the marker's "format" line: the versions this reader understands
 EPOCH_MAX = (1 << 63) - 1
 MARKER_RE = re.compile(rb"h5flow_log\nformat (0|[1-9][0-9]{0,19})\nepoch (0|[1-9][0-9]{0,19})\n")
 REC_MAGIC = 0x58494C48
 REC_HDR = 56
-REC_FILL, REC_COMMIT, REC_DCRC = 1, 2, 4
+REC_FILL, REC_COMMIT, REC_DCRC, REC_FILTER = 1, 2, 4, 8
 COMMIT_SIZE = REC_HDR + 4
 _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+,=")
 
@@ -86,7 +88,7 @@ def read_marker(root: Path) -> tuple[int, int]:
 
 
 def _record_size(rank: int, nruns: int, flags: int) -> int:
-    return REC_HDR + (16 if flags & REC_DCRC else 0) + 8 * rank + 16 * nruns + 4
+    return REC_HDR + (16 if flags & REC_DCRC else 0) + (16 if flags & REC_FILTER else 0) + 8 * rank + 16 * nruns + 4
 
 
 def _is_commit_at(raw: bytes, q: int) -> bool:
@@ -124,7 +126,7 @@ def check_index(path: Path) -> tuple[int, bool]:
                 q = raw.find(magic_bytes, q + 1)
             return count, True
         nruns, rank, flags = struct.unpack_from("<QII", raw, pos + 40)
-        if flags & ~(REC_FILL | REC_COMMIT | REC_DCRC) or rank > 32 or nruns > ln // 16 or \
+        if flags & ~(REC_FILL | REC_COMMIT | REC_DCRC | REC_FILTER) or rank > 32 or nruns > ln // 16 or \
                 ln != _record_size(rank, nruns, flags):
             raise ContainerError(f"{path}: corrupt index record at byte {pos} (inconsistent header)")
         count += 0 if flags & REC_COMMIT else 1
@@ -154,9 +156,9 @@ def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, .
     if len(raw) < 4096 and struct.unpack("<I", raw[-4:])[0] != _crc32c(raw[:-4]):
         raise ContainerError(f"{path}: checksum mismatch (corrupt metadata)")
     version, lt, ls, _lp = struct.unpack("<IIII", raw[8:24])
-    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN):
-        raise ContainerError(f"{path}: format {version}, this h5flow reads {FORMAT_VERSION} and "
-                             f"{FORMAT_VERSION_VLEN}")
+    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN, FORMAT_VERSION_VDS, FORMAT_VERSION_FILTER):
+        raise ContainerError(f"{path}: format {version}, this h5flow reads {FORMAT_VERSION} to "
+                             f"{FORMAT_VERSION_FILTER}")
     tid = h5t.decode(raw[24:24 + lt])
     sid = h5s.decode(raw[24 + lt:24 + lt + ls])
     try:

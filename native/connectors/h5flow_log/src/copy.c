@@ -486,6 +486,16 @@ herr_t h5fl_file_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, voi
             *a->get_size.size = (hsize_t)total;
             return 0;
         }
+    } else if (args->op_type == H5VL_NATIVE_FILE_START_SWMR_WRITE) { /* docs/FORMAT.md "SWMR" */
+        h5fl_file_t *f = o->file;
+        if (!(f->intent & H5F_ACC_RDWR))
+            h5fl_err("cannot start SWMR writing: the file is open read-only (open it read-write)");
+        else if (f->intent & H5F_ACC_SWMR_WRITE)
+            h5fl_err("SWMR writing has already started for this file");
+        else if (h5fl_file_flush(f, false) == 0) {
+            f->intent |= H5F_ACC_SWMR_WRITE;
+            return 0;
+        }
     } else {
         h5fl_err("file operation %d (native HDF5 only) is not supported by h5flow_log", args->op_type);
     }

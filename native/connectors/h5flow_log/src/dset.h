@@ -62,6 +62,9 @@ void h5fl_ix_free(h5fl_index_t *ix);
 int h5fl_ix_ready(h5fl_dset_t *d);
 /* Record this process's own write in an already built index (merged lazily at the next read). */
 int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill);
+/* ... of a filtered write: `filt` is its record (nbytes filtered, raw, fmask); NULL: not filtered. */
+int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill,
+                        const h5fl_record_t *filt);
 typedef struct gather_ctx {
     h5fl_dset_t *d;
     uint8_t *out;

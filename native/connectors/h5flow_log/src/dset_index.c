@@ -18,7 +18,9 @@ void h5fl_ix_free(h5fl_index_t *ix)
     if (!ix)
         return;
     for (size_t i = 0; i < ix->nlogs; i++) {
-        if (ix->logs[i].map)
+        if (ix->logs[i].filtered)
+            H5free_memory(ix->logs[i].map); /* the decoded write (filter.c allocates with HDF5) */
+        else if (ix->logs[i].map)
             munmap(ix->logs[i].map, ix->logs[i].mapsize);
         if (ix->logs[i].fd >= 0)
             close(ix->logs[i].fd);
@@ -31,19 +33,32 @@ void h5fl_ix_free(h5fl_index_t *ix)
     free(ix);
 }
 
-int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
+/* Room for one more entry in ix->logs (doubling: one per filtered write can be many). */
+static int logs_reserve(h5fl_index_t *ix)
 {
-    h5fl_log_t *nl = realloc(ix->logs, (ix->nlogs + 1) * sizeof *nl);
+    if (ix->nlogs < ix->caplogs)
+        return 0;
+    size_t cap = ix->caplogs ? 2 * ix->caplogs : 8;
+    h5fl_log_t *nl = cap <= SIZE_MAX / sizeof *nl ? realloc(ix->logs, cap * sizeof *nl) : NULL;
     if (!nl) {
         h5fl_err("out of memory");
         return -1;
     }
     ix->logs = nl;
+    ix->caplogs = cap;
+    return 0;
+}
+
+int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
+{
+    if (logs_reserve(ix) != 0)
+        return -1;
     h5fl_log_t *l = &ix->logs[ix->nlogs];
     l->path = h5fl_strdup(path);
     l->fd = open(path, O_RDONLY | O_CLOEXEC);
     l->map = NULL;
     l->mapsize = 0;
+    l->filtered = false;
     if (!l->path || l->fd < 0) {
         h5fl_err("cannot open data log %s: %s", path, strerror(errno));
         free(l->path);
@@ -52,6 +67,61 @@ int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
         return -1;
     }
     return (int)ix->nlogs++;
+}
+
+/* A filtered write: bytes [foff, foff+flen) of log `src`, `raw` bytes once decoded (see h5fl_log_t). */
+static int ix_add_filtered(h5fl_index_t *ix, uint32_t src, uint64_t foff, uint64_t flen, uint64_t raw,
+                           uint32_t fmask)
+{
+    if (ix->nlogs >= H5FL_FILL_LOG - 1) {
+        h5fl_err("too many writes in one dataset to index (%zu)", ix->nlogs);
+        return -1;
+    }
+    if (logs_reserve(ix) != 0)
+        return -1;
+    char *path = h5fl_strdup(ix->logs[src].path);
+    if (!path)
+        return -1;
+    ix->logs[ix->nlogs] = (h5fl_log_t){.path = path, .fd = -1, .filtered = true, .src = src, .fmask = fmask,
+                                       .foff = foff, .flen = flen, .raw = raw};
+    return (int)ix->nlogs++;
+}
+
+/* The first read that touches a filtered write decodes it whole (and keeps it for the index's life). */
+static int log_decode(const h5fl_dset_t *d, h5fl_log_t *l)
+{
+    const h5fl_log_t *s = &d->ix->logs[l->src];
+    if (l->foff > s->mapsize || l->flen > s->mapsize - l->foff || l->flen > SIZE_MAX - 1) {
+        h5fl_err("dataset '%s': data log %s is shorter (%zu bytes) than its index says (%llu)", d->o.path,
+                 s->path, s->mapsize, (unsigned long long)(l->foff + l->flen));
+        return -1;
+    }
+    size_t n = (size_t)l->flen, cap = n ? n : 1;
+    void *buf = H5allocate_memory(cap, false);
+    if (!buf) {
+        h5fl_err("out of memory decoding %zu filtered bytes", n);
+        return -1;
+    }
+    memcpy(buf, s->map + l->foff, n);
+    unsigned mask = l->fmask;
+    int st = h5fl_filter_run(d->dcpl, true, &mask, &buf, &n, &cap, l->raw / d->esize, d->o.path);
+    if (st == 0 && n != l->raw) {
+        h5fl_err("dataset '%s': a filtered write decoded to %zu bytes, its index record says %llu", d->o.path,
+                 n, (unsigned long long)l->raw);
+        st = -1;
+    }
+    if (st != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg() ? h5fl_err_msg() : "decoding failed");
+        h5fl_err_clear();
+        h5fl_err("%s (bytes %llu..%llu of %s)", msg, (unsigned long long)l->foff,
+                 (unsigned long long)(l->foff + l->flen), s->path);
+        H5free_memory(buf);
+        return -1;
+    }
+    l->map = buf;
+    l->mapsize = n;
+    return 0;
 }
 
 static int log_map(h5fl_log_t *l, size_t need)
@@ -239,7 +309,13 @@ static int check_record(const h5fl_dset_t *d, const h5fl_record_t *r, int rank, 
         }
         total += n;
     }
-    if (!fill && (total > UINT64_MAX / d->esize || total * d->esize != r->nbytes)) {
+    if (!fill && (bool)(r->flags & H5FL_REC_FILTER) != d->filtered) {
+        *why = d->filtered ? "an unfiltered write in a dataset with filters"
+                           : "a filtered write in a dataset without filters";
+        return -1;
+    }
+    uint64_t raw = (r->flags & H5FL_REC_FILTER) ? r->raw : r->nbytes;
+    if (!fill && (total > UINT64_MAX / d->esize || total * d->esize != raw || raw > SIZE_MAX / 2)) {
         *why = "runs and byte count disagree";
         return -1;
     }
@@ -312,9 +388,15 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
         if ((r.flags & H5FL_REC_DCRC) && add_crcrec(ix, &r, (uint32_t)li, pos, &rec) != 0)
             goto done;
         uint64_t loff = r.data_off;
+        int dl = li; /* the log the extents point into: for a filtered write, its decoded bytes */
+        if (r.flags & H5FL_REC_FILTER) {
+            if ((dl = ix_add_filtered(ix, (uint32_t)li, r.data_off, r.nbytes, r.raw, r.fmask)) < 0)
+                goto done;
+            loff = 0;
+        }
         for (uint64_t j = 0; j < r.nruns; j++) {
             uint64_t s = h5fl_get_u64(r.runs + 16 * j), n = h5fl_get_u64(r.runs + 16 * j + 8);
-            if (n && add_remapped(ev, rank, r.dims, dims, s, n, r.seq, fill ? H5FL_FILL_LOG : (uint32_t)li,
+            if (n && add_remapped(ev, rank, r.dims, dims, s, n, r.seq, fill ? H5FL_FILL_LOG : (uint32_t)dl,
                                   fill ? H5FL_NO_REC : rec, fill ? 0 : loff, d->esize) != 0)
                 goto done;
             if (!fill)
@@ -382,7 +464,7 @@ int h5fl_ix_ready(h5fl_dset_t *d)
     if (ix->own_log >= 0 && d->w && log_map(&ix->logs[ix->own_log], d->w->dend) != 0)
         return -1;
     for (size_t i = 0; i < ix->nlogs; i++)
-        if ((int)i != ix->own_log && !ix->logs[i].map) {
+        if ((int)i != ix->own_log && !ix->logs[i].map && !ix->logs[i].filtered) {
             struct stat st;
             if (fstat(ix->logs[i].fd, &st) == 0 && st.st_size > 0 &&
                 log_map(&ix->logs[i], (size_t)st.st_size) != 0)
@@ -394,6 +476,12 @@ int h5fl_ix_ready(h5fl_dset_t *d)
 /* Record this process's own write in an already built index (merged lazily at the next read). */
 int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill)
 {
+    return h5fl_ix_note_write2(d, runs, seq, data_off, fill, NULL);
+}
+
+int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill,
+                        const h5fl_record_t *filt)
+{
     h5fl_index_t *ix = d->ix;
     if (!ix)
         return 0;
@@ -404,10 +492,16 @@ int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, u
         ix->own_log = li;
     }
     uint64_t loff = data_off;
+    int dl = ix->own_log;
+    if (!fill && filt) {
+        if ((dl = ix_add_filtered(ix, (uint32_t)ix->own_log, data_off, filt->nbytes, filt->raw, filt->fmask)) < 0)
+            return -1;
+        loff = 0;
+    }
     for (size_t j = 0; j < runs->n; j++) {
         uint64_t s = h5fl_get_u64(runs->buf + 16 * j), n = h5fl_get_u64(runs->buf + 16 * j + 8);
         ext_vec_t v = {ix->pending, ix->npending, ix->cappending};
-        int r = h5fl_ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)ix->own_log, H5FL_NO_REC,
+        int r = h5fl_ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)dl, H5FL_NO_REC,
                              fill ? 0 : loff);
         ix->pending = v.v;
         ix->npending = v.n;
@@ -525,9 +619,11 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
         if (k < m->n && m->ext[k].start <= pos && m->ext[k].log != H5FL_FILL_LOG) {
             const h5fl_extent_t *e = &m->ext[k];
             stop = e->start + e->len < end ? e->start + e->len : end;
-            const h5fl_log_t *l = &d->ix->logs[e->log];
+            h5fl_log_t *l = &d->ix->logs[e->log];
             if (e->rec != H5FL_NO_REC && d->o.file->verify && !d->ix->recs[e->rec].checked &&
                 verify_rec(d, e->rec) != 0)
+                return -1;
+            if (l->filtered && !l->map && log_decode(d, l) != 0)
                 return -1;
             uint64_t from = e->loff + (pos - e->start) * es, nb = (stop - pos) * es;
             if (nb > l->mapsize || from > l->mapsize - nb) {

@@ -33,6 +33,7 @@ static int encode_sidecar(hid_t type, hid_t space, hid_t dcpl, uint8_t **out, si
     memcpy(b, SIDECAR_MAGIC, 8);
     h5fl_put_u32(b + 8, h5fl_vds_layout(dcpl)   ? H5FL_SIDECAR_VERSION_VDS
                         : h5fl_blob_type(type) ? H5FL_SIDECAR_VERSION_VLEN
+                        : h5fl_filtered(dcpl)  ? H5FL_SIDECAR_VERSION_FILTER
                                                : H5FL_SIDECAR_VERSION);
     h5fl_put_u32(b + 12, (uint32_t)lt);
     h5fl_put_u32(b + 16, (uint32_t)ls);
@@ -79,9 +80,9 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl)
         goto done;
     }
     uint32_t sv = h5fl_get_u32(b + 8);
-    if (sv != H5FL_SIDECAR_VERSION && sv != H5FL_SIDECAR_VERSION_VLEN && sv != H5FL_SIDECAR_VERSION_VDS) {
+    if (sv < H5FL_SIDECAR_VERSION || sv > H5FL_SIDECAR_VERSION_FILTER) {
         h5fl_err("dataset metadata %s has format %u, expected %d to %d (written by a newer h5flow_log?)", path,
-                 sv, H5FL_SIDECAR_VERSION, H5FL_SIDECAR_VERSION_VDS);
+                 sv, H5FL_SIDECAR_VERSION, H5FL_SIDECAR_VERSION_FILTER);
         goto done;
     }
     size_t lt = h5fl_get_u32(b + 12), ls = h5fl_get_u32(b + 16), lp = h5fl_get_u32(b + 20);
@@ -107,6 +108,10 @@ int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl)
     }
     if ((sv == H5FL_SIDECAR_VERSION_VDS) != h5fl_vds_layout(*dcpl)) {
         h5fl_err("dataset metadata %s: format %u does not match its layout (corrupt)", path, sv);
+        goto done;
+    }
+    if ((sv == H5FL_SIDECAR_VERSION_FILTER) != h5fl_filtered(*dcpl)) {
+        h5fl_err("dataset metadata %s: format %u does not match its filters (corrupt)", path, sv);
         goto done;
     }
     rc = 0;

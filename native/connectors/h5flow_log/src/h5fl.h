@@ -30,6 +30,9 @@
 /* ... 3 for a virtual dataset's @dataset (vds.c): older connectors would read it as a dataset without
  * data (the fill value), so they must refuse it */
 #define H5FL_SIDECAR_VERSION_VDS 3
+/* ... 4 for a dataset with filters (filter.c): its index records carry H5FL_REC_FILTER, which an older
+ * connector would call corruption; the version makes it refuse the dataset with a clear message instead */
+#define H5FL_SIDECAR_VERSION_FILTER 4
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
@@ -157,16 +160,20 @@ typedef struct h5fl_record {
     uint64_t dims[H5S_MAX_RANK];
     uint64_t nruns;
     const uint8_t *runs; /* nruns * (u64 start, u64 len), little endian, in selection order */
+    uint64_t raw;   /* H5FL_REC_FILTER: the write's bytes before filtering (nbytes: after) */
+    uint32_t fmask; /* H5FL_REC_FILTER: filters skipped (bit i: the dcpl's filter i), as HDF5's chunk mask */
 } h5fl_record_t;
 
 #define H5FL_REC_MAGIC 0x58494C48u /* "HLIX" */
 #define H5FL_REC_FILL 1u
 #define H5FL_REC_COMMIT 2u /* format 2: everything before this record was completely written */
 #define H5FL_REC_DCRC 4u   /* format 2: the record carries a CRC32C of its data */
-#define H5FL_REC_KNOWN (H5FL_REC_FILL | H5FL_REC_COMMIT | H5FL_REC_DCRC)
+#define H5FL_REC_FILTER 8u /* format 2, filtered datasets: the data went through the filter pipeline */
+#define H5FL_REC_KNOWN (H5FL_REC_FILL | H5FL_REC_COMMIT | H5FL_REC_DCRC | H5FL_REC_FILTER)
 #define H5FL_FILL_LOG UINT32_MAX /* extent "log" of a range that reads as the fill value */
 #define H5FL_REC_HDR 56u /* magic,len | epoch,order,data_off,nbytes,nruns | rank,flags; [dcrc ext]; dims, runs, crc */
 #define H5FL_REC_DCRC_EXT 16u /* with H5FL_REC_DCRC: u64 crc_start, u32 dcrc, u32 0 after the header */
+#define H5FL_REC_FILTER_EXT 16u /* with H5FL_REC_FILTER: u64 raw, u32 fmask, u32 0 (after the dcrc ext) */
 #define H5FL_COMMIT_SIZE (H5FL_REC_HDR + 4u)
 /* Bytes of a record with this rank, number of runs and flags. */
 size_t h5fl_record_size(unsigned rank, uint64_t nruns, uint32_t flags);
@@ -244,6 +251,11 @@ typedef struct h5fl_log {
     int fd;
     uint8_t *map;
     size_t mapsize;
+    /* A filtered write (H5FL_REC_FILTER) is a log of its own in the index: its bytes [foff, foff+flen) of
+     * log `src`, decoded at the first read that touches it into map (mapsize = raw bytes; fd -1). */
+    bool filtered;
+    uint32_t src, fmask;
+    uint64_t foff, flen, raw;
 } h5fl_log_t;
 
 typedef struct h5fl_writer {
@@ -277,7 +289,7 @@ typedef struct h5fl_crcrec {
 
 typedef struct h5fl_index {
     h5fl_log_t *logs;
-    size_t nlogs;
+    size_t nlogs, caplogs; /* filtered writes add one each (h5fl_log_t.filtered): capacity doubles */
     h5fl_crcrec_t *recs;
     size_t nrecs, caprecs;
     h5fl_map_t map;
@@ -294,6 +306,7 @@ struct h5fl_dset {
     bool blob;    /* variable-length sequences or members: like vstr, the bytes are each element's
                    * encoding (blob.c); tsize: bytes of one element in memory */
     size_t tsize;
+    bool filtered; /* the creation list has filters: every write is filtered (filter.c, H5FL_REC_FILTER) */
     H5MM_allocate_t valloc; /* during a read: the transfer list's allocator (see h5fl_blob_ctx_t) */
     void *valloc_info;
     uint8_t *fill;
@@ -435,6 +448,17 @@ int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const
 void h5fl_blob_ctx_end(h5fl_blob_ctx_t *ctx);
 void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
+
+/* Filters (filter.c; docs/FORMAT.md "Filters"). */
+bool h5fl_filtered(hid_t dcpl); /* the creation list has filters */
+/* At creation: check every filter of `dcpl` is available and applies to `type` and the chunk shape, and
+ * let it set its parameters in `dcpl` (can_apply, set_local, as HDF5 does). */
+int h5fl_filter_prepare(hid_t dcpl, hid_t type, const char *dname);
+/* Run the pipeline of `dcpl` over *buf (*nbytes used of *bufsize, allocated with H5allocate_memory; the
+ * filters may replace it) forward, or with `reverse` backwards; *mask: filters skipped (set by a forward
+ * run for optional filters that failed, obeyed by a reverse run). */
+int h5fl_filter_run(hid_t dcpl, bool reverse, unsigned *mask, void **buf, size_t *nbytes, size_t *bufsize,
+                    uint64_t nelem, const char *dname); /* nelem: elements in the extent */
 
 /* Callbacks, one group per translation unit. */
 void *h5fl_file_create(const char *, unsigned, hid_t, hid_t, hid_t, void **);

@@ -8,8 +8,8 @@
 /* ---------------------------------------------------------------- records */
 size_t h5fl_record_size(unsigned rank, uint64_t nruns, uint32_t flags)
 {
-    return H5FL_REC_HDR + ((flags & H5FL_REC_DCRC) ? H5FL_REC_DCRC_EXT : 0) + 8u * rank + 16u * (size_t)nruns +
-           4u;
+    return H5FL_REC_HDR + ((flags & H5FL_REC_DCRC) ? H5FL_REC_DCRC_EXT : 0) +
+           ((flags & H5FL_REC_FILTER) ? H5FL_REC_FILTER_EXT : 0) + 8u * rank + 16u * (size_t)nruns + 4u;
 }
 
 size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r)
@@ -30,6 +30,12 @@ size_t h5fl_record_begin(uint8_t *out, const h5fl_record_t *r)
         h5fl_put_u32(out + at + 8, r->dcrc);
         h5fl_put_u32(out + at + 12, 0);
         at += H5FL_REC_DCRC_EXT;
+    }
+    if (r->flags & H5FL_REC_FILTER) {
+        h5fl_put_u64(out + at, r->raw);
+        h5fl_put_u32(out + at + 8, r->fmask);
+        h5fl_put_u32(out + at + 12, 0);
+        at += H5FL_REC_FILTER_EXT;
     }
     for (unsigned i = 0; i < r->rank; i++)
         h5fl_put_u64(out + at + 8u * i, r->dims[i]);
@@ -81,9 +87,11 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
     r->flags = h5fl_get_u32(buf + 52);
     r->crc_start = 0;
     r->dcrc = 0;
+    r->raw = 0;
+    r->fmask = 0;
     uint32_t fl = r->flags;
     bool commit = fl & H5FL_REC_COMMIT;
-    if ((fl & ~H5FL_REC_KNOWN) || ((fl & H5FL_REC_FILL) && (fl & H5FL_REC_DCRC)) ||
+    if ((fl & ~H5FL_REC_KNOWN) || ((fl & H5FL_REC_FILL) && (fl & (H5FL_REC_DCRC | H5FL_REC_FILTER))) ||
         (commit && (fl != H5FL_REC_COMMIT || r->rank || r->nruns))) {
         h5fl_err("corrupt index record: impossible flags %#x", fl);
         return -1;
@@ -103,6 +111,15 @@ ssize_t h5fl_record_parse(const uint8_t *buf, size_t avail, h5fl_record_t *r)
             return -1;
         }
         at += H5FL_REC_DCRC_EXT;
+    }
+    if (fl & H5FL_REC_FILTER) {
+        r->raw = h5fl_get_u64(buf + at);
+        r->fmask = h5fl_get_u32(buf + at + 8);
+        if (h5fl_get_u32(buf + at + 12) != 0) {
+            h5fl_err("corrupt index record: nonzero reserved field after the filter mask");
+            return -1;
+        }
+        at += H5FL_REC_FILTER_EXT;
     }
     for (unsigned i = 0; i < r->rank; i++)
         r->dims[i] = h5fl_get_u64(buf + at + 8u * i);

@@ -88,6 +88,7 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
     d->vds = h5fl_vds_layout(dcpl);
     d->vstr = H5Tis_variable_str(type) > 0;
     d->blob = h5fl_blob_type(type);
+    d->filtered = h5fl_filtered(dcpl);
     d->tsize = H5Tget_size(type);
     d->esize = d->vstr || d->blob ? 16 : H5Tget_size(type);
     d->fill = calloc(1, d->esize ? d->esize : 1);
@@ -219,11 +220,6 @@ static int check_supported(hid_t type, hid_t dcpl, const char *name)
         return -1;
     (void)cls;
     if (dcpl != H5P_DEFAULT && dcpl >= 0) {
-        if (H5Pget_nfilters(dcpl) > 0) {
-            h5fl_err("h5flow_log does not apply filters (compression, shuffle, ...): create the dataset "
-                     "without them");
-            return -1;
-        }
         if (h5fl_vds_layout(dcpl) && h5fl_vds_check(type, dcpl, name) != 0) /* vds.c */
             return -1;
         if (H5Pget_external_count(dcpl) > 0) {
@@ -287,6 +283,8 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
         h5fl_err("cannot copy the dataset's type, space or creation properties");
         goto done;
     }
+    if (h5fl_filter_prepare(p, t, name ? name : "(anonymous)") != 0) /* filter.c: can_apply, set_local */
+        goto done;
     H5Sselect_all(s);
     int st = 0;
     if (!name) { /* anonymous (h5py's `group[name] = array` creates, writes, then links) */
@@ -393,6 +391,29 @@ static int writer_get(h5fl_dset_t *d) { return h5fl_writer_open(d); }
 
 static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
                          const void *data);
+static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                           uint64_t raw, uint32_t fmask, const void *data);
+
+/* A filtered dataset: run the write's packed bytes through the pipeline, append them, index them. */
+static int write_filtered(h5fl_dset_t *d, hid_t fsel, const uint8_t *src, uint64_t nbytes)
+{
+    h5fl_writer_t *w = d->w;
+    size_t n = (size_t)nbytes, cap = n ? n : 1;
+    void *buf = H5allocate_memory(cap, false);
+    if (!buf) {
+        h5fl_err("out of memory filtering a write of %zu bytes", n);
+        return -1;
+    }
+    memcpy(buf, src, n);
+    unsigned mask = 0;
+    uint64_t data_off = w->dend + w->dlen;
+    int rc = -1;
+    if (h5fl_filter_run(d->dcpl, false, &mask, &buf, &n, &cap, nbytes / d->esize, d->o.path) == 0 &&
+        h5fl_writer_append_data(w, buf, n) == 0)
+        rc = append_record_f(d, fsel, data_off, n, H5FL_REC_FILTER, nbytes, mask, src);
+    H5free_memory(buf);
+    return rc;
+}
 
 /* Pointers of the memory selection, packed in selection order (n entries). */
 static char **gather_ptrs(const sel_t *s, const void *buf)
@@ -527,6 +548,8 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (d->blob)
         return write_blob(d, mtype, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
+        if (d->filtered)
+            return write_filtered(d, s.fsel, (const uint8_t *)buf + moff, nbytes);
         if (h5fl_writer_append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
         stored = (const uint8_t *)buf + moff;
@@ -559,6 +582,10 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
                 goto done;
             }
         }
+        if (d->filtered) {
+            rc = write_filtered(d, s.fsel, tmp, nbytes);
+            goto done;
+        }
         if (h5fl_writer_append_data(w, tmp, nbytes) != 0)
             goto done;
         stored = tmp;
@@ -574,6 +601,14 @@ done:
 static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
                          const void *data)
 {
+    return append_record_f(d, fsel, data_off, nbytes, flags, 0, 0, data);
+}
+
+/* ... with H5FL_REC_FILTER in flags: nbytes filtered bytes, raw before filtering, fmask filters skipped.
+ * data: the write's elements as stored, unfiltered (statistics and the user data function, stats.c). */
+static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                           uint64_t raw, uint32_t fmask, const void *data)
+{
     h5fl_writer_t *w = d->w;
     runs_ctx_t runs = {0};
     int rc = -1;
@@ -585,6 +620,8 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     r.data_off = data_off;
     r.nbytes = nbytes;
     r.flags = flags;
+    r.raw = raw;
+    r.fmask = fmask;
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK];
     H5Sget_simple_extent_dims(d->space, dims, NULL);
@@ -607,7 +644,8 @@ static int append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t
     if (rec != stackrec)
         free(rec);
     if (rc == 0) /* every handle shares this state: all see the write at their next read */
-        rc = h5fl_ix_note_write(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL);
+        rc = h5fl_ix_note_write2(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL,
+                                 (flags & H5FL_REC_FILTER) ? &r : NULL);
     if (rc == 0) /* the write stands: its statistics and user data function (stats.c) */
         h5fl_stats_note(d, &r, &runs, data);
 done:

@@ -482,8 +482,12 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
         h5fl_err_push(__func__);
         return NULL;
     }
-    h5fl_file_t *f = file_new(name, (flags & H5F_ACC_RDWR) ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT,
-                              fapl);
+    /* SWMR flags are kept for H5Fget_intent (h5py's swmr_mode): readers of a container always see what
+     * writers flushed (docs/FORMAT.md "SWMR"), so they change nothing else */
+    h5fl_file_t *f = file_new(name,
+                              ((flags & H5F_ACC_RDWR) ? H5F_ACC_RDWR : H5F_ACC_RDONLY) |
+                                  (flags & (H5F_ACC_SWMR_READ | H5F_ACC_SWMR_WRITE)),
+                              H5P_DEFAULT, fapl);
     if (!f) {
         h5fl_err_push(__func__);
         return NULL;

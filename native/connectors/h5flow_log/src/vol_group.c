@@ -657,9 +657,9 @@ herr_t h5fl_group_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, vo
                     s->objno[0] = h5fl_objno(loc.dir);
                     s->nlink = 1;
                     s->type = loc.type == H5I_GROUP ? H5G_GROUP : H5G_DATASET;
-                    struct stat st;
-                    if (stat(loc.dir, &st) == 0)
-                        s->mtime = st.st_mtime;
+                    H5O_info2_t oi; /* its times: 0 for a dataset created with track_times off */
+                    if (h5fl_fill_oinfo(loc.dir, loc.type, o->file->fileno, H5O_INFO_TIME, &oi) == 0)
+                        s->mtime = oi.mtime;
                 }
                 rc = 0;
             }

@@ -1,5 +1,5 @@
 /* Link and object callbacks: existence, deletion, renames, iteration/visiting, info, open by name. */
-#include "h5fl.h"
+#include "dset.h"
 
 #include <H5VLnative.h>
 #include <errno.h>
@@ -26,7 +26,20 @@ int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsi
     oi->type = otype(type);
     oi->rc = 1;
     struct stat st;
-    if ((fields & H5O_INFO_TIME) && stat(dir, &st) == 0) {
+    bool times = true;
+    if ((fields & H5O_INFO_TIME) && type == H5I_DATASET) { /* created with track_times off: 0, as native */
+        hid_t t, s, p;
+        if (h5fl_sidecar_read(dir, &t, &s, &p) == 0) {
+            hbool_t tt = true;
+            if (H5Pget_obj_track_times(p, &tt) >= 0 && !tt)
+                times = false;
+            H5Tclose(t);
+            H5Sclose(s);
+            H5Pclose(p);
+        } else
+            h5fl_err_clear(); /* an unreadable sidecar reports times; opening the dataset reports the error */
+    }
+    if ((fields & H5O_INFO_TIME) && times && stat(dir, &st) == 0) {
         oi->atime = st.st_atime;
         oi->mtime = st.st_mtime;
         oi->ctime = st.st_ctime;
@@ -99,9 +112,14 @@ static int soft_create2(h5fl_obj_t *o, const char *target, const void *ebuf, siz
 static int link_info(const char *dir, H5I_type_t t, H5L_info2_t *li)
 {
     memset(li, 0, sizeof *li);
-    li->cset = H5T_CSET_UTF8;
+    li->cset = H5T_CSET_ASCII;
     char *parent = h5fl_strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
     if (slash) {
+        /* The character set is not stored: a name with bytes >= 0x80 (escaped %80..%FF) is UTF-8, others
+         * ASCII — what h5py asks for, and native's default for plain names (docs/FORMAT.md "Names"). */
+        for (const char *q = slash + 1; *q; q++)
+            if (q[0] == '%' && ((q[1] >= '8' && q[1] <= '9') || (q[1] >= 'A' && q[1] <= 'F')))
+                li->cset = H5T_CSET_UTF8;
         *slash = '\0';
         if (h5fl_corder_tracked(parent, false)) {
             li->corder_valid = true;
