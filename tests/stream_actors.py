@@ -6,7 +6,7 @@
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
-CONFIG_JSON is a TransportConfig as JSON. Output lines (rank 0 unless noted) are parsed by the tests:
+CONFIG_JSON is a TransportConfig as JSON (the keywords of ``TransportConfig.of``). Output lines (rank 0 unless noted) are parsed by the tests:
 ``PUBLISHED <step> <0|1> <waited_s>``, ``STEP <step> <seq> <rank> <block ids comma-separated>`` (every
 rank), ``CHECKED <step>``, ``STATUS <status> <time> <reason>``, ``DISCARDED <steps>``, ``MISSED <steps>``,
 ``LOST <steps>`` (socket: dropped for this group while it was declared lost).
@@ -28,7 +28,7 @@ def _config(text: str):  # noqa: ANN202
 
     d = json.loads(text)
     part = PartitionerConfig(**d.pop("partitioner", {}))
-    return TransportConfig(partitioner=part, **d)
+    return TransportConfig.of(partitioner=part, **d)
 
 
 def _osc(args: argparse.Namespace):  # noqa: ANN202

@@ -35,7 +35,8 @@ def _run(comm, tmp: Path, m: int, **settings) -> None:  # noqa: ANN001
     sub = comm.Split(0 if producer else 1, comm.rank)
     name = str(tmp / "stream")
     if producer:
-        with h5flow.open(name, "w", comm=sub, heartbeat=2.0, queue_limit=2, **settings) as s:
+        beat = {} if settings.get("type") == "adios2" else {"heartbeat": 2.0}  # adios2 has no heartbeat setting
+        with h5flow.open(name, "w", comm=sub, queue_limit=2, **beat, **settings) as s:
             for t in range(STEPS):
                 with s.step(t, time=0.5 * t) as st:
                     y0, y1 = _slab(GLOBAL_2D[0], sub.size, sub.rank)
@@ -117,6 +118,29 @@ def test_api_errors(tmp_path: Path) -> None:
         h5flow.open(str(tmp_path / "s"), "a")
     with pytest.raises(TypeError, match="unknown transport setting"):
         h5flow.open(str(tmp_path / "s"), "w", queue=3)
+    # a keyword goes to the transport's own settings: another transport's setting is refused, not ignored
+    with pytest.raises(TypeError, match=r"unknown transport setting\(s\) \['layout'\]; accepted: .*heartbeat, "
+                                        r"interface, .*\(type='socket'\)"):
+        h5flow.open(str(tmp_path / "s"), "w", type="socket", layout="n-n")
+    with pytest.raises(TypeError, match=r"\['heartbeat'\]; accepted: enabled, engine, group, partitioner"):
+        h5flow.open(str(tmp_path / "s"), "w", type="adios2", heartbeat=2.0)
+
+
+def test_transport_config_of_sends_keywords_to_the_transports_settings() -> None:
+    from h5flow.config import PartitionerConfig, TransportConfig
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+    from h5flow.transports.socket.settings import SocketSettings
+
+    cfg = TransportConfig.of("hdf5", "s", layout="n-n", queue_limit=2, partitioner="planar")
+    assert cfg.settings == Hdf5Settings(layout="n-n", queue_limit=2)
+    assert cfg.partitioner == PartitionerConfig(type="planar") and cfg.filename == "s"
+    assert TransportConfig(type="socket").settings == SocketSettings()  # defaults when none is given
+    assert not hasattr(cfg, "layout") and not hasattr(cfg, "queue_limit")  # no union of every transport's fields
+    with pytest.raises(TypeError, match=r"unknown transport setting\(s\) \['engine'\]; accepted: .*layout.*"
+                                        r"\(Hdf5Settings\)"):
+        TransportConfig.of("hdf5", "s", engine="sst")
+    with pytest.raises(TypeError, match=r"give settings=Hdf5Settings\(\.\.\.\) or the keywords \['layout'\]"):
+        TransportConfig.of("hdf5", "s", settings=Hdf5Settings(), layout="n-n")
 
 
 @pytest.mark.mpi(n=1, timeout=60)

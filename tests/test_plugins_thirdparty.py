@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +126,10 @@ def test_entry_point_plugin_runs_from_xml_with_h5flow_run(tmp_path: Path) -> Non
     assert owned["step"] == 1 and blocks >= 2
     assert owned["owned"] == [list(range(1, blocks, 2)), list(range(0, blocks, 2))]  # reverse, stride 1
     assert json.loads((stream.parent / "s.dirstream" / "settings.json").read_text())["label"] == "entry-point"
+    # the record names the transport's own settings, not hdf5's layout and driver
+    assert record["settings"] == record["producer"]["settings"] == asdict(plugin.DirSettings(label="entry-point"))
+    assert "layout" not in record and "driver" not in record and "layout" not in record["producer"]
+    assert "dirstream (poll 0.005," in proc.stdout  # the summary prints them too
 
 
 def test_registration_forms_and_mistakes(registered: None) -> None:
@@ -155,5 +160,10 @@ def test_a_config_built_in_code_gets_the_transports_default_settings(tmp_path: P
     from mpi4py import MPI
 
     cfg = TransportConfig(type="dirstream", filename=str(tmp_path / "s"))
+    assert cfg.settings == plugin.DirSettings()  # set at construction: never None
     with open_writer(MPI.COMM_SELF, cfg) as w:
-        assert w.config.settings == plugin.DirSettings() and cfg.settings is None  # the caller's config unchanged
+        assert w.config.settings is cfg.settings and w.settings is cfg.settings
+    with pytest.raises(TypeError, match=r"settings=DirSettings\(\.\.\.\) given for transport 'hdf5', whose "
+                                        r"settings are Hdf5Settings"):
+        TransportConfig(type="hdf5", filename="x", settings=plugin.DirSettings())
+    assert TransportConfig.of("dirstream", "x", label="kw").settings == plugin.DirSettings(label="kw")

@@ -28,7 +28,7 @@ def test_bad_requests_with_the_token_are_answered_and_serving_goes_on(comm, mpi_
     from h5flow.transports.socket import protocol as P
     from h5flow.transports.socket.contact import Contact, contact_path
 
-    cfg = TransportConfig(type="socket", filename=str(mpi_tmp_path / "s"), heartbeat=5.0)
+    cfg = TransportConfig.of(type="socket", filename=str(mpi_tmp_path / "s"), heartbeat=5.0)
     sim = Simulation(OscillatorConfig(shape=(8, 8, 8), nblocks=1, steps=1), 0, 1)
     w = open_writer(comm, cfg)
     ctx = zmq.Context()

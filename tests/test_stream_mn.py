@@ -29,8 +29,8 @@ def _run_mn(comm, tmp: Path, m: int, partitioner: str, particles: int = 0, **tra
     nblocks = 2 * max(m, n) + 1  # never a multiple of either side
     osc = OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=STEPS, particles=particles)
     part = PartitionerConfig(type=partitioner, plane_size=2)
-    cfg = TransportConfig(filename=str(tmp / "stream"), heartbeat=2.0, queue_limit=2, partitioner=part,
-                          **transport)
+    beat = {} if transport.get("type") == "adios2" else {"heartbeat": 2.0}  # adios2 has no heartbeat setting
+    cfg = TransportConfig.of(filename=str(tmp / "stream"), queue_limit=2, partitioner=part, **beat, **transport)
     ok, message = True, ""
     if producer:
         sim = Simulation(osc, sub.rank, sub.size)
@@ -163,10 +163,10 @@ def test_adios2_clear_errors(comm, mpi_tmp_path: Path) -> None:
     from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
 
     with pytest.raises(TransportError, match="does not exist: create it first"):
-        open_writer(comm, TransportConfig(type="adios2", engine="sst", filename=str(mpi_tmp_path / "no" / "s")))
+        open_writer(comm, TransportConfig.of(type="adios2", engine="sst", filename=str(mpi_tmp_path / "no" / "s")))
     with pytest.raises(TransportError, match="adios2 engine 'bp4'; accepted: sst, bp5"):
-        open_writer(comm, TransportConfig(type="adios2", engine="bp4", filename=str(mpi_tmp_path / "s")))
-    with open_reader(comm, TransportConfig(type="adios2", engine="bp5", filename=str(mpi_tmp_path / "s"))) as r:
+        open_writer(comm, TransportConfig.of(type="adios2", engine="bp4", filename=str(mpi_tmp_path / "s")))
+    with open_reader(comm, TransportConfig.of(type="adios2", engine="bp5", filename=str(mpi_tmp_path / "s"))) as r:
         res = r.begin_step(0.2)
         assert res.status is StepStatus.NOT_READY and "no adios2 stream yet" in res.reason
 

@@ -28,7 +28,7 @@ def test_requests_without_the_token_are_refused(comm, mpi_tmp_path: Path, capfd:
     from h5flow.transports.socket import protocol as P
     from h5flow.transports.socket.contact import Contact, contact_path
 
-    cfg = TransportConfig(type="socket", filename=str(mpi_tmp_path / "s"), heartbeat=5.0)
+    cfg = TransportConfig.of(type="socket", filename=str(mpi_tmp_path / "s"), heartbeat=5.0)
     sim = Simulation(OscillatorConfig(shape=(8, 8, 8), nblocks=1, steps=1), 0, 1)
     w = open_writer(comm, cfg)
     ctx = zmq.Context()
@@ -77,13 +77,13 @@ def test_a_bad_interface_and_a_live_stream_are_clear_errors(comm, mpi_tmp_path: 
     from h5flow.config import TransportConfig
     from h5flow.transports import TransportError, open_writer
 
-    cfg = TransportConfig(type="socket", filename=str(mpi_tmp_path / "s"), interface="no-such-interface0")
+    cfg = TransportConfig.of(type="socket", filename=str(mpi_tmp_path / "s"), interface="no-such-interface0")
     with pytest.raises(TransportError, match="cannot listen on interface 'no-such-interface0'"):
         open_writer(comm, cfg)
-    cfg = TransportConfig(type="socket", filename=str(mpi_tmp_path / "missing" / "s"))
+    cfg = TransportConfig.of(type="socket", filename=str(mpi_tmp_path / "missing" / "s"))
     with pytest.raises(TransportError, match="does not exist"):
         open_writer(comm, cfg)
-    cfg = TransportConfig(type="socket", filename=str(mpi_tmp_path / "s"), interface="*")
+    cfg = TransportConfig.of(type="socket", filename=str(mpi_tmp_path / "s"), interface="*")
     first = open_writer(comm, cfg)
     try:
         with pytest.raises(TransportError, match="another producer .* is still serving this stream"):
@@ -117,7 +117,8 @@ def test_socket_xml_attributes() -> None:
 
     t = loads('<sensei><transport type="socket" filename="s" interface="*" quota="1MiB" queue_limit="2" '
               'queue_policy="discard" heartbeat="0.5"/></sensei>').transport()
-    assert (t.type, t.interface, t.quota_bytes, t.queue_limit, t.queue_policy, t.heartbeat) == \
+    s = t.settings
+    assert (t.type, s.interface, s.quota_bytes, s.queue_limit, s.queue_policy, s.heartbeat) == \
         ("socket", "*", 1 << 20, 2, "discard", 0.5)
     with pytest.raises(ConfigError, match="unknown attribute 'layout'"):
         loads('<sensei><transport type="socket" filename="s" layout="n-n"/></sensei>')

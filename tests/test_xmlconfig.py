@@ -65,8 +65,8 @@ def test_seed_hdf5_config_verbatim(tmp_path: Path) -> None:
     assert cfg.path == str(tmp_path / "producer.xml")
     assert cfg.analyses == []
     t = cfg.transport()
-    assert t == TransportConfig(type="hdf5", filename="/burst/buffer/file", method="stream", collective=False,
-                                enabled=True, source=f"{tmp_path / 'producer.xml'}:3")
+    assert t == TransportConfig.of("hdf5", "/burst/buffer/file", method="stream", collective=False,
+                                   enabled=True, source=f"{tmp_path / 'producer.xml'}:3")
     assert t.partitioner == PartitionerConfig()
     assert t.mapped_from == ""
 
@@ -97,7 +97,7 @@ def test_examples_all_load() -> None:
         cfg = load(f)
         assert cfg.transports or cfg.analyses, f
     assert load(EXAMPLES / "histogram.xml").analyses[0].file == "hist"
-    assert load(EXAMPLES / "consumer.xml").transport().group == "histograms"
+    assert load(EXAMPLES / "consumer.xml").transport().settings.group == "histograms"
     mapped = load(EXAMPLES / "partitioner-mapped.xml").transport().partitioner
     assert mapped.block_ids == list(range(8)) and mapped.block_owners == [0, 1] * 4
 
@@ -171,15 +171,15 @@ def test_booleans(value: str, expected: bool) -> None:
                                                     ("sc", True), ("SC", True), (" sc ", True)])
 def test_method_first_character(method: str, collective: bool) -> None:
     t = one_transport(f'type="hdf5" filename="f" method="{method}"')
-    assert t.method == method.strip()
-    assert t.collective is collective
+    assert t.settings.method == method.strip()
+    assert t.settings.collective is collective
 
 
 def test_method_defaults_to_stream_and_collective_attribute() -> None:
     t = one_transport('type="hdf5" filename="f"')
-    assert (t.method, t.collective) == ("stream", False)
-    assert one_transport('type="hdf5" filename="f" method="stream" collective="1"').collective is True
-    assert one_transport('type="hdf5" filename="f" method="sc" collective="true"').collective is True
+    assert (t.settings.method, t.settings.collective) == ("stream", False)
+    assert one_transport('type="hdf5" filename="f" method="stream" collective="1"').settings.collective is True
+    assert one_transport('type="hdf5" filename="f" method="sc" collective="true"').settings.collective is True
 
 
 @pytest.mark.parametrize("method", ["default", "d", "post-hoc", ""])
@@ -199,24 +199,26 @@ def test_all_extensions() -> None:
     t = one_transport('type="hdf5" filename="f" layout="N-N" driver="subfiling" collective="1" queue_limit="4" '
                       'queue_policy="Discard" quota="512MiB" keep="all" heartbeat="0.25" poll_min="0.001" '
                       'poll_max="0.5" group="ana_1-b"')
-    assert (t.layout, t.driver, t.collective) == ("n-n", "subfiling", True)
-    assert (t.queue_limit, t.queue_policy, t.quota_bytes, t.keep) == (4, "discard", 512 * 2**20, "all")
-    assert (t.heartbeat, t.poll_min, t.poll_max, t.group) == (0.25, 0.001, 0.5, "ana_1-b")
+    s = t.settings
+    assert (s.layout, s.driver, s.collective) == ("n-n", "subfiling", True)
+    assert (s.queue_limit, s.queue_policy, s.quota_bytes, s.keep) == (4, "discard", 512 * 2**20, "all")
+    assert (s.heartbeat, s.poll_min, s.poll_max, s.group) == (0.25, 0.001, 0.5, "ana_1-b")
 
 
 def test_extension_defaults() -> None:
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+
     t = one_transport('type="hdf5" filename="f"')
-    d = TransportConfig()
-    assert (t.layout, t.driver, t.queue_limit, t.queue_policy, t.quota_bytes, t.keep, t.heartbeat, t.poll_min,
-            t.poll_max, t.group, t.engine) == (d.layout, d.driver, d.queue_limit, d.queue_policy, d.quota_bytes,
-                                               d.keep, d.heartbeat, d.poll_min, d.poll_max, d.group, d.engine)
+    assert t.settings == TransportConfig().settings == Hdf5Settings()
+    assert (t.settings.layout, t.settings.driver, t.settings.queue_limit, t.settings.queue_policy, t.settings.keep,
+            t.settings.heartbeat, t.settings.group) == ("n-1", "mpio", 0, "block", "released", 1.0, "default")
 
 
 @pytest.mark.parametrize(("quota", "nbytes"), [("0", 0), ("1048576", 2**20), ("512MiB", 512 * 2**20),
                                                ("2GiB", 2 * 2**30), ("100MB", 100 * 10**6), ("1.5 KiB", 1536),
                                                ("7kb", 7000), ("3 TB", 3 * 10**12), ("1tib", 2**40), ("10B", 10)])
 def test_quota_units(quota: str, nbytes: int) -> None:
-    assert one_transport(f'type="hdf5" filename="f" quota="{quota}"').quota_bytes == nbytes
+    assert one_transport(f'type="hdf5" filename="f" quota="{quota}"').settings.quota_bytes == nbytes
 
 
 @pytest.mark.parametrize(("attr", "fragments"), [
@@ -259,21 +261,22 @@ def test_poll_min_above_poll_max() -> None:
 def test_socket_transport() -> None:
     t = one_transport('type="socket" filename="stream" queue_limit="2" group="g" heartbeat="3"',
                       '<partitioner type="planar" plane_size="4"/>')
-    assert (t.type, t.filename, t.queue_limit, t.group, t.heartbeat) == ("socket", "stream", 2, "g", 3.0)
+    s = t.settings
+    assert (t.type, t.filename, s.queue_limit, s.group, s.heartbeat) == ("socket", "stream", 2, "g", 3.0)
     assert t.partitioner.plane_size == 4 and t.mapped_from == ""
 
 
 @pytest.mark.parametrize(("engine", "expected"), [("sst", "sst"), ("SST", "sst"), ("bp5", "bp5"), ("BP5", "bp5")])
 def test_adios2_engines(engine: str, expected: str) -> None:
     t = one_transport(f'type="adios2" filename="test.bp" engine="{engine}"', tag="analysis")
-    assert (t.type, t.engine, t.filename) == ("adios2", expected, "test.bp")
+    assert (t.type, t.settings.engine, t.filename) == ("adios2", expected, "test.bp")
 
 
 def test_adios2_buffer_settings_map_to_queue() -> None:
     t = one_transport('type="adios2" filename="x" engine="sst" buffer_size="8" buffer_mode="Discard"')
-    assert (t.queue_limit, t.queue_policy) == (8, "discard")
+    assert (t.settings.queue_limit, t.settings.queue_policy) == (8, "discard")
     t = one_transport('type="adios2" filename="x" queue_limit="3" queue_policy="block"')
-    assert (t.engine, t.queue_limit, t.queue_policy) == ("sst", 3, "block")
+    assert (t.settings.engine, t.settings.queue_limit, t.settings.queue_policy) == ("sst", 3, "block")
 
 
 def test_adios2_bp4_is_refused() -> None:

@@ -170,7 +170,8 @@ def _summary(record: dict[str, Any]) -> None:
     t.add_column(style="bold")
     t.add_column()
     lat = record.get("latency") or {}
-    t.add_row("transport", f"{record['transport']} (layout {record['layout']}, driver {record['driver']})")
+    settings = ", ".join(f"{k} {v}" for k, v in (record.get("settings") or {}).items())
+    t.add_row("transport", f"{record['transport']} ({settings})" if settings else record["transport"])
     t.add_row("producers : consumers", f"{record['producers']} : {record['consumers']}")
     t.add_row("steps (published / consumed)", f"{record['producer']['published']} / {record['steps_consumed']}")
     t.add_row("bytes moved", f"{record['bytes'] / (1 << 20):.1f} MiB")

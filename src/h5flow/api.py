@@ -17,9 +17,8 @@ Consumer (any number of ranks, independent of the producer count)::
 
 ``open`` takes an XML file (SENSEI style, its enabled ``<transport>``/``<analysis type="hdf5|socket|adios2">``),
 a :class:`~h5flow.config.TransportConfig`, or a stream name plus keyword settings
-(``h5flow.open("/dev/shm/run", "w", type="socket", queue_limit=4)``; a registered transport's own settings,
-the fields of its :class:`~h5flow.transports.TransportSettings` dataclass, are keywords too). docs/API.md has
-the details.
+(``h5flow.open("/dev/shm/run", "w", type="socket", queue_limit=4)``: the keywords are the fields of the
+transport's own :class:`~h5flow.transports.TransportSettings` dataclass). docs/API.md has the details.
 
 Each array written with :meth:`StepWriter.write` becomes a mesh of the same name with one cell array of that
 name; each rank's piece is one block. 1-D and 2-D arrays are stored as image blocks one cell thick on the
@@ -30,13 +29,13 @@ The block-level API (:func:`h5flow.transports.open_writer`/``open_reader``) stay
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from h5flow.config import PartitionerConfig, TransportConfig
+from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
 from h5flow.transports.base import PublishInfo, Reader, ReadStep, StepStatus, TransportError, Writer
@@ -57,7 +56,6 @@ def _config(target: Any, settings: dict[str, Any]) -> TransportConfig:
         if settings:
             raise TypeError("give keyword settings or a TransportConfig, not both (set them on the config)")
         return target
-    known = {f.name for f in fields(TransportConfig)}
     if target is None:
         if "filename" not in settings:
             raise TypeError("h5flow.open needs an XML file, a TransportConfig, or a stream name "
@@ -74,25 +72,18 @@ def _config(target: Any, settings: dict[str, Any]) -> TransportConfig:
         return load(path).transport()
     from h5flow.transports import entry
 
-    settings_cls = entry(str(settings.get("type", TransportConfig.type))).settings
-    own = settings_cls.keywords()  # a registered transport's own settings (its TransportSettings fields)
-    bad = sorted(set(settings) - known - own)
+    kind = str(settings.pop("type", TransportConfig.type))
+    own = entry(kind).settings.keywords()  # the transport's own settings (its TransportSettings fields)
+    common = _COMMON_KEYWORDS
+    bad = sorted(set(settings) - common - own)
     if bad:
-        accepted = sorted((known | own) - {"filename", "settings", "source", "mapped_from"})
-        raise TypeError(f"unknown transport setting(s) {bad}; accepted: {', '.join(accepted)}")
-    part = settings.pop("partitioner", None)
-    if isinstance(part, str):
-        part = PartitionerConfig(type=part)
-    mine = {k: settings.pop(k) for k in list(settings) if k in own and k not in known}
-    if mine and settings.get("settings") is not None:
-        raise TypeError(f"give settings={type(settings['settings']).__name__}(...) or the keywords {sorted(mine)}, "
-                        "not both")
-    cfg = TransportConfig(filename=text, **settings)
-    if part is not None:
-        cfg.partitioner = part
-    if mine or (cfg.settings is None and own):
-        settings_cls.from_keywords(mine).apply(cfg)
-    return cfg
+        raise TypeError(f"unknown transport setting(s) {bad}; accepted: "
+                        f"{', '.join(sorted(common | own | {'type'}))} (type={kind!r})")
+    return TransportConfig.of(kind, text, **settings)
+
+
+#: keywords of :func:`open` every transport takes (the rest go to the transport's settings class)
+_COMMON_KEYWORDS = frozenset({"partitioner", "enabled", "settings"})
 
 
 def _default_comm(comm: Any) -> Any:
@@ -110,9 +101,10 @@ def open(target: str | Path | TransportConfig | None = None, mode: str = "r", co
     """Open a stream for writing (``"w"``, on the producer ranks) or reading (``"r"``, on the consumer ranks).
 
     ``target`` is a SENSEI-style XML file, a :class:`~h5flow.config.TransportConfig`, or the stream's name
-    with ``settings`` (fields of :class:`~h5flow.config.TransportConfig`: ``type``, ``queue_limit``, ...;
-    ``partitioner="planar"`` or a :class:`~h5flow.config.PartitionerConfig`; for a registered transport also
-    the fields of its settings dataclass, which then arrives as ``config.settings``). ``comm`` defaults to
+    with ``settings``: ``type``; ``partitioner="planar"`` or a :class:`~h5flow.config.PartitionerConfig`;
+    and the fields of the transport's settings dataclass (``queue_limit``, ``layout``, ... for hdf5:
+    :class:`~h5flow.transports.hdf5.settings.Hdf5Settings`), which arrives as ``config.settings``; a name the
+    transport does not have raises ``TypeError`` listing the accepted ones. ``comm`` defaults to
     ``MPI.COMM_WORLD``. Collective over ``comm``.
     """
     if mode not in ("r", "w"):

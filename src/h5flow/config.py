@@ -20,32 +20,58 @@ class PartitionerConfig:
 
 @dataclass
 class TransportConfig:
-    """One stream's transport. ``type``, ``filename``, ``enabled``, ``partitioner`` are every transport's;
-    the fields from ``method`` to ``interface`` are the built-in transports' settings (their settings classes,
-    e.g. :class:`h5flow.transports.hdf5.settings.Hdf5Settings`, copy them here); a registered transport's
-    own settings object (its :class:`h5flow.transports.TransportSettings` dataclass) is ``settings``."""
+    """One stream's transport: what every transport has, plus ``settings``, the transport's own settings
+    dataclass (:class:`h5flow.transports.TransportSettings`: e.g.
+    :class:`h5flow.transports.hdf5.settings.Hdf5Settings` with ``layout``, ``queue_limit``, ...).
+
+    ``settings`` is always set: left out (``None``), it is the transport's defaults (its registry entry's
+    settings class, built without arguments); given, it must be an instance of that class. To build one from
+    keyword settings, use :meth:`of`: ``TransportConfig.of("hdf5", filename=..., layout="n-n")``.
+    """
 
     type: str = "hdf5"  # hdf5 | socket | adios2 | a registered transport's name
     filename: str = ""  # the stream's name; hdf5: staging directory is filename + ".h5flow"
-    method: str = "stream"  # SENSEI's method; only streaming is supported
-    collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c')
-    layout: str = "n-1"  # hdf5: n-1 (one shared file per step) | n-n (one file per producer rank)
-    driver: str = "mpio"  # hdf5: mpio | subfiling
-    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
-    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
-    quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
-    keep: str = "released"  # released: delete a step once every consumer group released it | all
-    heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
-    poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
-    poll_max: float = 0.02
-    group: str = "default"  # consumer group name (each group sees every step)
-    engine: str = ""  # adios2: sst | bp5
-    interface: str = ""  # socket: address, host or interface name the producers listen on ("*": all); "" = 127.0.0.1
     enabled: bool = True
     partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)
     source: str = ""  # where it was defined ("file.xml:3"), for messages
     mapped_from: str = ""  # a legacy SENSEI transport this one stands in for ('adios1 method="FLEXPATH"'), else ""
-    settings: Any = None  # a registered transport's own settings (its TransportSettings dataclass), else None
+    settings: Any = None  # the transport's own settings (its TransportSettings dataclass); None: its defaults
+
+    def __post_init__(self) -> None:
+        from h5flow.transports import entry
+
+        cls = entry(self.type).settings
+        if self.settings is None:
+            self.settings = cls()
+        elif not isinstance(self.settings, cls):
+            raise TypeError(f"settings={type(self.settings).__name__}(...) given for transport {self.type!r}, whose "
+                            f"settings are {cls.__name__}; give a {cls.__name__} or leave settings out (its "
+                            "defaults)")
+
+    @classmethod
+    def of(cls, type: str = "hdf5", filename: str = "", *,  # noqa: A002 - the XML attribute's name
+           partitioner: PartitionerConfig | str | None = None, enabled: bool = True, source: str = "",
+           mapped_from: str = "", settings: Any = None, **keywords: Any) -> TransportConfig:
+        """A config built in code with the transport's own settings as keywords:
+        ``TransportConfig.of("socket", "/dev/shm/run", queue_limit=4, heartbeat=2.0)``.
+
+        ``keywords`` go to the transport's settings class (:meth:`TransportSettings.from_keywords`), which
+        refuses a name it does not have (``TypeError`` listing the accepted ones); ``partitioner`` may be a
+        partitioner's name (``"planar"``) or a :class:`PartitionerConfig`.
+        """
+        from h5flow.transports import entry
+
+        settings_cls = entry(type).settings
+        if keywords:
+            if settings is not None:
+                raise TypeError(f"give settings={settings.__class__.__name__}(...) or the keywords "
+                                f"{sorted(keywords)}, not both")
+            settings = settings_cls.from_keywords(keywords)
+        if isinstance(partitioner, str):
+            partitioner = PartitionerConfig(type=partitioner)
+        return cls(type=type, filename=filename, enabled=enabled,
+                   partitioner=partitioner if partitioner is not None else PartitionerConfig(), source=source,
+                   mapped_from=mapped_from, settings=settings)
 
 
 @dataclass

@@ -34,7 +34,8 @@ def fig3_memory(record: dict[str, Any], path: Path) -> Path:
         if len(record[role]["ranks"]) <= 8:
             ax.legend(fontsize=8)
     axes[0].set_ylabel("resident memory (MiB)")
-    fig.suptitle(f"Memory over time — {record['transport']} ({record.get('layout')}), "
+    layout = f" ({record['layout']})" if record.get("layout") else ""  # hdf5's layout
+    fig.suptitle(f"Memory over time — {record['transport']}{layout}, "
                  f"{record['producers']}:{record['consumers']}, {record['steps']} steps")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -141,7 +141,7 @@ def produce(comm: Any, config: SenseiConfig, osc: OscillatorConfig, record: str 
                 raise
             lost = e  # steps dropped for a lost consumer group: recorded, then the producer fails
     end = time.time()
-    part = {"role": "producer", "transport": tcfg.type, "layout": tcfg.layout, "driver": tcfg.driver,
+    part = {"role": "producer", "transport": tcfg.type, "settings": asdict(tcfg.settings),
             "producers": comm.size, "steps": steps, "published": published, "discarded": discarded,
             "bytes": nbytes, "shape": list(osc.shape), "blocks": sim.num_blocks,
             "dropped": writer.dropped}
@@ -299,8 +299,10 @@ def merge(prod: dict[str, Any], cons: dict[str, Any], launched: float, finished:
     last_end = max(r["end"] for r in cons["ranks"])
     tts = last_end - launched
     rank0 = next(r for r in cons["ranks"] if r["rank"] == 0)
+    settings = prod.get("settings") or {}  # the transport's own settings (dataclasses.asdict)
     return {
-        "transport": prod["transport"], "layout": prod.get("layout"), "driver": prod.get("driver"),
+        "transport": prod["transport"], "settings": settings,
+        **{k: settings[k] for k in ("layout", "driver") if k in settings},  # hdf5's, kept at the top level
         "producers": prod["producers"], "consumers": cons["consumers"], "steps": prod["steps"],
         "steps_consumed": cons["steps"], "bytes": prod["bytes"],
         "time_to_solution": tts, "time_in_processes": last_end - first_start,

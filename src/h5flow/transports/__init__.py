@@ -11,7 +11,6 @@ producer → writer → storage/socket → reader → partitioner → analysis.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +19,7 @@ from h5flow._registry import Registry
 from h5flow.config import TransportConfig
 from h5flow.transports.base import (BeginStepResult, PublishInfo, Reader, ReadStep, StepStatus, TransportError,
                                     Writer)
-from h5flow.transports.plugin import BuiltinSettings, TransportEntry, TransportSettings, WriterReader, as_entry
+from h5flow.transports.plugin import TransportEntry, TransportSettings, WriterReader, as_entry
 
 #: name → :class:`TransportEntry` (or, from an entry point, a ``(writer, reader)`` pair or a function
 #: returning either); use :func:`entry` to look one up
@@ -74,27 +73,18 @@ def register(name: str, writer: type[Writer] | None = None, reader: type[Reader]
     registry.register(name, lambda: made, replace=replace)
 
 
-def _with_settings(found: TransportEntry, config: TransportConfig) -> TransportConfig:
-    """``config`` with ``settings`` set to the transport's defaults when a registered transport's
-    settings were not given (a TransportConfig built in code); the caller's object is not changed."""
-    cls = found.settings
-    if config.settings is None and cls is not TransportSettings and not issubclass(cls, BuiltinSettings):
-        return dataclasses.replace(config, settings=cls())
-    return config
-
-
 def open_writer(comm: Any, config: TransportConfig) -> Writer:
     """The producer side of ``config.type`` on ``comm`` (collective)."""
     found = entry(config.type)
     writer_cls, _ = found.classes()
-    return writer_cls(comm, _with_settings(found, config))
+    return writer_cls(comm, config)
 
 
 def open_reader(comm: Any, config: TransportConfig) -> Reader:
     """The consumer side of ``config.type`` on ``comm`` (collective)."""
     found = entry(config.type)
     _, reader_cls = found.classes()
-    return reader_cls(comm, _with_settings(found, config))
+    return reader_cls(comm, config)
 
 
 __all__ = ["BeginStepResult", "PublishInfo", "ReadStep", "Reader", "StepStatus", "TransportEntry", "TransportError",

@@ -190,23 +190,24 @@ class Decision:
     waited: float = 0.0
 
 
-def quota_error(config: Any, step: int, nbytes: int) -> str:
-    """The error for a step that alone exceeds ``quota_bytes`` ("" when it fits)."""
-    if config.quota_bytes and nbytes > config.quota_bytes:
-        return (f"step {step} holds {nbytes} bytes, more than the staging quota of {config.quota_bytes} bytes: "
+def quota_error(settings: Any, step: int, nbytes: int) -> str:
+    """The error for a step that alone exceeds ``settings.quota_bytes`` ("" when it fits)."""
+    if settings.quota_bytes and nbytes > settings.quota_bytes:
+        return (f"step {step} holds {nbytes} bytes, more than the staging quota of {settings.quota_bytes} bytes: "
                 "raise the quota")
     return ""
 
 
-def queue_full(config: Any, unreleased: int, staged: int, nbytes: int) -> str:
-    """Why the queue cannot take a step of ``nbytes`` ("" when it can): ``queue_limit``, then ``quota_bytes``.
+def queue_full(settings: Any, unreleased: int, staged: int, nbytes: int) -> str:
+    """Why the queue cannot take a step of ``nbytes`` ("" when it can): ``settings.queue_limit``, then
+    ``settings.quota_bytes``.
 
     ``unreleased``: published steps some consumer group has not released; ``staged``: their bytes still held.
     """
-    if config.queue_limit and unreleased >= config.queue_limit:
-        return f"queue full: {unreleased} unreleased steps, queue_limit {config.queue_limit}"
-    if config.quota_bytes and staged + nbytes > config.quota_bytes:
-        return f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {config.quota_bytes}"
+    if settings.queue_limit and unreleased >= settings.queue_limit:
+        return f"queue full: {unreleased} unreleased steps, queue_limit {settings.queue_limit}"
+    if settings.quota_bytes and staged + nbytes > settings.quota_bytes:
+        return f"staging quota: {staged} unreleased bytes staged + {nbytes} > quota {settings.quota_bytes}"
     return ""
 
 
@@ -215,8 +216,8 @@ class PutsWriter(Writer):
 
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)
-        if config.queue_policy not in ("block", "discard"):
-            raise TransportError(f"queue_policy {config.queue_policy!r}; accepted: block, discard")
+        if self.settings.queue_policy not in ("block", "discard"):
+            raise TransportError(f"queue_policy {self.settings.queue_policy!r}; accepted: block, discard")
         self.events: list[dict[str, float | int | bool | str]] = []
         self._puts = StepPuts()
         self._step_time = 0.0
@@ -273,7 +274,7 @@ class StepWriter(PutsWriter):
         """Rank 0: the next ``seq`` once the queue has room (``block``), or drop the step (``discard``).
 
         ``meta`` (the step's metadata) lets a transport estimate more than the payload (file overhead)."""
-        cfg = self.config
+        cfg = self.settings
         error = quota_error(cfg, step, nbytes)
         if error:
             return Decision(False, error=error)

@@ -115,6 +115,8 @@ class Writer(ABC):
     def __init__(self, comm: Any, config: Any) -> None:
         self.comm = comm
         self.config = config
+        #: the transport's own settings (``config.settings``: its TransportSettings dataclass)
+        self.settings: Any = config.settings
         self._in_step = False
         self._closed = False
         self._step: int | None = None
@@ -183,6 +185,8 @@ class Reader(ABC):
 
         self.comm = comm
         self.config = config
+        #: the transport's own settings (``config.settings``: its TransportSettings dataclass)
+        self.settings: Any = config.settings
         self._current: ReadStep | None = None
         self._closed = False
         #: decides which blocks of each step this rank reads (built once from ``config.partitioner``)

@@ -11,10 +11,12 @@ ADIOS2's engine factory, one entry per engine with its own parameters, is the mo
 * ``cleanup(config)``: removes what an earlier, finished run of the same stream left behind (``h5flow run``
   calls it before launching the producers), or ``None``.
 
-The settings every transport shares stay fields of :class:`~h5flow.config.TransportConfig`: ``type``,
-``filename``, ``enabled``, ``partitioner`` (read by :mod:`h5flow.xmlconfig` itself), and, for the built-in
-transports, the fields their settings classes copy there (``queue_limit``, ``heartbeat``, ...), which
-:func:`h5flow.open` also takes as keywords.
+Only what every transport has is a field of :class:`~h5flow.config.TransportConfig`: ``type``,
+``filename``, ``enabled``, ``partitioner`` (read by :mod:`h5flow.xmlconfig` itself), ``source``,
+``mapped_from`` and ``settings``; everything else (the built-in transports' ``layout``, ``queue_limit``,
+``heartbeat``, ``engine``, ...) is a field of the transport's settings class, read as ``config.settings.x``
+(``self.settings`` in a :class:`~h5flow.transports.base.Writer`/``Reader``) and given as keywords to
+:func:`h5flow.open` and :meth:`~h5flow.config.TransportConfig.of`.
 """
 
 from __future__ import annotations
@@ -97,7 +99,13 @@ class TransportSettings:
 
     @classmethod
     def from_keywords(cls, settings: dict[str, Any]) -> TransportSettings:
-        """Build from keyword settings (:func:`h5flow.open`); unknown names raise ``TypeError``."""
+        """Build from keyword settings (:func:`h5flow.open`, :meth:`TransportConfig.of`); a name that is not
+        one of :meth:`keywords` raises ``TypeError`` listing the accepted ones."""
+        accepted = cls.keywords()
+        bad = sorted(set(settings) - accepted)
+        if bad:
+            raise TypeError(f"unknown transport setting(s) {bad}; accepted: "
+                            f"{', '.join(sorted(accepted)) or 'none'} ({cls.__name__})")
         return cls(**settings)
 
     @classmethod
@@ -108,20 +116,6 @@ class TransportSettings:
     def apply(self, config: TransportConfig) -> None:
         """Store these settings in ``config`` (the transport's writer and reader read ``config.settings``)."""
         config.settings = self
-
-
-@dataclass
-class BuiltinSettings(TransportSettings):
-    """Settings of a built-in transport: copied into the :class:`~h5flow.config.TransportConfig` fields of
-    the same names, where its writer and reader (and :func:`h5flow.open`'s keywords) have them."""
-
-    @classmethod
-    def keywords(cls) -> frozenset[str]:
-        return frozenset()  # they are TransportConfig fields already
-
-    def apply(self, config: TransportConfig) -> None:
-        for f in fields(self):
-            setattr(config, f.name, getattr(self, f.name))
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ class Adios2Reader(Reader):
     # -- attach ----------------------------------------------------------------------------------
     def _find_announcement(self, deadline: float | None) -> tuple[Announcement | None, str]:
         path = announcement_path(self.config.filename)
-        delay = self.config.poll_min
+        delay = self.settings.poll_min
         while True:
             try:
                 return Announcement.load(path), ""
@@ -93,7 +93,7 @@ class Adios2Reader(Reader):
             if deadline is not None and time.time() >= deadline:
                 return None, ""
             time.sleep(delay)
-            delay = min(delay * 2, self.config.poll_max)
+            delay = min(delay * 2, self.settings.poll_max)
 
     def _attach(self, deadline: float | None, timeout: float | None) -> BeginStepResult | None:
         """Collective: wait for the producers' announcement, then open this rank's streams."""

@@ -4,11 +4,11 @@ cleanup of a finished run's announcement and stream files."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 from h5flow.config import TransportConfig
-from h5flow.transports.plugin import QUEUE_ATTRIBUTES, BuiltinSettings, TransportEntry, WriterReader, read_group
+from h5flow.transports.plugin import QUEUE_ATTRIBUTES, TransportEntry, TransportSettings, WriterReader, read_group
 from h5flow.xmlnode import XmlNode
 
 _T = TypeVar("_T")
@@ -16,15 +16,17 @@ ENGINES = ("sst", "bp5")
 
 
 @dataclass
-class Adios2Settings(BuiltinSettings):
-    """``<transport type="adios2">`` (docs/CONFIG.md); copied into the TransportConfig fields of these names."""
+class Adios2Settings(TransportSettings):
+    """``<transport type="adios2">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | {"engine", "buffer_size", "buffer_mode"}
 
-    engine: str = "sst"  # TransportConfig.engine "" also means sst
-    queue_limit: int = TransportConfig.queue_limit
-    queue_policy: str = TransportConfig.queue_policy
-    group: str = TransportConfig.group
+    engine: str = "sst"  # sst | bp5 ("" also means sst)
+    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
+    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
+    group: str = "default"  # consumer group name (each group sees every step)
+    poll_min: float = field(default=0.0005, init=False)  # consumer polling (s), doubled up to poll_max; not a setting
+    poll_max: float = field(default=0.02, init=False)
 
     @classmethod
     def from_xml(cls, node: XmlNode) -> Adios2Settings:

@@ -69,9 +69,10 @@ def stream_name(filename: str, rank: int) -> str:
 
 
 def engine_name(cfg: TransportConfig) -> str:
-    engine = (cfg.engine or "sst").lower()
+    engine = (cfg.settings.engine or "sst").lower()
     if engine not in ENGINES:
-        raise ValueError(f"{cfg.source or 'config'}: adios2 engine {cfg.engine!r}; accepted: {', '.join(ENGINES)}")
+        raise ValueError(f"{cfg.source or 'config'}: adios2 engine {cfg.settings.engine!r}; "
+                         f"accepted: {', '.join(ENGINES)}")
     return engine
 
 
@@ -104,7 +105,7 @@ def announce(filename: str, info: Announcement) -> None:
 def writer_parameters(cfg: TransportConfig, engine: str) -> dict[str, str]:
     if engine == "sst":
         return {"RendezvousReaderCount": "1", "RegistrationMethod": "File",
-                "QueueLimit": str(cfg.queue_limit), "QueueFullPolicy": cfg.queue_policy.capitalize()}
+                "QueueLimit": str(cfg.settings.queue_limit), "QueueFullPolicy": cfg.settings.queue_policy.capitalize()}
     return {}
 
 
@@ -112,5 +113,5 @@ def reader_parameters(cfg: TransportConfig, engine: str) -> dict[str, str]:
     params = {"OpenTimeoutSecs": str(OPEN_TIMEOUT_S)}
     if engine == "bp5":
         # BP5 polls the file for new steps; its 1 s default adds ~0.6 s median latency per step
-        params["BeginStepPollingFrequencySecs"] = repr(cfg.poll_max)
+        params["BeginStepPollingFrequencySecs"] = repr(cfg.settings.poll_max)
     return params

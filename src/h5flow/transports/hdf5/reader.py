@@ -120,7 +120,7 @@ class Hdf5Reader(Reader):
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         self.staging = Staging(config.filename)
-        self.staging.group_path(config.group)  # validates the group name on every rank
+        self.staging.group_path(self.settings.group)  # validates the group name on every rank
         self.info: StreamInfo | None = None
         self.events: list[dict[str, float | int]] = []
         self.discarded: list[tuple[int, str]] = []  # (step, reason) dropped by the producer
@@ -149,7 +149,7 @@ class Hdf5Reader(Reader):
             raise TransportError(str(e)) from None
         if info.run_id == self._finished_run:
             return False
-        state = self.staging.load_group(self.config.group)
+        state = self.staging.load_group(self.settings.group)
         known = state is not None and state.run_id == info.run_id  # this group read this run before
         if not known:
             state = GroupState(info.run_id, -1, self.comm.size)
@@ -162,7 +162,7 @@ class Hdf5Reader(Reader):
             # its end of stream would be a success on a stream this reader did not read. Wait for a new run.
             self._finished_run = info.run_id
             print(f"h5flow: {self.staging.root} holds a finished run (run {info.run_id}) with no step left for "
-                  f"consumer group '{self.config.group}'; waiting for a new producer run", file=sys.stderr,
+                  f"consumer group '{self.settings.group}'; waiting for a new producer run", file=sys.stderr,
                   flush=True)
             return False
         self.info = info
@@ -190,16 +190,16 @@ class Hdf5Reader(Reader):
         or, not registered yet, not at all, so steps it deletes are reported as ``missed``)."""
         assert self._state is not None
         try:
-            self.staging.save_group(self.config.group, self._state)
+            self.staging.save_group(self.settings.group, self._state)
             if self._unsaved:
-                print(f"h5flow: consumer group '{self.config.group}' state saved again in {self.staging.consumers}",
+                print(f"h5flow: consumer group '{self.settings.group}' state saved again in {self.staging.consumers}",
                       file=sys.stderr, flush=True)
             self._unsaved = False
         except OSError as e:
             if not is_full_error(e):
                 raise
             if not self._unsaved:
-                print(f"h5flow: consumer group '{self.config.group}' cannot save its state in "
+                print(f"h5flow: consumer group '{self.settings.group}' cannot save its state in "
                       f"{self.staging.consumers} ({e.strerror}); reading on, retrying at each release",
                       file=sys.stderr, flush=True)
             self._unsaved = True
@@ -240,7 +240,7 @@ class Hdf5Reader(Reader):
                 f"last step published {published}")
 
     def _poll(self, timeout: float | None) -> _Found:
-        cfg = self.config
+        cfg = self.settings
         deadline = None if timeout is None else time.time() + timeout
         delay = cfg.poll_min
         while True:
@@ -315,7 +315,7 @@ class Hdf5Reader(Reader):
             assert self._state is not None and self.info is not None
             self._state.released_seq = step.seq
             self._save_group()
-            if self.config.keep != "all":
+            if self.settings.keep != "all":
                 self.staging.collect_garbage(self.info.run_id, [x for x in [e] if x is not None])
         self._next_seq = step.seq + 1
         self._delivered += 1

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h5flow.config import TransportConfig
-from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, BuiltinSettings, TransportEntry,
+from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, TransportEntry, TransportSettings,
                                       WriterReader, read_polling, read_queue)
 from h5flow.xmlnode import XmlNode
 
@@ -14,24 +14,24 @@ _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/
 
 
 @dataclass
-class Hdf5Settings(BuiltinSettings):
-    """``<transport type="hdf5">`` (docs/CONFIG.md); copied into the TransportConfig fields of these names."""
+class Hdf5Settings(TransportSettings):
+    """``<transport type="hdf5">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
         "file_name", "method", "collective", "layout", "driver", "quota", "keep"}
 
-    method: str = TransportConfig.method
-    collective: bool = TransportConfig.collective
-    layout: str = TransportConfig.layout
-    driver: str = TransportConfig.driver
-    quota_bytes: int = TransportConfig.quota_bytes
-    keep: str = TransportConfig.keep
-    queue_limit: int = TransportConfig.queue_limit
-    queue_policy: str = TransportConfig.queue_policy
-    group: str = TransportConfig.group
-    heartbeat: float = TransportConfig.heartbeat
-    poll_min: float = TransportConfig.poll_min
-    poll_max: float = TransportConfig.poll_max
+    method: str = "stream"  # SENSEI's method; only streaming is supported
+    collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c')
+    layout: str = "n-1"  # n-1 (one shared file per step) | n-n (one file per producer rank)
+    driver: str = "mpio"  # mpio | subfiling
+    quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
+    keep: str = "released"  # released: delete a step once every consumer group released it | all
+    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
+    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
+    group: str = "default"  # consumer group name (each group sees every step)
+    heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
+    poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
+    poll_max: float = 0.02
 
     @classmethod
     def read_filename(cls, node: XmlNode) -> str:

@@ -18,6 +18,7 @@ from h5flow.transports._common import Decision, StepWriter, block_payload, datas
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
+from h5flow.transports.hdf5.settings import Hdf5Settings
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
@@ -56,16 +57,17 @@ class Hdf5Writer(StepWriter):
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
-        if config.layout not in ("n-1", "n-n"):
-            raise TransportError(f"{config.source or 'config'}: layout {config.layout!r}; accepted: n-1, n-n")
-        if config.driver not in _h5.DRIVERS:
-            raise TransportError(f"{config.source or 'config'}: driver {config.driver!r}; accepted: mpio, subfiling")
+        s: Hdf5Settings = self.settings
+        if s.layout not in ("n-1", "n-n"):
+            raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: n-1, n-n")
+        if s.driver not in _h5.DRIVERS:
+            raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
         self.staging = Staging(config.filename)
         self._published: list[Entry] = []
         info = None
         error = ""
         if comm.rank == 0:
-            info = StreamInfo(new_run_id(), comm.size, config.layout, config.driver, config.heartbeat, time.time())
+            info = StreamInfo(new_run_id(), comm.size, s.layout, s.driver, s.heartbeat, time.time())
             try:
                 self.staging.reset(info.run_id)
             except (OSError, RuntimeError) as e:
@@ -78,7 +80,7 @@ class Hdf5Writer(StepWriter):
         self._stopped = False
         error = ""
         try:
-            self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), config.heartbeat)
+            self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), self.settings.heartbeat)
         except OSError as e:
             error = f"rank {comm.rank}: cannot start its heartbeat in {self.staging.hb}: {e}"
         errors = [e for e in comm.allgather(error) if e]
@@ -101,7 +103,7 @@ class Hdf5Writer(StepWriter):
         if isinstance(admitted, PublishInfo):
             return admitted
         meta, nbytes, decision, t0 = admitted
-        comm, cfg, step = self.comm, self.config, meta.step
+        comm, cfg, step = self.comm, self.settings, meta.step
         t_admit = time.time()
         tmp = self.staging.tmp_step(step)
         attempt = 0
@@ -148,7 +150,7 @@ class Hdf5Writer(StepWriter):
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
         rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
         waiting in one."""
-        comm, cfg, step = self.comm, self.config, meta.step
+        comm, cfg, step = self.comm, self.settings, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
         try:
@@ -203,7 +205,7 @@ class Hdf5Writer(StepWriter):
     # -- room on disk ----------------------------------------------------------------------------
     def _need(self, meta: StepMeta, nbytes: int) -> int:
         """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
-        files = 1 if self.config.layout == "n-1" else self.comm.size
+        files = 1 if self.settings.layout == "n-1" else self.comm.size
         datasets = sum(len(dataset_layout(m)) + 1 for m in meta.meshes.values()) + 1
         return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
 
@@ -222,7 +224,7 @@ class Hdf5Writer(StepWriter):
 
         ``queue_policy="block"`` waits (saying so once on stderr) while garbage collection and other
         processes free room; ``"discard"`` stops the stream: a full file system is not backpressure."""
-        cfg, root = self.config, self.staging.root
+        cfg, root = self.settings, self.staging.root
         t0, delay, announced = time.time(), cfg.poll_min, False
         while True:
             why = self.staging.reserve_space(need)
@@ -271,7 +273,7 @@ class Hdf5Writer(StepWriter):
                   "lost when its heartbeat stops", file=sys.stderr, flush=True)
 
     def _queue_state(self) -> tuple[int, int, list[str]]:
-        cfg = self.config
+        cfg = self.settings
         self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
         if cfg.keep != "all":
             self.staging.collect_garbage(self.info.run_id, self._published)
@@ -292,7 +294,7 @@ class Hdf5Writer(StepWriter):
         A failed data write (a full file system) does not leave the collective sequence: the rank keeps
         making every collective call (with nothing to write), flushes, and the ranks agree on the outcome
         (``allgather``) before the collective close, so they all leave the file the same way."""
-        comm, cfg = self.comm, self.config
+        comm, cfg = self.comm, self.settings
         error = ""
 
         def failed(what: str, e: BaseException) -> None:
@@ -365,7 +367,7 @@ class Hdf5Writer(StepWriter):
         f.attrs["step"] = meta.step
         f.attrs["time"] = meta.time
         f.attrs["producers"] = meta.producers
-        f.attrs["layout"] = self.config.layout
+        f.attrs["layout"] = self.settings.layout
 
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
@@ -375,7 +377,7 @@ class Hdf5Writer(StepWriter):
             try:
                 self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
                 self.staging.append(f"E {self._seq}")
-                if self.config.keep != "all":
+                if self.settings.keep != "all":
                     self.staging.collect_garbage(self.info.run_id, self._published)
             except OSError as e:
                 error = f"cannot end the stream in {self.staging.root}: {e}"

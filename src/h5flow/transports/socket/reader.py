@@ -173,7 +173,7 @@ class SocketReader(Reader):
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
-        check_group(config.group)
+        check_group(self.settings.group)
         try:
             self.path = contact_path(config.filename)
         except ValueError as e:
@@ -210,7 +210,7 @@ class SocketReader(Reader):
         ctrl = [P.Link(self._ctx, r.reachable(), linger_ms=250) for r in contact.ranks]
         try:
             for link in ctrl:
-                link.sock.send_multipart(P.request(token, P.HELLO, group=self.config.group,
+                link.sock.send_multipart(P.request(token, P.HELLO, group=self.settings.group,
                                                    consumers=self.comm.size))
             wait = 1.5 * contact.heartbeat
             deadline = time.time() + wait
@@ -238,18 +238,18 @@ class SocketReader(Reader):
         self._next_seq = self._floor if resumed or dropped else 0
         if dropped:
             self._report_dropped(dropped)
-        self._pinger = _Pinger(self._ctx, contact, self.config.group)
+        self._pinger = _Pinger(self._ctx, contact, self.settings.group)
         return True
 
     def _report_dropped(self, d: dict[str, Any]) -> None:
         self.dropped.extend((int(step), str(d["reason"])) for step in d["steps"])
-        print(f"h5flow: {dropped_message(self.config.filename, self.config.group, d)}", file=sys.stderr, flush=True)
+        print(f"h5flow: {dropped_message(self.config.filename, self.settings.group, d)}", file=sys.stderr, flush=True)
 
     def _check_ended(self) -> None:
         """No contact file: if the producer that ended there dropped steps of this group, say so (an ERROR)."""
         try:
             ended = json.loads(ended_path(self.config.filename).read_text())
-            d = ended["dropped"].get(self.config.group)
+            d = ended["dropped"].get(self.settings.group)
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             return
         if d:
@@ -257,14 +257,14 @@ class SocketReader(Reader):
             when = time.strftime("%H:%M:%S", time.localtime(float(ended.get("ended", 0))))
             raise TransportError(f"the stream ended at {when} (run {ended.get('run_id')}, {ended.get('published')} "
                                  f"steps published) while this consumer group was away: "
-                                 f"{dropped_message(self.config.filename, self.config.group, d)}; remove "
+                                 f"{dropped_message(self.config.filename, self.settings.group, d)}; remove "
                                  f"{ended_path(self.config.filename)} to wait for a new stream instead")
 
     def _lost(self) -> str:
         assert self._pinger is not None and self.contact is not None
         hb = self.contact.heartbeat
         if self._pinger.dropped is not None:
-            return (f"producer rank {self._pinger.dropped} dropped consumer group {self.config.group!r}: it missed "
+            return (f"producer rank {self._pinger.dropped} dropped consumer group {self.settings.group!r}: it missed "
                     f"its heartbeats (every {hb / 2:g} s) for longer than {1.5 * hb:g} s")
         for rank, link in enumerate(self._ctrl):
             if link.broken():
@@ -276,7 +276,7 @@ class SocketReader(Reader):
         return ""
 
     def _poll(self, timeout: float | None) -> _Found:
-        cfg = self.config
+        cfg = self.settings
         deadline = None if timeout is None else time.time() + timeout
         delay = cfg.poll_min
         while self.contact is None:
@@ -352,7 +352,7 @@ class SocketReader(Reader):
             assert self.contact is not None
             token = self.contact.token.encode()
             for link in self._ctrl:
-                link.sock.send_multipart(P.request(token, P.RELEASE, group=self.config.group, seq=step.seq))
+                link.sock.send_multipart(P.request(token, P.RELEASE, group=self.settings.group, seq=step.seq))
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
@@ -362,7 +362,7 @@ class SocketReader(Reader):
         if self.comm.rank == 0 and self.contact is not None and self._end is None:
             token = self.contact.token.encode()
             for link in self._ctrl:  # detach: the producer stops holding steps for this group
-                link.sock.send_multipart(P.request(token, P.BYE, group=self.config.group))
+                link.sock.send_multipart(P.request(token, P.BYE, group=self.settings.group))
         if self._pinger is not None:
             self._pinger.stop()
             self._pinger = None

@@ -6,25 +6,25 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from h5flow.config import TransportConfig
-from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, BuiltinSettings, TransportEntry,
+from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, TransportEntry, TransportSettings,
                                       WriterReader, read_polling, read_queue)
 from h5flow.xmlnode import XmlNode
 
 
 @dataclass
-class SocketSettings(BuiltinSettings):
-    """``<transport type="socket">`` (docs/SOCKET.md); copied into the TransportConfig fields of these names."""
+class SocketSettings(TransportSettings):
+    """``<transport type="socket">`` (docs/SOCKET.md); ``config.settings`` of its TransportConfig."""
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {"interface", "quota"}
 
-    interface: str = TransportConfig.interface
-    quota_bytes: int = TransportConfig.quota_bytes
-    queue_limit: int = TransportConfig.queue_limit
-    queue_policy: str = TransportConfig.queue_policy
-    group: str = TransportConfig.group
-    heartbeat: float = TransportConfig.heartbeat
-    poll_min: float = TransportConfig.poll_min
-    poll_max: float = TransportConfig.poll_max
+    interface: str = ""  # address, host or interface name the producers listen on ("*": all); "" = 127.0.0.1
+    quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
+    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
+    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
+    group: str = "default"  # consumer group name (each group sees every step)
+    heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
+    poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
+    poll_max: float = 0.02
 
     @classmethod
     def from_xml(cls, node: XmlNode) -> SocketSettings:

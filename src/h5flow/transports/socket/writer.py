@@ -53,7 +53,7 @@ class SocketWriter(StepWriter):
             raise TransportError(str(e)) from None
         P.tune_allocator()
         self._ctx = zmq.Context()
-        self.store = Store(comm.rank, config.heartbeat)
+        self.store = Store(comm.rank, self.settings.heartbeat)
         self._server: Server | None = None
         self._claim: Claim | None = None
         # after close: consumer group -> {"steps": [...], "reason": ...} for steps published but dropped for a group
@@ -78,7 +78,7 @@ class SocketWriter(StepWriter):
                 raise TransportError(error)
             token, self.run_id = run
             try:
-                self._server = Server(self._ctx, self.store, token.encode(), self.run_id, config.interface)
+                self._server = Server(self._ctx, self.store, token.encode(), self.run_id, self.settings.interface)
                 mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid(),
                                    self._server.local)
                 error = ""
@@ -90,7 +90,7 @@ class SocketWriter(StepWriter):
                 raise TransportError("; ".join(errors))
             error = ""
             if comm.rank == 0:
-                self.contact = Contact(self.run_id, token, comm.size, config.heartbeat, [m for m, _ in gathered])
+                self.contact = Contact(self.run_id, token, comm.size, self.settings.heartbeat, [m for m, _ in gathered])
                 try:
                     self.contact.write(self.path)  # the announcement: every rank serves already
                 except (OSError, RuntimeError) as e:
@@ -160,7 +160,7 @@ class SocketWriter(StepWriter):
                 st.end_count = len(st.announced)
             assert self._server is not None
             self._server.wake()
-            limit = time.time() + 10 * self.config.heartbeat
+            limit = time.time() + 10 * self.settings.heartbeat
             with st.cond:
                 while not st.told_end() and time.time() < limit:  # ... and was told that the stream ended
                     st.cond.wait(0.1)
