@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     from h5flow.transports import StepStatus, open_reader, open_writer
 
     role, prefix, engine = argv[0], argv[1], argv[2]
-    cfg = TransportConfig(type="adios2", engine=engine, filename=prefix, queue_limit=4)
+    cfg = TransportConfig.of("adios2", prefix, engine=engine, queue_limit=4)
     comm = MPI.COMM_SELF
     if role == "write":
         nbytes, steps = int(argv[3]), int(argv[4])

@@ -76,7 +76,7 @@ def test_an_array_the_analysis_keeps_is_not_overwritten_by_the_next_step(tmp_pat
                           "16", "16", "--blocks", "1"], stdout=subprocess.DEVNULL)
     kept, copies = [], []
     try:
-        with open_reader(MPI.COMM_SELF, TransportConfig(**cfg)) as r:
+        with open_reader(MPI.COMM_SELF, TransportConfig.of(**cfg)) as r:
             while (res := r.begin_step(60.0)).status is StepStatus.OK:
                 data = res.step.blocks("mesh", ["data"])[0].cell_arrays["data"]
                 if not kept:
