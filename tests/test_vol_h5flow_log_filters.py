@@ -248,3 +248,30 @@ def test_mpi_filtered_writes_latest_wins(comm, mpi_tmp_path: Path) -> None:
         mpi_assert(comm, np.array_equal(d[...], want) and d.compression == "gzip" and d.shuffle,
                    "read back after reopen differs")
     comm.Barrier()
+
+
+def test_statistics_of_filtered_writes_come_from_their_records(tmp_path: Path) -> None:
+    """A filtered write's statistics record is used (not recomputed from the data), and both ways give
+    numpy's numbers: the record must be checked against the write's unfiltered length."""
+    run_script("""
+        import glob, json
+        from h5flow.stats import dataset_stats
+        p = sys.argv[1]
+        x = np.random.default_rng(1).normal(size=(64, 100)); x[5, 7] = np.nan
+        with h5py.File(p, "w") as f:
+            d = f.create_dataset("d", shape=x.shape, dtype="f8", chunks=(8, 100), compression="gzip", shuffle=True)
+            for i in range(0, 64, 8):
+                d[i:i + 8] = x[i:i + 8]
+            d[10:12] = 3.0
+        ref = x.copy(); ref[10:12] = 3.0
+        for damaged in (False, True):
+            if damaged:
+                for s in glob.glob(p + "/d/@stats.*"):
+                    open(s, "r+b").truncate(10)
+            with h5py.File(p, "r") as f:
+                sh = dataset_stats(f["d"])["shards"]
+            src = [s["source"] for s in sh]
+            assert src.count("stats" if not damaged else "data") == (8 if not damaged else 9), src
+            assert np.isclose(max(s["max"] for s in sh), np.nanmax(ref)) and np.isclose(min(s["min"] for s in sh), np.nanmin(ref))
+            assert np.isclose(sum(s["sum"] for s in sh), np.nansum(ref)) and sum(s["nan"] for s in sh) == 1
+    """, str(tmp_path / "c.h5"))

@@ -597,7 +597,9 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     acc_t a = {0};
     a.kind = s->kind;
     a.esize = s->esize;
-    if (a.kind != K_NONE && n * a.esize == r->nbytes) {
+    /* a filtered write's record holds its filtered length; `data` is its bytes before filtering */
+    uint64_t raw = (r->flags & H5FL_REC_FILTER) ? r->raw : r->nbytes;
+    if (a.kind != K_NONE && n * a.esize == raw) {
         acc_scan(&a, data, n, 0);
         if ((a.has_hist = hist_ok(&a)))
             hist_scan(&a, data, n);
