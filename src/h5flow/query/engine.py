@@ -149,7 +149,8 @@ class Selection:
         self.shape: tuple[int, ...] = tuple(first.shape)
         self.grid: BlockGrid = grid_for(self.shape, first.dtype.itemsize, first.chunks, native=not source.container)
         self.dsets = dsets
-        self.readers = {p: BlockReader(d, self.grid, not source.container) for p, d in dsets.items()}
+        # a block's values are used before the next block is read (only hit positions are kept): reuse buffers
+        self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True) for p, d in dsets.items()}
         self.leaves: list[LeafPlan] = []
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}

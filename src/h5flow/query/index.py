@@ -70,10 +70,15 @@ class BlockReader:
     Where a block is an unfiltered chunk of a native file, the chunk's bytes are read as stored
     (``H5Dread_chunk``): half the cost of a hyperslab read, which matters when a query reads only the
     candidate blocks. Chunks never written (fill value), filtered ones, and every other layout or
-    connector take the hyperslab read, so the values are the same either way."""
+    connector take the hyperslab read, so the values are the same either way.
 
-    def __init__(self, dset: h5py.Dataset, grid: BlockGrid, native: bool) -> None:
+    ``reuse``: stored chunks are read into one buffer that the next read overwrites (no page faults on
+    fresh memory per block); only for a caller that is done with a block before it reads the next."""
+
+    def __init__(self, dset: h5py.Dataset, grid: BlockGrid, native: bool, reuse: bool = False) -> None:
         self.dset, self.grid = dset, grid
+        self._buf: np.ndarray | None = None
+        self.reuse = reuse
         self.direct = False
         try:
             dt = dset.dtype
@@ -93,12 +98,18 @@ class BlockReader:
 
     def _chunk(self, k: int) -> np.ndarray | None:
         origin = self.grid.origin(k)
+        block = self.grid.block
+        nbytes = math.prod(block) * self.dset.dtype.itemsize
         try:
-            mask, raw = self.dset.id.read_direct_chunk(origin)
+            if self.reuse:
+                if self._buf is None:
+                    self._buf = np.empty(nbytes, np.uint8)
+                mask, raw = self.dset.id.read_direct_chunk(origin, out=self._buf)
+            else:
+                mask, raw = self.dset.id.read_direct_chunk(origin)
         except Exception:  # noqa: BLE001 - e.g. a chunk never written: the fill value comes from a hyperslab read
             return None
-        block = self.grid.block
-        if mask != 0 or len(raw) != math.prod(block) * self.dset.dtype.itemsize:
+        if mask != 0 or len(raw) != nbytes:
             return None
         v = np.frombuffer(raw, dtype=self.dset.dtype)
         ext = self.grid.extent(k)
