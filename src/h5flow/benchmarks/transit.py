@@ -500,86 +500,64 @@ def _cell(rows: list[Row], name: str, m: int, n: int) -> Row | None:
     return next((x for x in rows if x.transport == name and (x.producers, x.consumers) == (m, n)), None)
 
 
+def _matrix(title: str, rows: list[Row], shown: list[str], cfgs: list[tuple[int, int]], cell: Any,
+            extra: tuple[list[str], Any] | None = None) -> Any:
+    """A table of M:N rows and one column per transport; ``cell(row)`` formats a present run, "-" marks an
+    absent one; ``extra`` = (column names, ``(m, n) -> cells``) adds columns after the transports'."""
+    from rich.table import Table
+
+    tab = Table(title=title)
+    tab.add_column("M:N", justify="right")
+    for name in shown + (extra[0] if extra else []):
+        tab.add_column(name, justify="right")
+    for m, n in cfgs:
+        cells = [("-" if (r := _cell(rows, name, m, n)) is None else cell(r)) for name in shown]
+        tab.add_row(f"{m}:{n}", *cells, *(extra[1](m, n) if extra else []))
+    return tab
+
+
 def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dict[str, float]]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     shown = [t for t in TRANSPORTS if any(r.transport == t for r in rows)]
     cfgs = sorted({(r.producers, r.consumers) for r in rows})
     spread = f"median [min–max] of {plan.reps}" if plan.reps > 1 else "one repetition"
-    t = Table(title=f"h5flow bench transit: oscillator → histogram, {plan.bytes_per_rank / MIB:g} MiB per producer "
-                    f"rank per step, {plan.steps} steps; time to solution (s), {spread}, and ÷ h5flow's ADIOS2 SST")
-    t.add_column("M:N", justify="right")
-    for name in shown:
-        t.add_column(name, justify="right")
-    t.add_column("null (s)", justify="right")
-    t.add_column("POSIX w+r tmpfs / disk (s)", justify="right")
-    t.add_column("memcpy (s)", justify="right")
-    for m, n in cfgs:
-        cells = []
-        for name in shown:
-            r = _cell(rows, name, m, n)
-            if r is None:
-                cells.append("-")
-                continue
-            rng = f" [{r.time_to_solution_min:.2f}–{r.time_to_solution_max:.2f}]" if r.reps > 1 else ""
-            vs = f" ({r.vs_sst:.2f}×)" if r.vs_sst is not None else ""
-            cells.append(f"{r.time_to_solution:.2f}{rng}{vs}")
+
+    def tts(r: Row) -> str:
+        rng = f" [{r.time_to_solution_min:.2f}–{r.time_to_solution_max:.2f}]" if r.reps > 1 else ""
+        return f"{r.time_to_solution:.2f}{rng}" + (f" ({r.vs_sst:.2f}×)" if r.vs_sst is not None else "")
+
+    def bound_cells(m: int, n: int) -> list[str]:
         b = bounds[(m, n)]
-        t.add_row(f"{m}:{n}", *cells, f"{b['null']:.2f}", f"{b['posix_tmpfs']:.3f} / {b['posix_disk']:.3f}",
-                  f"{b['memcpy']:.3f}")
-    console.print(t)
-    v = Table(title="time to solution ÷ the null transport (producer and analysis in one job of M ranks, zero "
-                    "copies) and ÷ plain ADIOS2 SST (adios2-sst-plain)")
-    v.add_column("M:N", justify="right")
-    for name in shown:
-        v.add_column(name, justify="right")
-    for m, n in cfgs:
-        cells = []
-        for name in shown:
-            r = _cell(rows, name, m, n)
-            vn = "-" if r is None or r.vs_null is None else f"{r.vs_null:.2f}×"
-            vp = "" if r is None or r.vs_sst_plain is None else f" / {r.vs_sst_plain:.2f}×"
-            cells.append(vn + vp)
-        v.add_row(f"{m}:{n}", *cells)
-    console.print(v)
-    o = Table(title="time inside the transport (write + read, s) ÷ the POSIX write+read of the same bytes; "
-                    "adios2 rows also ÷ the plain ADIOS2 pair of the same engine")
-    o.add_column("M:N", justify="right")
-    for name in shown:
-        o.add_column(name, justify="right")
-    for m, n in cfgs:
-        cells = []
-        for name in shown:
-            r = _cell(rows, name, m, n)
-            if r is None:
-                cells.append("-")
-                continue
-            txt = f"{r.transport_seconds:.2f}"
-            if r.overhead_vs_posix is not None:
-                txt += f" ({r.overhead_vs_posix:.2f}× POSIX"
-                txt += f", {r.transport_vs_plain:.2f}× plain)" if r.transport_vs_plain is not None else ")"
-            cells.append(txt)
-        o.add_row(f"{m}:{n}", *cells)
-    console.print(o)
-    mem = Table(title="peak RSS per rank (MiB), producers | consumers, first repetition; +growth of a producer "
-                      "rank's peak RSS from the first half of its steps to the second")
-    mem.add_column("M:N", justify="right")
-    for name in shown:
-        mem.add_column(name, justify="right")
-    for m, n in cfgs:
-        cells = []
-        for name in shown:
-            r = _cell(rows, name, m, n)
-            if r is None:
-                cells.append("-")
-                continue
-            p = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_producer_ranks)
-            c = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_consumer_ranks)
-            cells.append(f"{p} | {c}; +{max(0, r.rss_growth_producer_bytes) / MIB:.0f}")
-        mem.add_row(f"{m}:{n}", *cells)
-    console.print(mem)
+        return [f"{b['null']:.2f}", f"{b['posix_tmpfs']:.3f} / {b['posix_disk']:.3f}", f"{b['memcpy']:.3f}"]
+
+    def vs_null(r: Row) -> str:
+        vn = "-" if r.vs_null is None else f"{r.vs_null:.2f}×"
+        return vn + ("" if r.vs_sst_plain is None else f" / {r.vs_sst_plain:.2f}×")
+
+    def inside(r: Row) -> str:
+        txt = f"{r.transport_seconds:.2f}"
+        if r.overhead_vs_posix is not None:
+            txt += f" ({r.overhead_vs_posix:.2f}× POSIX"
+            txt += f", {r.transport_vs_plain:.2f}× plain)" if r.transport_vs_plain is not None else ")"
+        return txt
+
+    def rss(r: Row) -> str:
+        p = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_producer_ranks)
+        c = " ".join(f"{x / MIB:.0f}" for x in r.peak_rss_consumer_ranks)
+        return f"{p} | {c}; +{max(0, r.rss_growth_producer_bytes) / MIB:.0f}"
+
+    console.print(_matrix(f"h5flow bench transit: oscillator → histogram, {plan.bytes_per_rank / MIB:g} MiB per "
+                          f"producer rank per step, {plan.steps} steps; time to solution (s), {spread}, and ÷ "
+                          "h5flow's ADIOS2 SST", rows, shown, cfgs, tts,
+                          (["null (s)", "POSIX w+r tmpfs / disk (s)", "memcpy (s)"], bound_cells)))
+    console.print(_matrix("time to solution ÷ the null transport (producer and analysis in one job of M ranks, "
+                          "zero copies) and ÷ plain ADIOS2 SST (adios2-sst-plain)", rows, shown, cfgs, vs_null))
+    console.print(_matrix("time inside the transport (write + read, s) ÷ the POSIX write+read of the same bytes; "
+                          "adios2 rows also ÷ the plain ADIOS2 pair of the same engine", rows, shown, cfgs, inside))
+    console.print(_matrix("peak RSS per rank (MiB), producers | consumers, first repetition; +growth of a producer "
+                          "rank's peak RSS from the first half of its steps to the second", rows, shown, cfgs, rss))
 
 
 # -- driver ----------------------------------------------------------------------------------------
