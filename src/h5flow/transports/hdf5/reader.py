@@ -53,7 +53,7 @@ class Hdf5ReadStep(ReadStep):
         self._open = opener
 
     def _file(self, owner: int) -> h5py.File:
-        key = 0 if self._layout == "n-1" else owner
+        key = owner if self._layout == "n-n" else 0
         if key not in self._files:
             self._files[key] = self._open(owner)
         return self._files[key]
@@ -62,7 +62,7 @@ class Hdf5ReadStep(ReadStep):
         """block id → (file key owner, first row, row count) in the dataset that holds it."""
         counts = [b.count(assoc) for b in mesh.blocks]
         out = {}
-        if self._layout == "n-1":
+        if self._layout != "n-n":  # n-1 and log: one logical file, blocks at their global rows
             offsets = mesh.offsets(assoc)
             for i in ids:
                 out[i] = (0, offsets[i], counts[i])
@@ -79,7 +79,7 @@ class Hdf5ReadStep(ReadStep):
               dtype: np.dtype) -> dict[int, np.ndarray]:
         rows = self._rows(mesh, assoc, ids)
         out: dict[int, np.ndarray] = {}
-        if self._layout == "n-1":
+        if self._layout != "n-n":
             dset = self._file(0)[mesh.name][path]
             for first, last in _runs(ids):
                 a, b = rows[first][1], rows[last][1] + rows[last][2]
@@ -298,6 +298,8 @@ class Hdf5Reader(Reader):
             files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
 
         def open_rank_file(owner: int) -> h5py.File:
+            if found.layout == "log":  # this rank's reads only, serially, through the connector
+                return _h5.open_log(step_dir / "data.h5", "r")
             return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
 
         self._step_t0, self._seen = t0, found.seen

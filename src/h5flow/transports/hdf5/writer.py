@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -18,7 +19,7 @@ from h5flow.transports._common import Decision, StepWriter, block_payload, datas
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.settings import Hdf5Settings
+from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings
 from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
@@ -34,8 +35,12 @@ WRITE_RATE = 20e6
 WRITE_RETRIES = 3
 
 
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(text: str, limit: int = 500) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its start (rank, file) and its end (the errno text
+    that HDF5 and the connector put last)."""
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + " ... " + text[-(limit // 2):]
 
 
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
@@ -58,8 +63,8 @@ class Hdf5Writer(StepWriter):
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         s: Hdf5Settings = self.settings
-        if s.layout not in ("n-1", "n-n"):
-            raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: n-1, n-n")
+        if s.layout not in LAYOUTS:
+            raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: {', '.join(LAYOUTS)}")
         if s.driver not in _h5.DRIVERS:
             raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
         self.staging = Staging(config.filename)
@@ -168,9 +173,10 @@ class Hdf5Writer(StepWriter):
             # ranks (and consumers) it waits for
             start_error = bcast_from_root(comm, error)
             if not start_error:
-                if cfg.layout == "n-1":
+                if cfg.layout in ("n-1", "log"):
+                    write = self._write_shared if cfg.layout == "n-1" else self._write_log
                     try:
-                        error = self._write_shared(tmp / "data.h5", meta)
+                        error = write(tmp / "data.h5", meta)
                     except Exception as e:  # noqa: BLE001 - out of step with the others: the lease catches a hang
                         error = f"rank {comm.rank}: writing {tmp / 'data.h5'}: {e}"
                 else:
@@ -205,7 +211,7 @@ class Hdf5Writer(StepWriter):
     # -- room on disk ----------------------------------------------------------------------------
     def _need(self, meta: StepMeta, nbytes: int) -> int:
         """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
-        files = 1 if self.settings.layout == "n-1" else self.comm.size
+        files = 1 if self.settings.layout == "n-1" else self.comm.size  # log: one log pair per rank and dataset
         datasets = sum(len(dataset_layout(m)) + 1 for m in meta.meshes.values()) + 1
         return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
 
@@ -345,6 +351,61 @@ class Hdf5Writer(StepWriter):
             except Exception as e:  # noqa: BLE001
                 failed("closing", e)
         return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
+
+    def _write_log(self, path: Path, meta: StepMeta) -> str:
+        """Collective (one sleepy barrier, no MPI-IO): the step as one logical file through h5flow_log; ""
+        or this rank's error.
+
+        Rank 0 creates the container with the step's whole structure (attributes, ``meta``, groups, datasets
+        of their full shapes) and broadcasts the outcome; then every rank holding blocks opens it serially
+        and appends its rows to its own logs (the connector gives each open its own epoch, so the ranks
+        share no file). A rank's error does not leave the sequence: the outcome is agreed on by the
+        allgather in :meth:`_write_step`, and the step is published only after every rank has closed."""
+        comm = self.comm
+        f = None
+        error = ""
+        if comm.rank == 0:
+            try:
+                f = _h5.open_log(path, "w")
+                self._write_attrs(f, meta)
+                f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+                for name, mesh in meta.meshes.items():
+                    g = f.create_group(name)
+                    g.attrs["kind"] = mesh.kind
+                    for path_, assoc, dtype, ncomp in dataset_layout(mesh):
+                        g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
+            except Exception as e:  # noqa: BLE001 - broadcast: no rank writes into a half-made container
+                error = f"rank 0: creating {path}: {e}"
+        if bcast_from_root(comm, error):
+            if f is not None:
+                with contextlib.suppress(Exception):  # the step is not published: its directory goes
+                    f.close()
+            return error or f"rank {comm.rank}: another rank failed"
+        mine = {name: self._puts.mine(name) for name in meta.meshes}
+        if not any(mine.values()):
+            if f is not None:
+                f.close()
+            return ""  # nothing of this step on this rank: no open at all
+        try:
+            if f is None:
+                f = _h5.open_log(path, "r+")
+            dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
+            for name, mesh in meta.meshes.items():
+                if not mine[name]:
+                    continue
+                payloads = [block_payload(b) for b in mine[name]]
+                for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
+                    dset, offsets = f[name][path_], mesh.offsets(assoc)
+                    for b, payload in zip(mine[name], payloads):
+                        write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl, ncomp)
+        except Exception as e:  # noqa: BLE001 - decided together in _write_step
+            error = f"rank {comm.rank}: writing {path}: {e}"
+        if f is not None:
+            try:
+                f.close()  # the connector's buffered appends reach the logs here
+            except Exception as e:  # noqa: BLE001
+                error = error or f"rank {comm.rank}: closing {path}: {e}"
+        return error
 
     def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
         rank = self.comm.rank
