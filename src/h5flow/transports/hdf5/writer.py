@@ -17,6 +17,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
 from h5flow.transports._common import Decision, StepWriter, block_payload, dataset_layout
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings
@@ -68,6 +69,7 @@ class Hdf5Writer(StepWriter):
         if s.driver not in _h5.DRIVERS:
             raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
         self.staging = Staging(config.filename)
+        self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         self._published: list[Entry] = []
         info = None
         error = ""
@@ -134,6 +136,7 @@ class Hdf5Writer(StepWriter):
                 raise TransportError(error)
         t_written = time.time()
         published_at, error = 0.0, ""
+        t_publish = time.perf_counter()
         if comm.rank == 0:
             try:
                 os.replace(tmp, self.staging.step_path(step))
@@ -147,8 +150,11 @@ class Hdf5Writer(StepWriter):
         published_at, error = bcast_from_root(comm, (published_at, error))
         if error:
             raise TransportError(error)
+        self._phase.add("publish", time.perf_counter() - t_publish)
+        self._phase.add("admit", t_admit - t0 - self._phase.seconds.get("reserve", 0.0))  # gather + queue check
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
-                                                              "written": t_written, "publish": published_at})
+                                                              "written": t_written, "publish": published_at},
+                                    phases=self._phase.take())
 
     def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
@@ -160,18 +166,19 @@ class Hdf5Writer(StepWriter):
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
         try:
             error = ""
-            if comm.rank == 0:
-                try:
-                    if tmp.exists():
-                        shutil.rmtree(tmp)
-                    tmp.mkdir()
-                except OSError as e:
-                    error = f"rank 0: cannot create {tmp}: {e}"
-                finally:
-                    self.staging.release_space()  # the room reserved at admission is the step's now
-            # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
-            # ranks (and consumers) it waits for
-            start_error = bcast_from_root(comm, error)
+            with self._phase("prepare"):
+                if comm.rank == 0:
+                    try:
+                        if tmp.exists():
+                            shutil.rmtree(tmp)
+                        tmp.mkdir()
+                    except OSError as e:
+                        error = f"rank 0: cannot create {tmp}: {e}"
+                    finally:
+                        self.staging.release_space()  # the room reserved at admission is the step's now
+                # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
+                # ranks (and consumers) it waits for
+                start_error = bcast_from_root(comm, error)
             if not start_error:
                 if cfg.layout in ("n-1", "log"):
                     write = self._write_shared if cfg.layout == "n-1" else self._write_log
@@ -187,11 +194,13 @@ class Hdf5Writer(StepWriter):
                         error = f"rank {comm.rank}: writing {path}: {e}"
                 if comm.rank == 0 and not error:
                     try:
-                        atomic_write(tmp / "meta.json", meta.to_json())
+                        with self._phase("meta.json"):
+                            atomic_write(tmp / "meta.json", meta.to_json())
                     except OSError as e:
                         error = f"rank 0: writing {tmp / 'meta.json'}: {e}"
-            sleepy_wait(comm)
-            errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
+            with self._phase("agree"):
+                sleepy_wait(comm)
+                errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
         finally:
             self._heartbeat.progress_done()
         if not errors:
@@ -219,7 +228,8 @@ class Hdf5Writer(StepWriter):
         """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written)."""
         decision = super()._admit(step, nbytes, meta)
         if decision.publish and meta is not None:
-            error = self._wait_for_space(step, self._need(meta, nbytes))
+            with self._phase("reserve"):
+                error = self._wait_for_space(step, self._need(meta, nbytes))
             if error:
                 self._stop_stream(error)
                 return Decision(False, error=error)
@@ -310,24 +320,30 @@ class Hdf5Writer(StepWriter):
 
         dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
         dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE if cfg.collective else h5py.h5fd.MPIO_INDEPENDENT)
+        phase = self._phase
         try:
-            f = _h5.open_shared(path, "w", comm, cfg.driver)
+            with phase("create"):
+                f = _h5.open_shared(path, "w", comm, cfg.driver)
         except Exception as e:  # noqa: BLE001 - the open is collective: it fails on every rank or none
             failed("creating", e)
             return error
         try:
-            self._write_attrs(f, meta)
-            f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+            with phase("metadata"):
+                self._write_attrs(f, meta)
+                f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
             for name, mesh in meta.meshes.items():
-                g = f.create_group(name)
-                g.attrs["kind"] = mesh.kind
+                with phase("metadata"):
+                    g = f.create_group(name)
+                    g.attrs["kind"] = mesh.kind
                 mine = self._puts.mine(name)
                 payloads = [block_payload(b) for b in mine]
                 n_calls = comm.allreduce(len(mine), op=_max()) if cfg.collective else len(mine)
                 for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     offsets = mesh.offsets(assoc)
-                    dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
-                                            fill_time="never")
+                    with phase("metadata"):
+                        dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
+                                                fill_time="never")
+                    t_write = time.perf_counter()
                     for k in range(n_calls):
                         if k < len(mine) and not error:
                             data = payloads[k][i][1]
@@ -339,15 +355,19 @@ class Hdf5Writer(StepWriter):
                                 failed("writing", e)  # write has been made by every rank already
                         elif cfg.collective:
                             write_slab(dset, 0, None, dxpl, ncomp)
+                    phase.add("write", time.perf_counter() - t_write)
             try:
-                f.flush()
+                with phase("flush"):
+                    f.flush()
             except Exception as e:  # noqa: BLE001
                 failed("flushing", e)
-            sleepy_wait(comm)
-            agreed = [e for e in comm.allgather(error) if e]
+            with phase("agree"):
+                sleepy_wait(comm)
+                agreed = [e for e in comm.allgather(error) if e]
         finally:
             try:
-                f.close()
+                with phase("close"):
+                    f.close()
             except Exception as e:  # noqa: BLE001
                 failed("closing", e)
         return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
@@ -361,22 +381,20 @@ class Hdf5Writer(StepWriter):
         and appends its rows to its own logs (the connector gives each open its own epoch, so the ranks
         share no file). A rank's error does not leave the sequence: the outcome is agreed on by the
         allgather in :meth:`_write_step`, and the step is published only after every rank has closed."""
-        comm = self.comm
+        comm, phase = self.comm, self._phase
         f = None
         error = ""
         if comm.rank == 0:
             try:
-                f = _h5.open_log(path, "w")
-                self._write_attrs(f, meta)
-                f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
-                for name, mesh in meta.meshes.items():
-                    g = f.create_group(name)
-                    g.attrs["kind"] = mesh.kind
-                    for path_, assoc, dtype, ncomp in dataset_layout(mesh):
-                        g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
+                with phase("create"):
+                    f = _h5.open_log(path, "w")
+                with phase("metadata"):
+                    self._write_log_structure(f, meta)
             except Exception as e:  # noqa: BLE001 - broadcast: no rank writes into a half-made container
                 error = f"rank 0: creating {path}: {e}"
-        if bcast_from_root(comm, error):
+        with phase("agree"):
+            failed = bcast_from_root(comm, error)
+        if failed:
             if f is not None:
                 with contextlib.suppress(Exception):  # the step is not published: its directory goes
                     f.close()
@@ -388,30 +406,47 @@ class Hdf5Writer(StepWriter):
             return ""  # nothing of this step on this rank: no open at all
         try:
             if f is None:
-                f = _h5.open_log(path, "r+")
+                with phase("create"):  # "open": serial, this rank's own epoch and logs
+                    f = _h5.open_log(path, "r+")
             dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
-            for name, mesh in meta.meshes.items():
-                if not mine[name]:
-                    continue
-                payloads = [block_payload(b) for b in mine[name]]
-                for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
-                    dset, offsets = f[name][path_], mesh.offsets(assoc)
-                    for b, payload in zip(mine[name], payloads):
-                        write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl, ncomp)
+            with phase("write"):
+                for name, mesh in meta.meshes.items():
+                    if not mine[name]:
+                        continue
+                    payloads = [block_payload(b) for b in mine[name]]
+                    for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
+                        dset, offsets = f[name][path_], mesh.offsets(assoc)
+                        for b, payload in zip(mine[name], payloads):
+                            write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl,
+                                       ncomp)
         except Exception as e:  # noqa: BLE001 - decided together in _write_step
             error = f"rank {comm.rank}: writing {path}: {e}"
         if f is not None:
             try:
-                f.close()  # the connector's buffered appends reach the logs here
+                with phase("close"):
+                    f.close()  # the connector's buffered appends reach the logs here
             except Exception as e:  # noqa: BLE001
                 error = error or f"rank {comm.rank}: closing {path}: {e}"
         return error
 
+    def _write_log_structure(self, f: h5py.File, meta: StepMeta) -> None:
+        """Rank 0: the step container's attributes, ``meta``, groups and datasets of their full shapes (no data)."""
+        self._write_attrs(f, meta)
+        f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+        for name, mesh in meta.meshes.items():
+            g = f.create_group(name)
+            g.attrs["kind"] = mesh.kind
+            for path_, assoc, dtype, ncomp in dataset_layout(mesh):
+                g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
+
     def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
-        rank = self.comm.rank
-        with h5py.File(path, "w", libver=("v110", "latest")) as f:
-            self._write_attrs(f, meta)
-            f.attrs["rank"] = rank
+        rank, phase = self.comm.rank, self._phase
+        with phase("create"):
+            f = h5py.File(path, "w", libver=("v110", "latest"))
+        try:
+            with phase("metadata"):
+                self._write_attrs(f, meta)
+                f.attrs["rank"] = rank
             for name, mesh in meta.meshes.items():
                 g = f.create_group(name)
                 mine = self._puts.mine(name)
@@ -420,7 +455,11 @@ class Hdf5Writer(StepWriter):
                     # one block (the usual case) is written from the simulation's array, without a copy
                     data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                             else np.zeros((0, ncomp), dtype=dtype))
-                    g.create_dataset(path_, data=data.astype(dtype, copy=False))
+                    with phase("write"):
+                        g.create_dataset(path_, data=data.astype(dtype, copy=False))
+        finally:
+            with phase("close"):
+                f.close()
 
     def _write_attrs(self, f: h5py.File, meta: StepMeta) -> None:
         f.attrs["format"] = STEP_FORMAT
