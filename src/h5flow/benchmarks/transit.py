@@ -144,7 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default n-1)")
     p.add_argument("--breakdown", action="store_true",
                    help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
-                        "(admit, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
+                        "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
                         "the consumer (discover, open, read, close, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
@@ -614,7 +614,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
         console.print(breakdown_table(rows, plan.steps))
 
 
-PRODUCER_PHASES = ("admit", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
+PRODUCER_PHASES = ("gather", "admit", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
                    "publish")
 CONSUMER_PHASES = ("discover", "open", "read", "close", "release")
 

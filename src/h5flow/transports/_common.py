@@ -251,6 +251,7 @@ class StepWriter(PutsWriter):
         step = self._step
         assert step is not None
         meta = self._puts.gather(comm, step, self._step_time)
+        self._gathered_at = time.time()  # every rank has reached end_step (phase timers: "gather")
         nbytes = step_nbytes(meta)
         decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
         decision = bcast_from_root(comm, decision)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
@@ -44,6 +46,13 @@ def _short(text: str, limit: int = 500) -> str:
     return text[: limit // 2] + " ... " + text[-(limit // 2):]
 
 
+@dataclass
+class _Prepared(Decision):
+    """Rank 0's decision to publish, with the outcome of preparing the step ("" = ready)."""
+
+    prepare_error: str = ""
+
+
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
     """Write rows [offset, offset+len(data)) of a (count, ncomp) dataset; ``None`` = empty collective part."""
     fspace = dset.id.get_space()
@@ -70,6 +79,7 @@ class Hdf5Writer(StepWriter):
             raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
         self.staging = Staging(config.filename)
         self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
+        self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
         self._published: list[Entry] = []
         info = None
         error = ""
@@ -112,10 +122,19 @@ class Hdf5Writer(StepWriter):
         meta, nbytes, decision, t0 = admitted
         comm, cfg, step = self.comm, self.settings, meta.step
         t_admit = time.time()
+        # gather: the ranks' block metadata, waiting for the last rank to reach end_step (its compute, not
+        # the transport); admit: rank 0's queue check and the decision's broadcast (what rank 0 did in
+        # between is in its own phases: reserve, prepare, create, metadata)
+        self._phase.add("gather", self._gathered_at - t0)
+        self._phase.add("admit", t_admit - self._gathered_at - sum(self._phase.seconds.get(k, 0.0) for k in (
+            "reserve", "prepare", "create", "metadata")))
         tmp = self.staging.tmp_step(step)
+        # rank 0 prepared the step's directory (log: and its container) before broadcasting its decision
+        prepared = decision.prepare_error if isinstance(decision, _Prepared) else None
         attempt = 0
         while True:
-            failure = self._write_step(tmp, meta, nbytes)  # the same on every rank: they agreed on it
+            failure = self._write_step(tmp, meta, nbytes, prepared)  # the same on every rank: they agreed on it
+            prepared = None  # a retry prepares anew
             if failure is None:
                 break
             waitable, message = failure
@@ -151,39 +170,38 @@ class Hdf5Writer(StepWriter):
         if error:
             raise TransportError(error)
         self._phase.add("publish", time.perf_counter() - t_publish)
-        self._phase.add("admit", t_admit - t0 - self._phase.seconds.get("reserve", 0.0))  # gather + queue check
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
                                                               "written": t_written, "publish": published_at},
                                     phases=self._phase.take())
 
-    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int) -> tuple[bool, str] | None:
+    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, prepared: str | None = None
+                    ) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
         rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
-        waiting in one."""
+        waiting in one. ``prepared``: rank 0's outcome of :meth:`_prepare`, already known to every rank (it
+        came with the admission decision); ``None``: prepare here (one more broadcast)."""
         comm, cfg, step = self.comm, self.settings, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
         try:
             error = ""
-            with self._phase("prepare"):
+            if prepared is None:  # a retry (the first attempt was prepared at admission)
                 if comm.rank == 0:
-                    try:
-                        if tmp.exists():
-                            shutil.rmtree(tmp)
-                        tmp.mkdir()
-                    except OSError as e:
-                        error = f"rank 0: cannot create {tmp}: {e}"
-                    finally:
-                        self.staging.release_space()  # the room reserved at admission is the step's now
+                    error = self._prepare(tmp, meta, log_structure=False)
                 # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
                 # ranks (and consumers) it waits for
-                start_error = bcast_from_root(comm, error)
+                with self._phase("agree"):
+                    start_error = bcast_from_root(comm, error)
+            else:
+                start_error = prepared
             if not start_error:
                 if cfg.layout in ("n-1", "log"):
-                    write = self._write_shared if cfg.layout == "n-1" else self._write_log
                     try:
-                        error = write(tmp / "data.h5", meta)
+                        if cfg.layout == "n-1":
+                            error = self._write_shared(tmp / "data.h5", meta)
+                        else:
+                            error = self._write_log(tmp / "data.h5", meta, structured=prepared is not None)
                     except Exception as e:  # noqa: BLE001 - out of step with the others: the lease catches a hang
                         error = f"rank {comm.rank}: writing {tmp / 'data.h5'}: {e}"
                 else:
@@ -225,7 +243,9 @@ class Hdf5Writer(StepWriter):
         return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
 
     def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
-        """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written)."""
+        """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written), then the
+        step's directory (and for layout "log" its container's structure), so that the decision's broadcast
+        also tells every rank that they are ready: one synchronisation less per step (two for "log")."""
         decision = super()._admit(step, nbytes, meta)
         if decision.publish and meta is not None:
             with self._phase("reserve"):
@@ -233,7 +253,43 @@ class Hdf5Writer(StepWriter):
             if error:
                 self._stop_stream(error)
                 return Decision(False, error=error)
+            prepare_error = self._prepare(self.staging.tmp_step(step), meta,
+                                          log_structure=self.settings.layout == "log")
+            return _Prepared(**dataclasses.asdict(decision), prepare_error=prepare_error)
         return decision
+
+    def _prepare(self, tmp: Path, meta: StepMeta, log_structure: bool) -> str:
+        """Rank 0: an empty ``tmp`` for the step (the room reserved at admission is released: it is the step's
+        now) and, with ``log_structure``, the step's container with its structure, kept open in
+        ``self._log_file`` for rank 0's own writes; "" or the error."""
+        try:
+            with self._phase("prepare"):
+                if tmp.exists():
+                    shutil.rmtree(tmp)
+                tmp.mkdir()
+        except OSError as e:
+            return f"rank 0: cannot create {tmp}: {e}"
+        finally:
+            self.staging.release_space()
+        return self._create_log(tmp / "data.h5", meta) if log_structure else ""
+
+    def _create_log(self, path: Path, meta: StepMeta) -> str:
+        """Rank 0: the step's container with its structure, kept open in ``self._log_file``; "" or the error."""
+        try:
+            with self._phase("create"):
+                self._log_file = _h5.open_log(path, "w")
+            with self._phase("metadata"):
+                self._write_log_structure(self._log_file, meta)
+        except Exception as e:  # noqa: BLE001 - every rank learns it (with the decision, or broadcast)
+            self._close_log_file()
+            return f"rank 0: creating {path}: {e}"
+        return ""
+
+    def _close_log_file(self) -> None:
+        if self._log_file is not None:
+            with contextlib.suppress(Exception):  # the step is not published: its directory goes
+                self._log_file.close()
+            self._log_file = None
 
     def _wait_for_space(self, step: int, need: int, after: str = "") -> str:
         """Rank 0: reserve ``need`` bytes for ``step``; "" once reserved, else the error that stops the stream.
@@ -372,33 +428,27 @@ class Hdf5Writer(StepWriter):
                 failed("closing", e)
         return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
 
-    def _write_log(self, path: Path, meta: StepMeta) -> str:
-        """Collective (one sleepy barrier, no MPI-IO): the step as one logical file through h5flow_log; ""
-        or this rank's error.
+    def _write_log(self, path: Path, meta: StepMeta, structured: bool) -> str:
+        """Collective (no MPI-IO; at most one sleepy barrier): the step as one logical file through h5flow_log;
+        "" or this rank's error.
 
         Rank 0 creates the container with the step's whole structure (attributes, ``meta``, groups, datasets
-        of their full shapes) and broadcasts the outcome; then every rank holding blocks opens it serially
-        and appends its rows to its own logs (the connector gives each open its own epoch, so the ranks
-        share no file). A rank's error does not leave the sequence: the outcome is agreed on by the
-        allgather in :meth:`_write_step`, and the step is published only after every rank has closed."""
+        of their full shapes): at admission (``structured``: every rank learnt the outcome with the decision),
+        or here, broadcasting the outcome. Then every rank holding blocks opens it serially and appends its
+        rows to its own logs (the connector gives each open its own epoch, so the ranks share no file). A
+        rank's error does not leave the sequence: the outcome is agreed on by the allgather in
+        :meth:`_write_step`, and the step is published only after every rank has closed."""
         comm, phase = self.comm, self._phase
-        f = None
         error = ""
-        if comm.rank == 0:
-            try:
-                with phase("create"):
-                    f = _h5.open_log(path, "w")
-                with phase("metadata"):
-                    self._write_log_structure(f, meta)
-            except Exception as e:  # noqa: BLE001 - broadcast: no rank writes into a half-made container
-                error = f"rank 0: creating {path}: {e}"
-        with phase("agree"):
-            failed = bcast_from_root(comm, error)
-        if failed:
-            if f is not None:
-                with contextlib.suppress(Exception):  # the step is not published: its directory goes
-                    f.close()
-            return error or f"rank {comm.rank}: another rank failed"
+        if not structured:
+            if comm.rank == 0:
+                error = self._create_log(path, meta)
+            with phase("agree"):
+                failed = bcast_from_root(comm, error)
+            if failed:
+                self._close_log_file()
+                return error or f"rank {comm.rank}: another rank failed"
+        f, self._log_file = self._log_file, None
         mine = {name: self._puts.mine(name) for name in meta.meshes}
         if not any(mine.values()):
             if f is not None:
