@@ -18,8 +18,8 @@ from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import (Entry, GroupState, IndexTail, Staging, StreamInfo, is_full_error,
-                                            read_index)
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, GroupState, IndexTail, Staging, StreamInfo,
+                                            is_full_error, read_index)
 
 
 @dataclass
@@ -146,6 +146,7 @@ class Hdf5Reader(Reader):
         self._unsaved = False  # the group file could not be written (full file system): retried on release
         self._finished_run = ""  # a run found ended with nothing left to read: ignored until a new run starts
         self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
+        self._watch: DirWatch | None = None  # rank 0: wakes its polling when the staging directory changes
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -272,8 +273,18 @@ class Hdf5Reader(Reader):
                         "read, no new producer run yet" if self.info is None else
                         f"waiting for sequence {self._next_seq}")
                 return _Found(StepStatus.NOT_READY, reason=f"{what} in {self.staging.root} after {timeout:g} s")
-            time.sleep(delay)
+            self._wait(delay)
             delay = min(delay * 2, cfg.poll_max)
+
+    def _wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or less: until the staging directory changes (a step published, the index
+        appended to), where the file system tells (inotify, same host)."""
+        if self._watch is None and self.staging.root.is_dir():
+            self._watch = DirWatch(self.staging.root)
+        if self._watch is None:
+            time.sleep(delay)
+        else:
+            self._watch.wait(delay)
 
     # -- the Reader contract ---------------------------------------------------------------------
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
@@ -343,3 +354,6 @@ class Hdf5Reader(Reader):
     def _do_close(self) -> None:
         if self._current is not None and isinstance(self._current, Hdf5ReadStep):
             self._current.close()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None

@@ -431,6 +431,54 @@ class Staging:
                     shutil.rmtree(p, ignore_errors=True)
 
 
+class DirWatch:
+    """Wait until a file in one directory changes, or a timeout passes (Linux ``inotify`` through libc).
+
+    A consumer waiting for the next step wakes the moment the index is appended to (or a step directory is
+    renamed into place) instead of at its next polling interval, which added up to ``poll_max`` per step.
+    Only changes made on this host are seen (a remote writer on a parallel file system is not), so the
+    callers keep their polling interval as the timeout. Where inotify is unavailable it only sleeps."""
+
+    _MASK = 0x2 | 0x8 | 0x80 | 0x100  # IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
+
+    def __init__(self, directory: Path) -> None:
+        self.fd = -1
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            if libc.inotify_add_watch(fd, os.fsencode(directory), self._MASK) < 0:
+                os.close(fd)
+                return
+            self.fd = fd
+        except (OSError, AttributeError):  # no libc inotify (not Linux): sleep instead
+            self.fd = -1
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when something in the directory changed (events drained)."""
+        if self.fd < 0:
+            time.sleep(timeout)
+            return False
+        import select
+
+        ready = select.select([self.fd], [], [], timeout)[0]
+        if ready:
+            try:
+                while os.read(self.fd, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+        return bool(ready)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class Heartbeat:
     """A helper process that refreshes ``hb/<rank>`` while this process makes progress.
 

@@ -23,7 +23,7 @@ from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings
-from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
@@ -80,6 +80,7 @@ class Hdf5Writer(StepWriter):
         self.staging = Staging(config.filename)
         self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
+        self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
         info = None
         error = ""
@@ -357,6 +358,13 @@ class Hdf5Writer(StepWriter):
                      if e.seq > released and self.staging.step_path(e.step).exists())
         return unreleased, staged, list(groups)
 
+    def _wait_for_consumers(self, delay: float) -> None:
+        """Rank 0, queue full (``block``): sleep ``delay`` s, or less: until a consumer group's file changes
+        (a release), where the file system tells (inotify, same host)."""
+        if self._consumer_watch is None:
+            self._consumer_watch = DirWatch(self.staging.consumers)
+        self._consumer_watch.wait(delay)
+
     def _record_discard(self, step: int, why: str) -> None:
         self.staging.append(f"D {step} {self._step_time!r} {why}")
 
@@ -531,9 +539,7 @@ class Hdf5Writer(StepWriter):
                     self.staging.collect_garbage(self.info.run_id, self._published)
             except OSError as e:
                 error = f"cannot end the stream in {self.staging.root}: {e}"
-            self.staging.release_space()
-            self.staging.emergency.unlink(missing_ok=True)
-            self.staging.release_claim()
+            self._release_rank0()
         self._heartbeat.stop()
         error = bcast_from_root(self.comm, error)
         if error:
@@ -544,9 +550,17 @@ class Hdf5Writer(StepWriter):
         # producer as lost once the heartbeat stops.
         self._heartbeat.stop()
         if self.comm.rank == 0:
-            self.staging.release_space()
-            self.staging.emergency.unlink(missing_ok=True)
-            self.staging.release_claim()
+            self._close_log_file()
+            self._release_rank0()
+
+    def _release_rank0(self) -> None:
+        """Rank 0 at the end: its reservations, its directory watch, the claim."""
+        self.staging.release_space()
+        self.staging.emergency.unlink(missing_ok=True)
+        if self._consumer_watch is not None:
+            self._consumer_watch.close()
+            self._consumer_watch = None
+        self.staging.release_claim()
 
 
 def _max() -> Any:
