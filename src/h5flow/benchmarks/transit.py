@@ -542,7 +542,7 @@ def fig3_fig4(plan: Plan, rows: list[Row]) -> list[Path]:
     for r in at_m:
         rec = json.loads(Path(r.record).read_text())
         if r.ratio == hi:
-            paths.append(fig3_memory(rec, plan.out / f"fig3-memory-{r.transport}.png"))
+            paths.append(fig3_memory(rec, plan.out / f"fig3-memory-{r.transport.replace(':', '-')}.png"))
         if r.ratio in (hi, lo) and r.transport in ("hdf5-tmpfs", "socket", "adios2-sst"):
             paths.append(fig4_progress(rec, plan.out / f"fig4-progress-{r.transport}-{r.producers}to{r.consumers}.png"))
     return paths
@@ -693,7 +693,7 @@ def launch(args: argparse.Namespace) -> int:
                     bar.update(task, description=f"{m}:{n} {transport} rep {rep + 1}/{plan.reps}")
                     records.append(run_one(plan, transport, m, n, rep))
                     bar.advance(task)
-                rec_path = plan.out / "records" / f"{transport}-{m}to{n}.json"
+                rec_path = plan.out / "records" / f"{transport.replace(':', '-')}-{m}to{n}.json"
                 rec_path.write_text(json.dumps(records[0]))
                 rows.append(summarize(plan, transport, m, n, records, bounds[(m, n)], str(rec_path)))
     plan.load_end = list(os.getloadavg())
