@@ -100,3 +100,29 @@ def test_busy_machine_is_warned(capsys: pytest.CaptureFixture[str]) -> None:
     assert "WARNING the machine was busy at the start" in capsys.readouterr().out
     transit._warn_busy([0.0, 9.0, 9.0], "end")  # only the 1-minute average counts
     assert capsys.readouterr().out == ""
+
+
+def test_breakdown_takes_the_slowest_rank_per_step_and_the_mean_over_steps(tmp_path: Path) -> None:
+    part = {"ranks": [{"rank": 0, "events": [{"step": 0, "phases": {"write": 0.010, "create": 0.002}},
+                                             {"step": 1, "phases": {"write": 0.030}}]},
+                      {"rank": 1, "events": [{"step": 0, "phases": {"write": 0.020}},
+                                             {"step": 1, "phases": {"write": 0.010, "create": 0.004}}]}]}
+    phases = transit.phase_seconds(part)
+    assert phases == pytest.approx({"write": (0.020 + 0.030) / 2, "create": (0.002 + 0.004) / 2})
+    assert transit.phase_seconds({"ranks": [{"rank": 0, "events": [{"step": 0}]}]}) == {}  # socket, adios2
+    plan = transit.Plan([1], [1], 1 << 20, 2, 1, ["hdf5-tmpfs"], tmp_path, tmp_path, tmp_path, 4, 10.0)
+    rec = _record(1.0)
+    rec["producer"]["ranks"][0]["events"] = part["ranks"][0]["events"]
+    row = transit.summarize(plan, "hdf5-tmpfs:log", 1, 1, [rec], {"posix_tmpfs": 0.25, "posix_disk": 0.5,
+                                                                 "memcpy": 0.01, "null": 2.0}, "")
+    assert row.phases_producer == pytest.approx({"write": 0.020, "create": 0.001}) and row.phases_consumer == {}
+    assert transit.split_layout("hdf5-tmpfs:log") == ("hdf5-tmpfs", "log")
+    assert transit.split_layout("hdf5-disk", "n-n") == ("hdf5-disk", "n-n")
+    plan.hdf5_more_layouts = ["log"]
+    assert transit.with_layouts(plan, ["hdf5-tmpfs", "socket"]) == ["hdf5-tmpfs", "hdf5-tmpfs:log", "socket"]
+    from rich.console import Console
+
+    console = Console(width=300, record=True)
+    console.print(transit.breakdown_table([row], 2))
+    text = console.export_text()
+    assert "hdf5-tmpfs:log" in text and "P write" in text and "20.0" in text

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from h5flow.transports._claim import ClaimError
 from h5flow.transports.hdf5.staging import Staging, read_index, staging_dir
 
@@ -35,8 +37,9 @@ def test_second_reset_before_the_first_run_is_announced_is_refused(tmp_path: Pat
     second.release_claim()
 
 
-def test_simultaneous_producers_exactly_one_writes(tmp_path: Path) -> None:
-    config = {"filename": str(tmp_path / "s"), "heartbeat": 0.5, "keep": "all"}
+@pytest.mark.parametrize("layout", ["n-1", "log"])
+def test_simultaneous_producers_exactly_one_writes(tmp_path: Path, layout: str) -> None:
+    config = {"filename": str(tmp_path / "s"), "heartbeat": 0.5, "keep": "all", "layout": layout}
     cmd = [sys.executable, ACTORS, "produce", json.dumps(config), "--steps", "3", "--shape", "8", "8", "8",
            "--sleep", "0.3"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]

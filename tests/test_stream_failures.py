@@ -55,10 +55,12 @@ def _producer_pid(transport: str, filename: str, rank: int) -> int:
     return Contact.load(contact_path(filename)).ranks[rank].pid
 
 
-@pytest.mark.parametrize("transport", ["hdf5", "socket"])
+@pytest.mark.parametrize("transport", ["hdf5", "hdf5-log", "socket"])
 def test_killed_producer_rank_is_an_error_within_two_heartbeats(tmp_path: Path, transport: str) -> None:
     heartbeat = 1.0
-    config = {"type": transport, "filename": str(tmp_path / "s"), "heartbeat": heartbeat}
+    layout = {"layout": "log"} if transport == "hdf5-log" else {}
+    transport = transport.split("-")[0]
+    config = {"type": transport, "filename": str(tmp_path / "s"), "heartbeat": heartbeat, **layout}
     producer = _start("produce", config, "--steps", "100000", "--shape", "24", "24", "24", ranks=2)
     consumer = _start("consume", config, "--check", "--shape", "24", "24", "24", "--timeout", "60")
     lines: list[str] = []

@@ -104,7 +104,7 @@ def check_published_complete(out: Path) -> list[int]:
     return published
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+@pytest.mark.parametrize("layout", ["n-1", "n-n", "log"])
 def test_full_disk_with_block_waits_for_room_and_delivers_every_step(tmp_path: Path, layout: str) -> None:
     """The consumer is slower than the producer: the disk fills, the producer waits (saying so), and goes
     on as the consumer releases steps; every step arrives complete."""
@@ -173,7 +173,7 @@ def test_consumer_waiting_for_the_next_step_sees_the_stop_within_two_heartbeats(
     assert steps == check_published_complete(out), text(out, "cons")
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+@pytest.mark.parametrize("layout", ["n-1", "n-n", "log"])
 def test_write_error_on_one_rank_is_one_decision_on_every_rank(tmp_path: Path, layout: str) -> None:
     """Rank 1 alone cannot write (its file size limit is below its share of the step) while rank 0 can:
     the ranks agree, nobody hangs in a collective, the step is not published and the error names rank 1."""
@@ -213,3 +213,19 @@ def test_step_larger_than_the_file_system_stops_instead_of_waiting_forever(tmp_p
         assert "less than one step" in text(out, "prod"), text(out, "prod")
     # the stopped run is this group's news: an ERROR, not "a finished run already read" and a wait
     assert "STATUS error" in text(out, "late") and rc(out, "late") != 124, text(out, "late")
+
+
+def test_plenty_of_room_reserves_nothing(tmp_path: Path) -> None:
+    """Rank 0 reserves a step's room before the step is written; on tmpfs a real allocation zeroes every page
+    of it (as costly as writing the step, for the whole step, on one rank). With plenty of room nothing is
+    allocated. (Tight room is allocated for real: the full-disk scenarios above, on a 1 MiB tmpfs.)"""
+    from h5flow.transports.hdf5.staging import Staging, free_bytes
+
+    staging = Staging(str(tmp_path / "s"))
+    staging.reset("run")
+    try:
+        assert free_bytes(staging.root) >= 64 << 20
+        assert staging.reserve_space(1 << 20) == ""
+        assert not staging.space.exists(), "1 MiB reserved on a file system with plenty of room"
+    finally:
+        staging.release_claim()

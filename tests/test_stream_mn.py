@@ -7,6 +7,7 @@ transport (``hdf5`` with its layouts and transfer modes, ``socket``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,8 @@ SOCKET = pytest.param({"type": "socket"}, id="socket")
 
 @pytest.mark.mpi(n=3)
 @pytest.mark.parametrize("transport", [pytest.param({"layout": "n-1"}, id="hdf5-n-1"),
-                                       pytest.param({"layout": "n-n"}, id="hdf5-n-n"), SOCKET])
+                                       pytest.param({"layout": "n-n"}, id="hdf5-n-n"),
+                                       pytest.param({"layout": "log"}, id="hdf5-log"), SOCKET])
 def test_2_to_1(comm, mpi_tmp_path: Path, transport: dict) -> None:
     _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
 
@@ -110,9 +112,11 @@ def test_4_to_2_planar(comm, mpi_tmp_path: Path, transport: dict) -> None:
 
 
 @pytest.mark.mpi(n=6)
-@pytest.mark.parametrize("transport", [pytest.param({}, id="hdf5"), SOCKET])
+@pytest.mark.parametrize("transport", [pytest.param({}, id="hdf5"), pytest.param({"layout": "log"}, id="hdf5-log"),
+                                       SOCKET])
 def test_2_to_4_block(comm, mpi_tmp_path: Path, transport: dict) -> None:
-    _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
+    particles = 30 if transport.get("layout") == "log" else 0  # the log layout's particle datasets too
+    _run_mn(comm, mpi_tmp_path, 2, "block", particles=particles, **transport)
 
 
 @pytest.mark.mpi(n=4, env={"H5FLOW_SOCKET_LOCAL": "0"})
@@ -129,6 +133,54 @@ def test_2_to_2_socket_over_tcp(comm, mpi_tmp_path: Path) -> None:
 def test_2_to_2_subfiling(comm, mpi_tmp_path: Path) -> None:
     """HDF5's subfiling VFD on the producer communicator, read back with it on the consumer one."""
     _run_mn(comm, mpi_tmp_path, 2, "block", driver="subfiling")
+
+
+@pytest.mark.mpi(n=2)
+def test_log_layout_step_is_one_logical_file_packable_to_native(comm, mpi_tmp_path: Path) -> None:
+    """layout="log": each staged step is one h5flow_log container holding every rank's blocks (one log pair
+    per rank, no MPI-IO), and ``h5flow pack`` turns it into a native file plain h5py reads."""
+    import h5py
+
+    from h5flow.config import TransportConfig
+    from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+    from h5flow.packing import pack
+    from h5flow.runner import publish_step
+    from h5flow.transports import open_writer
+    from h5flow.transports.hdf5.staging import staging_dir
+
+    osc = OscillatorConfig(shape=SHAPE, nblocks=3, steps=2, ghost=0)
+    cfg = TransportConfig.of(filename=str(mpi_tmp_path / "stream"), layout="log", keep="all", heartbeat=2.0)
+    sim = Simulation(osc, comm.rank, comm.size)
+    with open_writer(comm, cfg) as w:
+        for s in range(2):
+            w.begin_step(s, sim.advance(s))
+            publish_step(w, sim, comm.rank)
+            assert w.end_step().published
+            # where the step's time went (bench transit --breakdown): no collective open, no flush phase
+            assert {"create", "write", "close", "agree", "publish"} <= set(w.events[-1]["phases"]), w.events[-1]
+            assert "flush" not in w.events[-1]["phases"]
+    if comm.rank == 0:
+        step = staging_dir(cfg.filename) / "step-000000001"
+        logs = sorted(p.name for p in (step / "data.h5" / "mesh" / "cell" / "data").iterdir()
+                      if p.name.endswith(".idx"))
+        assert len(logs) == 2, logs  # one writer log per producer rank, in one logical file
+        report = pack(step / "data.h5", mpi_tmp_path / "step1.h5")
+        assert report.datasets >= 2
+        with h5py.File(mpi_tmp_path / "step1.h5", "r") as f:  # native: no connector involved
+            assert f.attrs["layout"] == "log" and f.attrs["step"] == 1 and f.attrs["producers"] == 2
+            meta = json.loads(bytes(f["meta"][()]).decode())
+            assert meta["step"] == 1 and [b["owner"] for b in meta["meshes"]["mesh"]["blocks"]] == [0, 0, 1]
+            field = Simulation(osc, 0, 1).global_field(1)
+            data = f["mesh/cell/data"][:, 0]
+            assert data.size == field.size
+            blocks = meta["meshes"]["mesh"]["blocks"]
+            start = 0
+            for b in blocks:  # each block's rows, in block-id order, equal the oscillator at its extent
+                i0, i1, j0, j1, k0, k1 = b["extent"]
+                part = field[k0 : k1 + 1, j0 : j1 + 1, i0 : i1 + 1]
+                assert np.array_equal(data[start : start + part.size].reshape(part.shape), part), b
+                start += part.size
+    comm.Barrier()
 
 
 def _adios2_missing() -> str | None:

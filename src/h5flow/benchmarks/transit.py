@@ -41,6 +41,7 @@ from typing import Any
 MIB = 1 << 20
 TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
 PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no h5flow code
+HDF5_LAYOUTS = ("n-1", "n-n", "log")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
 
 
@@ -76,6 +77,10 @@ class Row:
     transport_vs_plain: float | None = None  # adios2 rows: transport_seconds / the plain pair's, same engine
     overhead_vs_posix: float | None = None  # transport_seconds / posix_write_read_s
     record: str = ""
+    # seconds per step in each phase of the transport (hdf5: --breakdown): per step the slowest rank's, then
+    # the mean over the steps, median over the repetitions
+    phases_producer: dict[str, float] = field(default_factory=dict)
+    phases_consumer: dict[str, float] = field(default_factory=dict)
 
 
 def busy_load() -> float:
@@ -97,6 +102,9 @@ class Plan:
     queue_limit: int
     timeout: float
     hdf5_layout: str = "n-1"
+    # further hdf5 layouts run beside the first, as rows "<transport>:<layout>" (e.g. hdf5-tmpfs:log)
+    hdf5_more_layouts: list[str] = field(default_factory=list)
+    breakdown: bool = False
     skipped: dict[str, str] = field(default_factory=dict)
     load_start: list[float] = field(default_factory=list)  # os.getloadavg() before the first run
     load_end: list[float] = field(default_factory=list)
@@ -129,8 +137,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
-    p.add_argument("--hdf5-layout", choices=["n-1", "n-n"], default="n-1",
-                   help="hdf5 transport layout: n-1 (one shared file per step, SENSEI's) or n-n (default n-1)")
+    p.add_argument("--hdf5-layout", choices=list(HDF5_LAYOUTS), nargs="+", default=["n-1"], metavar="L",
+                   help="hdf5 transport layouts: n-1 (one shared file per step, SENSEI's), n-n (one file per "
+                        "producer rank), log (one h5flow_log container per step); the first is the hdf5 rows' "
+                        "layout, each further one adds rows named <transport>:<layout> measured in the same run "
+                        "(default n-1)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
+                        "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
+                        "the consumer (discover, open, read, close, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
@@ -173,7 +188,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise ValueError("--mib-per-rank, --producers and --ratios must be positive")
     plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), int(args.mib_per_rank * MIB), args.steps,
                 args.reps, list(dict.fromkeys(args.transports)), args.tmpfs_dir or _default_tmpfs(),
-                args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout)
+                args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout[0],
+                list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown)
     if not plan.configurations():
         raise ValueError("no configuration: every ratio leaves N < 1 or a fraction; give ratios that divide M")
     for d in (plan.tmpfs, plan.disk):
@@ -248,9 +264,23 @@ def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: st
             '  <analysis type="histogram" mesh="mesh" array="data" association="cell" bins="10"/>\n</sensei>\n')
 
 
+def split_layout(transport: str, default: str = "n-1") -> tuple[str, str]:
+    """``hdf5-tmpfs:log`` → (``hdf5-tmpfs``, ``log``); a name without a layout has ``default``."""
+    name, _, layout = transport.partition(":")
+    return name, layout or default
+
+
+def with_layouts(plan: Plan, transports: list[str]) -> list[str]:
+    """The transports to run: each hdf5 one followed by its rows of the further layouts."""
+    return [v for t in transports for v in [t, *(f"{t}:{lay}" for lay in plan.hdf5_more_layouts
+                                                 if t.startswith("hdf5"))]]
+
+
 def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, Any]:
     from h5flow.runner import RunOptions, run
 
+    label = transport
+    transport, layout = split_layout(transport, plan.hdf5_layout)
     base = plan.disk if transport == "hdf5-disk" else plan.tmpfs
     work = Path(tempfile.mkdtemp(prefix=f"h5flow-transit-{transport}-", dir=base))
     if transport in PLAIN:
@@ -266,13 +296,13 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
         return record
     try:
         config = work / "config.xml"
-        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, plan.hdf5_layout))
+        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, layout))
         shape = oscillator_shape(plan.bytes_per_rank, m)
         osc = ("--shape", *map(str, shape), "--blocks", str(m), "--ghost-cells", "0")
         record = run(RunOptions(config, m, n, osc, plan.steps, plan.timeout, workdir=work, show_progress=False))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    record["bench_transport"] = transport
+    record["bench_transport"] = label
     record["directory"] = str(base)
     return record
 
@@ -373,7 +403,7 @@ def summarize(plan: Plan, transport: str, m: int, n: int, records: list[dict[str
     peak_p = max(_peak(r["producer"]) for r in records)
     peak_c = max(_peak(r["consumer"]) for r in records)
     lat = [r["latency"].get("median_s", float("nan")) for r in records if r.get("latency")]
-    posix = bound["posix_disk"] if transport == "hdf5-disk" else bound["posix_tmpfs"]
+    posix = bound["posix_disk"] if transport.startswith("hdf5-disk") else bound["posix_tmpfs"]
     med = statistics.median(tsec)
     return Row(transport, m, n, m // n, plan.bytes_per_rank, plan.steps, len(records), statistics.median(tts), tts,
                med, int(records[0]["bytes"]), max(peak_p, peak_c), peak_p, peak_c,
@@ -384,7 +414,29 @@ def summarize(plan: Plan, transport: str, m: int, n: int, records: list[dict[str
                rss_growth_producer_bytes=max(_rss_growth(r["producer"]) for r in records),
                null_time_to_solution=bound.get("null"),
                vs_null=statistics.median(tts) / bound["null"] if bound.get("null") else None,
-               overhead_vs_posix=med / posix if posix > 0 else None, record=record_path)
+               overhead_vs_posix=med / posix if posix > 0 else None, record=record_path,
+               phases_producer=_median_phases([phase_seconds(r["producer"]) for r in records]),
+               phases_consumer=_median_phases([phase_seconds(r["consumer"]) for r in records]))
+
+
+def phase_seconds(part: dict[str, Any]) -> dict[str, float]:
+    """Seconds per step in each phase of one side of a run: per step the slowest rank's, mean over steps
+    (from the ``phases`` of the ranks' events; empty for transports that do not record them)."""
+    per_step: dict[int, dict[str, float]] = {}
+    for r in part.get("ranks", []):
+        for e in r.get("events") or []:
+            for name, sec in (e.get("phases") or {}).items():
+                cur = per_step.setdefault(int(e["step"]), {})
+                cur[name] = max(cur.get(name, 0.0), float(sec))
+    if not per_step:
+        return {}
+    names = sorted({k for ph in per_step.values() for k in ph})
+    return {k: sum(ph.get(k, 0.0) for ph in per_step.values()) / len(per_step) for k in names}
+
+
+def _median_phases(runs: list[dict[str, float]]) -> dict[str, float]:
+    names = sorted({k for r in runs for k in r})
+    return {k: statistics.median(r.get(k, 0.0) for r in runs) for k in names}
 
 
 # -- outputs ---------------------------------------------------------------------------------------
@@ -415,7 +467,7 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
            "load_average": {"start": plan.load_start, "end": plan.load_end, "busy": plan.busy()},
            "plan": {"producers": plan.producers, "ratios": plan.ratios, "bytes_per_rank_step": plan.bytes_per_rank,
                     "steps": plan.steps, "reps": plan.reps, "queue_limit": plan.queue_limit,
-                    "hdf5_layout": plan.hdf5_layout,
+                    "hdf5_layout": plan.hdf5_layout, "hdf5_more_layouts": plan.hdf5_more_layouts,
                     "tmpfs": str(plan.tmpfs), "disk": str(plan.disk)},
            "skipped": [{"transport": t, "reason": why} for t, why in plan.skipped.items()],
            "bounds": [{"producers": m, "consumers": n, **b} for (m, n), b in bounds.items()],
@@ -490,7 +542,7 @@ def fig3_fig4(plan: Plan, rows: list[Row]) -> list[Path]:
     for r in at_m:
         rec = json.loads(Path(r.record).read_text())
         if r.ratio == hi:
-            paths.append(fig3_memory(rec, plan.out / f"fig3-memory-{r.transport}.png"))
+            paths.append(fig3_memory(rec, plan.out / f"fig3-memory-{r.transport.replace(':', '-')}.png"))
         if r.ratio in (hi, lo) and r.transport in ("hdf5-tmpfs", "socket", "adios2-sst"):
             paths.append(fig4_progress(rec, plan.out / f"fig4-progress-{r.transport}-{r.producers}to{r.consumers}.png"))
     return paths
@@ -520,7 +572,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
     from rich.console import Console
 
     console = Console(width=None if sys.stdout.isatty() else 200)
-    shown = [t for t in TRANSPORTS if any(r.transport == t for r in rows)]
+    shown = list(dict.fromkeys(r.transport for r in rows))  # in the order they ran (layout rows beside theirs)
     cfgs = sorted({(r.producers, r.consumers) for r in rows})
     spread = f"median [min–max] of {plan.reps}" if plan.reps > 1 else "one repetition"
 
@@ -558,6 +610,39 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
                           "adios2 rows also ÷ the plain ADIOS2 pair of the same engine", rows, shown, cfgs, inside))
     console.print(_matrix("peak RSS per rank (MiB), producers | consumers, first repetition; +growth of a producer "
                           "rank's peak RSS from the first half of its steps to the second", rows, shown, cfgs, rss))
+    if plan.breakdown:
+        console.print(breakdown_table(rows, plan.steps))
+
+
+PRODUCER_PHASES = ("gather", "admit", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
+                   "publish")
+CONSUMER_PHASES = ("discover", "open", "read", "close", "release")
+
+
+def breakdown_table(rows: list[Row], steps: int) -> Any:
+    """Milliseconds per step in each phase (slowest rank per step, mean over steps) of the rows that record
+    phases (the hdf5 transport), producer side then consumer side, beside the time inside the transport."""
+    from rich.table import Table
+
+    tab = Table(title="where the time goes (--breakdown): ms per step, per step the slowest rank's; producer "
+                      "phases | consumer phases (discover includes waiting for the producer); "
+                      "inside = time inside the transport per step, × POSIX")
+    tab.add_column("transport")
+    tab.add_column("M:N", justify="right")
+    for name in PRODUCER_PHASES:
+        tab.add_column(f"P {name}", justify="right")
+    for name in CONSUMER_PHASES:
+        tab.add_column(f"C {name}", justify="right")
+    tab.add_column("inside", justify="right")
+    for r in rows:
+        if not r.phases_producer and not r.phases_consumer:
+            continue
+        cells = [f"{1e3 * r.phases_producer[k]:.1f}" if k in r.phases_producer else "-" for k in PRODUCER_PHASES]
+        cells += [f"{1e3 * r.phases_consumer[k]:.1f}" if k in r.phases_consumer else "-" for k in CONSUMER_PHASES]
+        ratio = f" ({r.overhead_vs_posix:.1f}×)" if r.overhead_vs_posix is not None else ""
+        tab.add_row(r.transport, f"{r.producers}:{r.consumers}", *cells,
+                    f"{1e3 * r.transport_seconds / max(1, steps):.1f}{ratio}")
+    return tab
 
 
 # -- driver ----------------------------------------------------------------------------------------
@@ -572,7 +657,7 @@ def launch(args: argparse.Namespace) -> int:
     (plan.out / "records").mkdir(exist_ok=True)
     for t, why in plan.skipped.items():
         print(f"h5flow bench transit: skipping {t}: {why}")
-    transports = [t for t in plan.transports if t not in plan.skipped]
+    transports = with_layouts(plan, [t for t in plan.transports if t not in plan.skipped])
     cfgs = plan.configurations()
     print(f"h5flow bench transit: {len(cfgs)} configurations (M:N {', '.join(f'{m}:{n}' for m, n, _ in cfgs)}) × "
           f"{len(transports)} transports × {plan.reps} repetitions; {plan.bytes_per_rank / MIB:g} MiB per rank per "
@@ -608,7 +693,7 @@ def launch(args: argparse.Namespace) -> int:
                     bar.update(task, description=f"{m}:{n} {transport} rep {rep + 1}/{plan.reps}")
                     records.append(run_one(plan, transport, m, n, rep))
                     bar.advance(task)
-                rec_path = plan.out / "records" / f"{transport}-{m}to{n}.json"
+                rec_path = plan.out / "records" / f"{transport.replace(':', '-')}-{m}to{n}.json"
                 rec_path.write_text(json.dumps(records[0]))
                 rows.append(summarize(plan, transport, m, n, records, bounds[(m, n)], str(rec_path)))
     plan.load_end = list(os.getloadavg())

@@ -251,6 +251,7 @@ class StepWriter(PutsWriter):
         step = self._step
         assert step is not None
         meta = self._puts.gather(comm, step, self._step_time)
+        self._gathered_at = time.time()  # every rank has reached end_step (phase timers: "gather")
         nbytes = step_nbytes(meta)
         decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
         decision = bcast_from_root(comm, decision)
@@ -263,11 +264,13 @@ class StepWriter(PutsWriter):
             return PublishInfo(step, False, nbytes, decision.reason, time.time() - t0)
         return meta, nbytes, decision, t0
 
-    def _published_info(self, step: int, nbytes: int, decision: Decision, times: dict[str, float]) -> PublishInfo:
-        """Record a published step in ``events`` (``times``: end_step, admitted, written, publish)."""
+    def _published_info(self, step: int, nbytes: int, decision: Decision, times: dict[str, float],
+                        phases: dict[str, float] | None = None) -> PublishInfo:
+        """Record a published step in ``events`` (``times``: end_step, admitted, written, publish; ``phases``:
+        seconds per phase of this rank's ``end_step``, for ``bench transit --breakdown``)."""
         self._puts = StepPuts()
         self.events.append({"step": step, "begin": self._step_begin, **times, "published": True, "nbytes": nbytes,
-                            "waited": decision.waited})
+                            "waited": decision.waited, **({"phases": phases} if phases else {})})
         return PublishInfo(step, True, nbytes, "", time.time() - times["end_step"])
 
     def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:

@@ -45,3 +45,15 @@ def open_shared(path: Path, mode: str, comm: Any, driver: str) -> h5py.File:
             fid = h5py.h5f.open(name, h5py.h5f.ACC_RDONLY, fapl=fapl)
         return h5py.File(fid)
     raise ValueError(f"unknown driver {driver!r}; accepted: {', '.join(DRIVERS)}")
+
+
+def open_log(path: Path, mode: str) -> h5py.File:
+    """Open (``r``, ``r+``) or create (``w``) the step container ``path`` through the h5flow_log connector,
+    serially (no communicator: no MPI call inside the connector). The connector is chosen by this file's
+    access list, so other files of the process stay native whatever ``HDF5_VOL_CONNECTOR`` says."""
+    from h5flow.packing import PackError, open_container
+
+    try:
+        return open_container(path, mode)
+    except PackError as e:  # the connector is not built or cannot be loaded
+        raise RuntimeError(f"layout='log' needs the h5flow_log connector: {e}") from None

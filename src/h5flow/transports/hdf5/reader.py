@@ -15,10 +15,11 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import (Entry, GroupState, IndexTail, Staging, StreamInfo, is_full_error,
-                                            read_index)
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, GroupState, IndexTail, Staging, StreamInfo,
+                                            is_full_error, read_index)
 
 
 @dataclass
@@ -45,24 +46,26 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
 
 class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
-                 seq: int, files: dict[int, h5py.File], layout: str, opener: Any) -> None:
+                 seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
         self._files = files
         self._layout = layout
         self._open = opener
+        self._phase = phase
 
     def _file(self, owner: int) -> h5py.File:
-        key = 0 if self._layout == "n-1" else owner
+        key = owner if self._layout == "n-n" else 0
         if key not in self._files:
-            self._files[key] = self._open(owner)
+            with self._phase("open"):
+                self._files[key] = self._open(owner)
         return self._files[key]
 
     def _rows(self, mesh: MeshMeta, assoc: Association, ids: list[int]) -> dict[int, tuple[int, int, int]]:
         """block id → (file key owner, first row, row count) in the dataset that holds it."""
         counts = [b.count(assoc) for b in mesh.blocks]
         out = {}
-        if self._layout == "n-1":
+        if self._layout != "n-n":  # n-1 and log: one logical file, blocks at their global rows
             offsets = mesh.offsets(assoc)
             for i in ids:
                 out[i] = (0, offsets[i], counts[i])
@@ -79,21 +82,24 @@ class Hdf5ReadStep(ReadStep):
               dtype: np.dtype) -> dict[int, np.ndarray]:
         rows = self._rows(mesh, assoc, ids)
         out: dict[int, np.ndarray] = {}
-        if self._layout == "n-1":
+        if self._layout != "n-n":
             dset = self._file(0)[mesh.name][path]
-            for first, last in _runs(ids):
-                a, b = rows[first][1], rows[last][1] + rows[last][2]
-                buf = np.empty((b - a, ncomp), dtype=dtype)
-                if b > a:
-                    dset.read_direct(buf, np.s_[a:b])
-                for i in range(first, last + 1):
-                    out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
+            with self._phase("read"):
+                for first, last in _runs(ids):
+                    a, b = rows[first][1], rows[last][1] + rows[last][2]
+                    buf = np.empty((b - a, ncomp), dtype=dtype)
+                    if b > a:
+                        dset.read_direct(buf, np.s_[a:b])
+                    for i in range(first, last + 1):
+                        out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
         else:
             for i in ids:
                 owner, a, n = rows[i]
                 buf = np.empty((n, ncomp), dtype=dtype)
                 if n:
-                    self._file(owner)[mesh.name][path].read_direct(buf, np.s_[a : a + n])
+                    dset = self._file(owner)[mesh.name][path]
+                    with self._phase("read"):
+                        dset.read_direct(buf, np.s_[a : a + n])
                 out[i] = buf
         return out
 
@@ -109,8 +115,9 @@ class Hdf5ReadStep(ReadStep):
         return assemble_blocks(m, ids, wanted, values, positions)
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
+        with self._phase("close"):
+            for f in self._files.values():
+                f.close()
         self._files.clear()
 
 
@@ -138,6 +145,8 @@ class Hdf5Reader(Reader):
         self._last_delivered: int | None = None
         self._unsaved = False  # the group file could not be written (full file system): retried on release
         self._finished_run = ""  # a run found ended with nothing left to read: ignored until a new run starts
+        self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
+        self._watch: DirWatch | None = None  # rank 0: wakes its polling when the staging directory changes
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -264,14 +273,26 @@ class Hdf5Reader(Reader):
                         "read, no new producer run yet" if self.info is None else
                         f"waiting for sequence {self._next_seq}")
                 return _Found(StepStatus.NOT_READY, reason=f"{what} in {self.staging.root} after {timeout:g} s")
-            time.sleep(delay)
+            self._wait(delay)
             delay = min(delay * 2, cfg.poll_max)
+
+    def _wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or less: until the staging directory changes (a step published, the index
+        appended to), where the file system tells (inotify, same host)."""
+        if self._watch is None and self.staging.root.is_dir():
+            self._watch = DirWatch(self.staging.root)
+        if self._watch is None:
+            time.sleep(delay)
+        else:
+            self._watch.wait(delay)
 
     # -- the Reader contract ---------------------------------------------------------------------
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
         comm = self.comm
         t0 = time.time()
         found = None
+        self._phase.take()  # a step's phases start at its begin_step
+        t_discover = time.perf_counter()
         if comm.rank == 0:
             found = self._poll(timeout)
             if found.status is StepStatus.OK:
@@ -290,24 +311,30 @@ class Hdf5Reader(Reader):
             return BeginStepResult(StepStatus.ERROR, None, "the stream was written with driver='subfiling', which "
                                    "HDF5 1.14.5 cannot open on a single consumer rank: use 2 or more consumer "
                                    "ranks, or driver='mpio'")
+        # waiting for the step (rank 0 polls, the others sleep in the broadcast) and its meta.json
+        self._phase.add("discover", time.perf_counter() - t_discover)
         meta = StepMeta.from_json(found.meta_json)
         assignment = self.assignment(meta)
         step_dir = self.staging.step_path(e.step)
         files: dict[int, h5py.File] = {}
         if found.layout == "n-1":
-            files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
+            with self._phase("open"):
+                files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
 
         def open_rank_file(owner: int) -> h5py.File:
+            if found.layout == "log":  # this rank's reads only, serially, through the connector
+                return _h5.open_log(step_dir / "data.h5", "r")
             return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
 
         self._step_t0, self._seen = t0, found.seen
-        step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file)
+        step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase)
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, Hdf5ReadStep)
         step.close()  # collective for the shared file
+        t_release = time.perf_counter()
         sleepy_wait(self.comm)
         now = time.time()
         e = self._entry
@@ -317,12 +344,16 @@ class Hdf5Reader(Reader):
             self._save_group()
             if self.settings.keep != "all":
                 self.staging.collect_garbage(self.info.run_id, [x for x in [e] if x is not None])
+        self._phase.add("release", time.perf_counter() - t_release)
         self._next_seq = step.seq + 1
         self._delivered += 1
         self._last_delivered = step.step
         self.events.append({"step": step.step, "seq": step.seq, "published": e.published_at, "visible": self._seen,
-                            "begin": self._step_t0, "released": now, "nbytes": e.nbytes})
+                            "begin": self._step_t0, "released": now, "nbytes": e.nbytes, "phases": self._phase.take()})
 
     def _do_close(self) -> None:
         if self._current is not None and isinstance(self._current, Hdf5ReadStep):
             self._current.close()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None

@@ -10,6 +10,7 @@ from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, Tran
                                       WriterReader, read_polling, read_queue)
 from h5flow.xmlnode import XmlNode
 
+LAYOUTS = ("n-1", "n-n", "log")
 _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/"
 
 
@@ -22,7 +23,9 @@ class Hdf5Settings(TransportSettings):
 
     method: str = "stream"  # SENSEI's method; only streaming is supported
     collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c')
-    layout: str = "n-1"  # n-1 (one shared file per step) | n-n (one file per producer rank)
+    # n-1: one shared native file per step (collective MPI-IO open/close) | n-n: one native file per producer
+    # rank | log: one logical file per step through the h5flow_log connector (per-rank logs, no MPI-IO)
+    layout: str = "n-1"
     driver: str = "mpio"  # mpio | subfiling
     quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
     keep: str = "released"  # released: delete a step once every consumer group released it | all
@@ -47,8 +50,9 @@ class Hdf5Settings(TransportSettings):
     def from_xml(cls, node: XmlNode) -> Hdf5Settings:
         s = cls()
         _method(node, s)
-        s.layout = node.choice("layout", s.layout, ("n-1", "n-n"),
-                               hint="n-1: one shared file per step, n-n: one file per producer rank")
+        s.layout = node.choice("layout", s.layout, LAYOUTS,
+                               hint="n-1: one shared file per step, n-n: one file per producer rank, log: one "
+                                    "logical file per step written through the h5flow_log connector")
         s.driver = node.choice("driver", s.driver, ("mpio", "subfiling"))
         s.quota_bytes = node.nbytes("quota", s.quota_bytes)
         s.keep = node.choice("keep", s.keep, ("released", "all"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -60,6 +61,11 @@ def step_dir_name(step: int) -> str:
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _FULL_TEXT = tuple(os.strerror(e) for e in FULL_ERRNOS)  # as HDF5 and MPI-IO quote them in their messages
 EMERGENCY_RESERVE = 64 * 1024
+#: a step's room is allocated for real (``posix_fallocate``) only when the file system's free space is below
+#: this many times what the step needs, or the step is larger than the file size limit: on tmpfs an
+#: allocation zeroes its pages, which costs as much as writing the step (measured: 32 MiB in 78-88 ms, a write
+#: of them 88 ms), and producer rank 0 did it for the whole step before any rank wrote
+RESERVE_FACTOR = 4
 
 
 def is_full_error(e: BaseException) -> bool:
@@ -75,6 +81,12 @@ def is_waitable_full_error(e: BaseException) -> bool:
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return any(os.strerror(n) in str(e) for n in (errno.ENOSPC, errno.EDQUOT))
+
+
+def _file_size_limit() -> float:
+    """This process's ``RLIMIT_FSIZE`` soft limit in bytes (infinite when unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return float("inf") if soft == resource.RLIM_INFINITY else float(soft)
 
 
 def free_bytes(path: Path) -> int:
@@ -325,8 +337,17 @@ class Staging:
 
     def reserve_space(self, nbytes: int) -> str:
         """Allocate ``nbytes`` for the next step (kept until :meth:`release_space`): "" on success, else why
-        not (the file system is full, over quota or over the file size limit)."""
+        not (the file system is full, over quota or over the file size limit).
+
+        With plenty of room (free space at least :data:`RESERVE_FACTOR` times ``nbytes``, and ``nbytes``
+        within this process's file size limit) nothing is allocated: the allocation would cost as much as the
+        write. A write that finds the file system full anyway (a quota, which ``statvfs`` does not show, or
+        space taken by others meanwhile) is caught by the writer's failed-write path: nothing is published,
+        and with ``queue_policy="block"`` the step is retried once there is room."""
         self.release_space()
+        free = free_bytes(self.root)
+        if free >= RESERVE_FACTOR * max(1, nbytes) and nbytes <= _file_size_limit():
+            return ""
         try:
             fd = os.open(self.space, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
@@ -408,6 +429,54 @@ class Staging:
                 p = self.step_path(e.step)
                 if p.exists():
                     shutil.rmtree(p, ignore_errors=True)
+
+
+class DirWatch:
+    """Wait until a file in one directory changes, or a timeout passes (Linux ``inotify`` through libc).
+
+    A consumer waiting for the next step wakes the moment the index is appended to (or a step directory is
+    renamed into place) instead of at its next polling interval, which added up to ``poll_max`` per step.
+    Only changes made on this host are seen (a remote writer on a parallel file system is not), so the
+    callers keep their polling interval as the timeout. Where inotify is unavailable it only sleeps."""
+
+    _MASK = 0x2 | 0x8 | 0x80 | 0x100  # IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
+
+    def __init__(self, directory: Path) -> None:
+        self.fd = -1
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            if libc.inotify_add_watch(fd, os.fsencode(directory), self._MASK) < 0:
+                os.close(fd)
+                return
+            self.fd = fd
+        except (OSError, AttributeError):  # no libc inotify (not Linux): sleep instead
+            self.fd = -1
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when something in the directory changed (events drained)."""
+        if self.fd < 0:
+            time.sleep(timeout)
+            return False
+        import select
+
+        ready = select.select([self.fd], [], [], timeout)[0]
+        if ready:
+            try:
+                while os.read(self.fd, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+        return bool(ready)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 class Heartbeat:

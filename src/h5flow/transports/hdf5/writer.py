@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
@@ -16,10 +19,11 @@ from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
 from h5flow.transports._common import Decision, StepWriter, block_payload, dataset_layout
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.settings import Hdf5Settings
-from h5flow.transports.hdf5.staging import (Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
+from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
@@ -34,8 +38,19 @@ WRITE_RATE = 20e6
 WRITE_RETRIES = 3
 
 
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(text: str, limit: int = 500) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its start (rank, file) and its end (the errno text
+    that HDF5 and the connector put last)."""
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + " ... " + text[-(limit // 2):]
+
+
+@dataclass
+class _Prepared(Decision):
+    """Rank 0's decision to publish, with the outcome of preparing the step ("" = ready)."""
+
+    prepare_error: str = ""
 
 
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
@@ -58,11 +73,14 @@ class Hdf5Writer(StepWriter):
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         s: Hdf5Settings = self.settings
-        if s.layout not in ("n-1", "n-n"):
-            raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: n-1, n-n")
+        if s.layout not in LAYOUTS:
+            raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: {', '.join(LAYOUTS)}")
         if s.driver not in _h5.DRIVERS:
             raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
         self.staging = Staging(config.filename)
+        self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
+        self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
+        self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
         info = None
         error = ""
@@ -105,10 +123,19 @@ class Hdf5Writer(StepWriter):
         meta, nbytes, decision, t0 = admitted
         comm, cfg, step = self.comm, self.settings, meta.step
         t_admit = time.time()
+        # gather: the ranks' block metadata, waiting for the last rank to reach end_step (its compute, not
+        # the transport); admit: rank 0's queue check and the decision's broadcast (what rank 0 did in
+        # between is in its own phases: reserve, prepare, create, metadata)
+        self._phase.add("gather", self._gathered_at - t0)
+        self._phase.add("admit", t_admit - self._gathered_at - sum(self._phase.seconds.get(k, 0.0) for k in (
+            "reserve", "prepare", "create", "metadata")))
         tmp = self.staging.tmp_step(step)
+        # rank 0 prepared the step's directory (log: and its container) before broadcasting its decision
+        prepared = decision.prepare_error if isinstance(decision, _Prepared) else None
         attempt = 0
         while True:
-            failure = self._write_step(tmp, meta, nbytes)  # the same on every rank: they agreed on it
+            failure = self._write_step(tmp, meta, nbytes, prepared)  # the same on every rank: they agreed on it
+            prepared = None  # a retry prepares anew
             if failure is None:
                 break
             waitable, message = failure
@@ -129,6 +156,7 @@ class Hdf5Writer(StepWriter):
                 raise TransportError(error)
         t_written = time.time()
         published_at, error = 0.0, ""
+        t_publish = time.perf_counter()
         if comm.rank == 0:
             try:
                 os.replace(tmp, self.staging.step_path(step))
@@ -142,35 +170,39 @@ class Hdf5Writer(StepWriter):
         published_at, error = bcast_from_root(comm, (published_at, error))
         if error:
             raise TransportError(error)
+        self._phase.add("publish", time.perf_counter() - t_publish)
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
-                                                              "written": t_written, "publish": published_at})
+                                                              "written": t_written, "publish": published_at},
+                                    phases=self._phase.take())
 
-    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int) -> tuple[bool, str] | None:
+    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, prepared: str | None = None
+                    ) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
         rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
-        waiting in one."""
+        waiting in one. ``prepared``: rank 0's outcome of :meth:`_prepare`, already known to every rank (it
+        came with the admission decision); ``None``: prepare here (one more broadcast)."""
         comm, cfg, step = self.comm, self.settings, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
         try:
             error = ""
-            if comm.rank == 0:
-                try:
-                    if tmp.exists():
-                        shutil.rmtree(tmp)
-                    tmp.mkdir()
-                except OSError as e:
-                    error = f"rank 0: cannot create {tmp}: {e}"
-                finally:
-                    self.staging.release_space()  # the room reserved at admission is the step's now
-            # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
-            # ranks (and consumers) it waits for
-            start_error = bcast_from_root(comm, error)
+            if prepared is None:  # a retry (the first attempt was prepared at admission)
+                if comm.rank == 0:
+                    error = self._prepare(tmp, meta, log_structure=False)
+                # sleeping barriers: on an oversubscribed node a rank spinning in MPI takes the core from the
+                # ranks (and consumers) it waits for
+                with self._phase("agree"):
+                    start_error = bcast_from_root(comm, error)
+            else:
+                start_error = prepared
             if not start_error:
-                if cfg.layout == "n-1":
+                if cfg.layout in ("n-1", "log"):
                     try:
-                        error = self._write_shared(tmp / "data.h5", meta)
+                        if cfg.layout == "n-1":
+                            error = self._write_shared(tmp / "data.h5", meta)
+                        else:
+                            error = self._write_log(tmp / "data.h5", meta, structured=prepared is not None)
                     except Exception as e:  # noqa: BLE001 - out of step with the others: the lease catches a hang
                         error = f"rank {comm.rank}: writing {tmp / 'data.h5'}: {e}"
                 else:
@@ -181,11 +213,13 @@ class Hdf5Writer(StepWriter):
                         error = f"rank {comm.rank}: writing {path}: {e}"
                 if comm.rank == 0 and not error:
                     try:
-                        atomic_write(tmp / "meta.json", meta.to_json())
+                        with self._phase("meta.json"):
+                            atomic_write(tmp / "meta.json", meta.to_json())
                     except OSError as e:
                         error = f"rank 0: writing {tmp / 'meta.json'}: {e}"
-            sleepy_wait(comm)
-            errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
+            with self._phase("agree"):
+                sleepy_wait(comm)
+                errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
         finally:
             self._heartbeat.progress_done()
         if not errors:
@@ -205,19 +239,58 @@ class Hdf5Writer(StepWriter):
     # -- room on disk ----------------------------------------------------------------------------
     def _need(self, meta: StepMeta, nbytes: int) -> int:
         """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
-        files = 1 if self.settings.layout == "n-1" else self.comm.size
+        files = 1 if self.settings.layout == "n-1" else self.comm.size  # log: one log pair per rank and dataset
         datasets = sum(len(dataset_layout(m)) + 1 for m in meta.meshes.values()) + 1
         return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
 
     def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
-        """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written)."""
+        """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written), then the
+        step's directory (and for layout "log" its container's structure), so that the decision's broadcast
+        also tells every rank that they are ready: one synchronisation less per step (two for "log")."""
         decision = super()._admit(step, nbytes, meta)
         if decision.publish and meta is not None:
-            error = self._wait_for_space(step, self._need(meta, nbytes))
+            with self._phase("reserve"):
+                error = self._wait_for_space(step, self._need(meta, nbytes))
             if error:
                 self._stop_stream(error)
                 return Decision(False, error=error)
+            prepare_error = self._prepare(self.staging.tmp_step(step), meta,
+                                          log_structure=self.settings.layout == "log")
+            return _Prepared(**dataclasses.asdict(decision), prepare_error=prepare_error)
         return decision
+
+    def _prepare(self, tmp: Path, meta: StepMeta, log_structure: bool) -> str:
+        """Rank 0: an empty ``tmp`` for the step (the room reserved at admission is released: it is the step's
+        now) and, with ``log_structure``, the step's container with its structure, kept open in
+        ``self._log_file`` for rank 0's own writes; "" or the error."""
+        try:
+            with self._phase("prepare"):
+                if tmp.exists():
+                    shutil.rmtree(tmp)
+                tmp.mkdir()
+        except OSError as e:
+            return f"rank 0: cannot create {tmp}: {e}"
+        finally:
+            self.staging.release_space()
+        return self._create_log(tmp / "data.h5", meta) if log_structure else ""
+
+    def _create_log(self, path: Path, meta: StepMeta) -> str:
+        """Rank 0: the step's container with its structure, kept open in ``self._log_file``; "" or the error."""
+        try:
+            with self._phase("create"):
+                self._log_file = _h5.open_log(path, "w")
+            with self._phase("metadata"):
+                self._write_log_structure(self._log_file, meta)
+        except Exception as e:  # noqa: BLE001 - every rank learns it (with the decision, or broadcast)
+            self._close_log_file()
+            return f"rank 0: creating {path}: {e}"
+        return ""
+
+    def _close_log_file(self) -> None:
+        if self._log_file is not None:
+            with contextlib.suppress(Exception):  # the step is not published: its directory goes
+                self._log_file.close()
+            self._log_file = None
 
     def _wait_for_space(self, step: int, need: int, after: str = "") -> str:
         """Rank 0: reserve ``need`` bytes for ``step``; "" once reserved, else the error that stops the stream.
@@ -285,6 +358,13 @@ class Hdf5Writer(StepWriter):
                      if e.seq > released and self.staging.step_path(e.step).exists())
         return unreleased, staged, list(groups)
 
+    def _wait_for_consumers(self, delay: float) -> None:
+        """Rank 0, queue full (``block``): sleep ``delay`` s, or less: until a consumer group's file changes
+        (a release), where the file system tells (inotify, same host)."""
+        if self._consumer_watch is None:
+            self._consumer_watch = DirWatch(self.staging.consumers)
+        self._consumer_watch.wait(delay)
+
     def _record_discard(self, step: int, why: str) -> None:
         self.staging.append(f"D {step} {self._step_time!r} {why}")
 
@@ -304,24 +384,30 @@ class Hdf5Writer(StepWriter):
 
         dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
         dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE if cfg.collective else h5py.h5fd.MPIO_INDEPENDENT)
+        phase = self._phase
         try:
-            f = _h5.open_shared(path, "w", comm, cfg.driver)
+            with phase("create"):
+                f = _h5.open_shared(path, "w", comm, cfg.driver)
         except Exception as e:  # noqa: BLE001 - the open is collective: it fails on every rank or none
             failed("creating", e)
             return error
         try:
-            self._write_attrs(f, meta)
-            f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+            with phase("metadata"):
+                self._write_attrs(f, meta)
+                f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
             for name, mesh in meta.meshes.items():
-                g = f.create_group(name)
-                g.attrs["kind"] = mesh.kind
+                with phase("metadata"):
+                    g = f.create_group(name)
+                    g.attrs["kind"] = mesh.kind
                 mine = self._puts.mine(name)
                 payloads = [block_payload(b) for b in mine]
                 n_calls = comm.allreduce(len(mine), op=_max()) if cfg.collective else len(mine)
                 for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     offsets = mesh.offsets(assoc)
-                    dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
-                                            fill_time="never")
+                    with phase("metadata"):
+                        dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
+                                                fill_time="never")
+                    t_write = time.perf_counter()
                     for k in range(n_calls):
                         if k < len(mine) and not error:
                             data = payloads[k][i][1]
@@ -333,24 +419,92 @@ class Hdf5Writer(StepWriter):
                                 failed("writing", e)  # write has been made by every rank already
                         elif cfg.collective:
                             write_slab(dset, 0, None, dxpl, ncomp)
+                    phase.add("write", time.perf_counter() - t_write)
             try:
-                f.flush()
+                with phase("flush"):
+                    f.flush()
             except Exception as e:  # noqa: BLE001
                 failed("flushing", e)
-            sleepy_wait(comm)
-            agreed = [e for e in comm.allgather(error) if e]
+            with phase("agree"):
+                sleepy_wait(comm)
+                agreed = [e for e in comm.allgather(error) if e]
         finally:
             try:
-                f.close()
+                with phase("close"):
+                    f.close()
             except Exception as e:  # noqa: BLE001
                 failed("closing", e)
         return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
 
+    def _write_log(self, path: Path, meta: StepMeta, structured: bool) -> str:
+        """Collective (no MPI-IO; at most one sleepy barrier): the step as one logical file through h5flow_log;
+        "" or this rank's error.
+
+        Rank 0 creates the container with the step's whole structure (attributes, ``meta``, groups, datasets
+        of their full shapes): at admission (``structured``: every rank learnt the outcome with the decision),
+        or here, broadcasting the outcome. Then every rank holding blocks opens it serially and appends its
+        rows to its own logs (the connector gives each open its own epoch, so the ranks share no file). A
+        rank's error does not leave the sequence: the outcome is agreed on by the allgather in
+        :meth:`_write_step`, and the step is published only after every rank has closed."""
+        comm, phase = self.comm, self._phase
+        error = ""
+        if not structured:
+            if comm.rank == 0:
+                error = self._create_log(path, meta)
+            with phase("agree"):
+                failed = bcast_from_root(comm, error)
+            if failed:
+                self._close_log_file()
+                return error or f"rank {comm.rank}: another rank failed"
+        f, self._log_file = self._log_file, None
+        mine = {name: self._puts.mine(name) for name in meta.meshes}
+        if not any(mine.values()):
+            if f is not None:
+                f.close()
+            return ""  # nothing of this step on this rank: no open at all
+        try:
+            if f is None:
+                with phase("create"):  # "open": serial, this rank's own epoch and logs
+                    f = _h5.open_log(path, "r+")
+            dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
+            with phase("write"):
+                for name, mesh in meta.meshes.items():
+                    if not mine[name]:
+                        continue
+                    payloads = [block_payload(b) for b in mine[name]]
+                    for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
+                        dset, offsets = f[name][path_], mesh.offsets(assoc)
+                        for b, payload in zip(mine[name], payloads):
+                            write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl,
+                                       ncomp)
+        except Exception as e:  # noqa: BLE001 - decided together in _write_step
+            error = f"rank {comm.rank}: writing {path}: {e}"
+        if f is not None:
+            try:
+                with phase("close"):
+                    f.close()  # the connector's buffered appends reach the logs here
+            except Exception as e:  # noqa: BLE001
+                error = error or f"rank {comm.rank}: closing {path}: {e}"
+        return error
+
+    def _write_log_structure(self, f: h5py.File, meta: StepMeta) -> None:
+        """Rank 0: the step container's attributes, ``meta``, groups and datasets of their full shapes (no data)."""
+        self._write_attrs(f, meta)
+        f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+        for name, mesh in meta.meshes.items():
+            g = f.create_group(name)
+            g.attrs["kind"] = mesh.kind
+            for path_, assoc, dtype, ncomp in dataset_layout(mesh):
+                g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
+
     def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
-        rank = self.comm.rank
-        with h5py.File(path, "w", libver=("v110", "latest")) as f:
-            self._write_attrs(f, meta)
-            f.attrs["rank"] = rank
+        rank, phase = self.comm.rank, self._phase
+        with phase("create"):
+            f = h5py.File(path, "w", libver=("v110", "latest"))
+        try:
+            with phase("metadata"):
+                self._write_attrs(f, meta)
+                f.attrs["rank"] = rank
             for name, mesh in meta.meshes.items():
                 g = f.create_group(name)
                 mine = self._puts.mine(name)
@@ -359,7 +513,11 @@ class Hdf5Writer(StepWriter):
                     # one block (the usual case) is written from the simulation's array, without a copy
                     data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                             else np.zeros((0, ncomp), dtype=dtype))
-                    g.create_dataset(path_, data=data.astype(dtype, copy=False))
+                    with phase("write"):
+                        g.create_dataset(path_, data=data.astype(dtype, copy=False))
+        finally:
+            with phase("close"):
+                f.close()
 
     def _write_attrs(self, f: h5py.File, meta: StepMeta) -> None:
         f.attrs["format"] = STEP_FORMAT
@@ -381,9 +539,7 @@ class Hdf5Writer(StepWriter):
                     self.staging.collect_garbage(self.info.run_id, self._published)
             except OSError as e:
                 error = f"cannot end the stream in {self.staging.root}: {e}"
-            self.staging.release_space()
-            self.staging.emergency.unlink(missing_ok=True)
-            self.staging.release_claim()
+            self._release_rank0()
         self._heartbeat.stop()
         error = bcast_from_root(self.comm, error)
         if error:
@@ -394,9 +550,17 @@ class Hdf5Writer(StepWriter):
         # producer as lost once the heartbeat stops.
         self._heartbeat.stop()
         if self.comm.rank == 0:
-            self.staging.release_space()
-            self.staging.emergency.unlink(missing_ok=True)
-            self.staging.release_claim()
+            self._close_log_file()
+            self._release_rank0()
+
+    def _release_rank0(self) -> None:
+        """Rank 0 at the end: its reservations, its directory watch, the claim."""
+        self.staging.release_space()
+        self.staging.emergency.unlink(missing_ok=True)
+        if self._consumer_watch is not None:
+            self._consumer_watch.close()
+            self._consumer_watch = None
+        self.staging.release_claim()
 
 
 def _max() -> Any:
