@@ -488,3 +488,31 @@ def test_data_goes_straight_from_the_logs_and_matches_numpy(tmp_path: Path) -> N
             assert (f["e"][()] == np.arange(960.0).reshape(3, 40, 8)).all()
     """, PATH=out)
     _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
+
+
+def test_bench_pack_checks_every_copy_and_reports_the_references(tmp_path: Path) -> None:
+    """`h5flow bench pack`: every copy is compared with the native file (h5diff); the command, pack() in-process,
+    a plain h5py copy and a POSIX copy of the raw bytes are all timed side by side."""
+    row = json.loads(_py("""
+        import json
+        from h5flow.benchmarks.semantic import bench_pack
+        print(json.dumps(bench_pack(1.0, WORK, repeat=1)))
+    """, WORK=tmp_path).stdout)
+    assert row["same"] is True and row["size_mib"] > 0.9, row
+    for k in ("pack_s", "api_s", "h5repack_s", "h5py_s", "posix_s"):
+        assert row[k] > 0, (k, row)
+    assert row["startup_s"] == pytest.approx(row["pack_s"] - row["api_s"], abs=1e-3)
+    assert {"ratio", "ratio_api", "api_vs_h5py", "api_vs_posix"} <= set(row)
+    # the oracle can say no: a packed file that differs from the native one
+    proc = _py("""
+        import h5py, os, shutil
+        from pathlib import Path
+        from h5flow.benchmarks.semantic import _same
+        w = Path(WORK)
+        shutil.copy(w / "content.h5", w / "changed.h5")
+        with h5py.File(w / "changed.h5", "r+") as f:
+            f["table/id"][3] = -1
+        env = dict(os.environ)
+        print(_same(w / "content.h5", w / "packed_api.h5", env), _same(w / "content.h5", w / "changed.h5", env))
+    """, WORK=tmp_path)
+    assert proc.stdout.split() == ["True", "False"], proc.stdout
