@@ -502,7 +502,8 @@ def test_bench_pack_checks_every_copy_and_reports_the_references(tmp_path: Path)
     for k in ("pack_s", "api_s", "h5repack_s", "h5py_s", "posix_s"):
         assert row[k] > 0, (k, row)
     assert row["startup_s"] == pytest.approx(row["pack_s"] - row["api_s"], abs=1e-3)
-    assert {"ratio", "ratio_api", "api_vs_h5py", "api_vs_posix"} <= set(row)
+    assert {"ratio", "ratio_api", "api_vs_h5py", "api_vs_posix", "ratio_cpu", "ratio_api_cpu"} <= set(row)
+    assert row["api_cpu_s"] > 0 and row["h5repack_cpu_s"] > 0
     # the oracle can say no: a packed file that differs from the native one
     proc = _py("""
         import h5py, os, shutil

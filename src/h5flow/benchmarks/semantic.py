@@ -79,6 +79,15 @@ def _time(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu(who: int) -> float:
+    """User + system CPU seconds so far of this process (``resource.RUSAGE_SELF``) or of its waited-for
+    children (``RUSAGE_CHILDREN``): steadier than wall time on a loaded machine."""
+    import resource
+
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
 def _h5py_copy(container: Path, out: Path) -> None:
     """The plain reference: every dataset read whole through h5py and written whole into a new native file
     (same chunking and max shape), groups and attributes as h5py copies them (less than pack copies: no
@@ -125,7 +134,8 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
                repeat: int = 3, slab_mib: float = 64.0) -> dict[str, Any]:
     """Pack throughput against ``h5repack`` of a native file with the same content, side by side.
 
-    Writes a container and a native file of ``size_mib`` MiB of data (same content), then ``repeat`` times,
+    Writes a container and a native file of ``size_mib`` MiB of data (same content) into ``workdir`` (default:
+    a temporary directory in /dev/shm, ``perf.default_dir()``, removed after), then ``repeat`` times,
     alternating, each into a new file (removed before its timer starts; page cache warm for all):
 
     * ``h5flow pack`` of the container as a command (``mpiexec -n ranks`` when ``ranks`` > 1): interpreter
@@ -137,13 +147,16 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
 
     Every packed file and the plain copy are checked against the native file with ``h5diff`` (``same``).
     Returns the medians, throughputs in MiB/s and the ratios (throughput of pack over the other's;
-    ``ratio``: the command against h5repack, goal >= 0.8)."""
+    ``ratio``: the command against h5repack, goal >= 0.8), and the CPU times (user + system) of the
+    command, h5repack and pack() with their ratios (``ratio_cpu``, ``ratio_api_cpu``)."""
+    import resource
+
     import h5py
 
     from h5flow import packing
 
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="h5flow-bench-pack-") if own else workdir)
+    work = Path(tempfile.mkdtemp(prefix="h5flow-bench-pack-", dir=perf.default_dir()) if own else workdir)
     work.mkdir(parents=True, exist_ok=True)
     container, native = work / "content.h5flow", work / "content.h5"
     packed, repacked, api, plain, raw = (work / n for n in ("packed.h5", "repacked.h5", "packed_api.h5",
@@ -165,17 +178,24 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
         if ranks > 1:
             pack_cmd = ["mpiexec", "-n", str(ranks), *pack_cmd]
         times: dict[str, list[float]] = {"pack": [], "h5repack": [], "api": [], "h5py": [], "posix": []}
+        cpu: dict[str, list[float]] = {"pack": [], "h5repack": [], "api": []}  # CPU seconds (all ranks' for mpiexec)
         same = True
         data = 0.0
         for _ in range(repeat):
             for p in (packed, repacked, api, plain, raw):
                 _rm(p)
+            c0 = _cpu(resource.RUSAGE_CHILDREN)
             times["pack"].append(_time(pack_cmd, env))
+            c1 = _cpu(resource.RUSAGE_CHILDREN)
             times["h5repack"].append(_time([h5repack, str(native), str(repacked)], env))
+            cpu["pack"].append(c1 - c0)
+            cpu["h5repack"].append(_cpu(resource.RUSAGE_CHILDREN) - c1)
             if ranks == 1:
+                c0 = _cpu(resource.RUSAGE_SELF)
                 t0 = time.perf_counter()
                 r = packing.pack(container, api, slab_bytes=int(slab_mib * (1 << 20)))
                 times["api"].append(time.perf_counter() - t0)
+                cpu["api"].append(_cpu(resource.RUSAGE_SELF) - c0)
                 data = r.data_bytes / (1 << 20)
                 t0 = time.perf_counter()
                 _h5py_copy(container, plain)
@@ -200,6 +220,12 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
             row["api_vs_posix"] = round(med["posix"] / med["api"], 3)
             row["startup_s"] = round(med["pack"] - med["api"], 3)
         row["h5repack_vs_posix"] = round(med["posix"] / med["h5repack"], 3)
+        mc = {k: statistics.median(v) for k, v in cpu.items() if v}
+        for k, v in mc.items():
+            row[f"{k}_cpu_s"] = round(v, 4)
+        row["ratio_cpu"] = round(mc["h5repack"] / mc["pack"], 3)
+        if "api" in mc:
+            row["ratio_api_cpu"] = round(mc["h5repack"] / mc["api"], 3)
         row["meets_goal"] = row["ratio"] >= PACK_GOAL
         row["meets_goal_api"] = row.get("ratio_api", 0.0) >= PACK_GOAL
         row["loadavg"] = os.getloadavg()[0]
