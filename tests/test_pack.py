@@ -488,6 +488,19 @@ def test_data_goes_straight_from_the_logs_and_matches_numpy(tmp_path: Path) -> N
             assert (f["e"][()] == np.arange(960.0).reshape(3, 40, 8)).all()
     """, PATH=out)
     _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
+    # H5FLOW_PACK_DIRECT=0: everything through H5Dread, the same file
+    os.environ["H5FLOW_PACK_DIRECT"] = "0"
+    try:
+        rep = json.loads(_py("""
+            import dataclasses, json
+            import h5flow
+            print(json.dumps(dataclasses.asdict(h5flow.pack(SRC, DST, slab_bytes=1024))))
+        """, SRC=src, DST=tmp_path / "through_read.h5").stdout)
+    finally:
+        del os.environ["H5FLOW_PACK_DIRECT"]
+    assert rep["direct_bytes"] == 0 and rep["direct_chunks"] == 0, rep
+    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", "--vol-value-2=0", "--vol-name-2=native", out,
+                         tmp_path / "through_read.h5", connector=False))
 
 
 def test_bench_pack_checks_every_copy_and_reports_the_references(tmp_path: Path) -> None:

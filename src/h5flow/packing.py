@@ -671,7 +671,7 @@ class _Raw:
         for f in (self.lib.H5Dwrite, self.lib.H5Dread, self.lib.H5Dwrite_chunk):
             f.restype = ctypes.c_int
         self.run: Any = None
-        if cp.direction == "pack":
+        if cp.direction == "pack" and os.environ.get("H5FLOW_PACK_DIRECT", "1") != "0":
             from h5flow.stats import _plugin_path
 
             so = ctypes.CDLL(_plugin_path())  # the copy HDF5 loaded (dlopen gives the same handle)
@@ -708,6 +708,41 @@ class _Raw:
             pos += m
         return out
 
+    def _io(self, write: bool, did: Any, mtype: Any, mspace: Any, fspace: Any, addr: int, nbytes: int) -> None:
+        """H5Dread/H5Dwrite of ``nbytes`` at ``addr``; on failure the same call through h5py, which turns
+        HDF5's error stack (the connector's message: a checksum mismatch, a damaged log) into the error."""
+        import numpy as np
+
+        fn = self.lib.H5Dwrite if write else self.lib.H5Dread
+        if fn(did.id, mtype.id, mspace.id, fspace.id, 0, addr) >= 0:
+            return
+        try:
+            (did.write if write else did.read)(mspace, fspace, np.zeros(nbytes, dtype=np.uint8), mtype)
+        except Exception as e:  # noqa: BLE001 - its message is the one to report
+            raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed: {e}") from e
+        raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed (no HDF5 error message)")
+
+    def _agrees(self, d: _Dset, sd: Any, mtype: Any, pos: int, addr: int) -> None:
+        """A run's end element read through H5Dread (the connector's own read path) must be the bytes at its
+        address: a cheap guard against the run lookup and the read path ever disagreeing (a layout the
+        lookup does not know), which would otherwise copy wrong data silently."""
+        import h5py
+
+        idx, rest = [], pos
+        for x in reversed(d.shape):
+            idx.append(rest % x)
+            rest //= x
+        fspace = sd.id.get_space()
+        fspace.select_hyperslab(tuple(reversed(idx)), (1,) * len(d.shape))
+        one = ctypes.create_string_buffer(d.itemsize)
+        mspace = h5py.h5s.create_simple((1,))  # kept referenced: h5py closes the id with the object
+        self._io(False, sd.id, mtype, mspace, fspace, ctypes.addressof(one), d.itemsize)
+        if one.raw != ctypes.string_at(addr, d.itemsize):
+            raise PackError(f"element {pos} (row-major) reads differently through H5Dread than from its stored "
+                            "run (h5flow_log_stored_run): the run lookup does not match the connector's read "
+                            "path, so the pack stops (leaving nothing). Report this; H5FLOW_PACK_DIRECT=0 in the "
+                            "environment packs through H5Dread")
+
     def copy(self, d: _Dset, b: tuple[slice, ...], sd: Any, dd: Any, mtype: Any) -> None:
         import h5py
 
@@ -725,6 +760,9 @@ class _Raw:
         runs = self._runs(sd.id.id, start, n) if self.run is not None and b else []
         if runs and any(p % inner or m % inner for p, m, _ in runs):
             runs = []  # a run does not end on a whole row of the trailing dims: not one hyperslab
+        for pos, m, addr in runs:
+            self._agrees(d, sd, mtype, pos, addr)
+            self._agrees(d, sd, mtype, pos + m - 1, addr + (m - 1) * d.itemsize)
         if not runs:  # through the reused buffer
             fspace = sd.id.get_space()
             if b:
@@ -732,13 +770,11 @@ class _Raw:
             # shaped as the selection: HDF5 maps a chunked write element by element where they differ
             mspace = (h5py.h5s.create_simple(tuple(s.stop - s.start for s in b)) if b
                       else h5py.h5s.create(h5py.h5s.SCALAR))
-            if self.lib.H5Dread(sd.id.id, mtype.id, mspace.id, fspace.id, 0, self.buf.ctypes.data) < 0:
-                raise PackError("H5Dread failed (see the HDF5 error above)")
+            self._io(False, sd.id, mtype, mspace, fspace, self.buf.ctypes.data, n * d.itemsize)
             dspace = dd.id.get_space()
             if b:
                 dspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
-            if self.lib.H5Dwrite(dd.id.id, mtype.id, mspace.id, dspace.id, 0, self.buf.ctypes.data) < 0:
-                raise PackError("H5Dwrite failed (see the HDF5 error above)")
+            self._io(True, dd.id, mtype, mspace, dspace, self.buf.ctypes.data, n * d.itemsize)
             return
         self.report.direct_bytes += n * d.itemsize
         c0 = d.raw_chunks[0] if d.raw_chunks and self.direct_chunks and k == 0 else 0
@@ -774,8 +810,7 @@ class _Raw:
         dspace = dd.id.get_space()
         dspace.select_hyperslab(sel0, cnt)
         mspace = h5py.h5s.create_simple(cnt)  # shaped as the selection (see copy)
-        if self.lib.H5Dwrite(dd.id.id, mtype.id, mspace.id, dspace.id, 0, addr) < 0:
-            raise PackError("H5Dwrite failed (see the HDF5 error above)")
+        self._io(True, dd.id, mtype, mspace, dspace, addr, (r1 - r0) * inner * d.itemsize)
 
 
 def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progress: bool) -> None:

@@ -25,7 +25,9 @@ static int64_t fail(char *err, size_t errlen)
  * until the dataset is next read, written, refreshed or closed (or its file flushed or closed).
  * 0 (and *ptr NULL): the element at `start` is not stored that way (never written or discarded by a shrink:
  * it reads as the fill value; a variable-length, virtual or filtered dataset) — read it with H5Dread.
- * -1: an error (a checksum mismatch, a damaged log, not an h5flow_log dataset), its message in err. */
+ * -1: an error (a checksum mismatch, a damaged log, not an h5flow_log dataset), its message in err.
+ * It answers from the merged index (d->ix->map), as h5fl_gather_seq reads: a layout that reads from
+ * elsewhere must return 0 here (h5flow.packing also compares each run's end elements with H5Dread). */
 int64_t h5flow_log_stored_run(hid_t dset, uint64_t start, uint64_t n, const void **ptr, char *err, size_t errlen)
 {
     h5fl_err_clear();
