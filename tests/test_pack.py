@@ -368,8 +368,8 @@ def test_mpi_pack_and_unpack_equal_serial(comm, mpi_tmp_path: Path) -> None:
             'open_container(PATH, "w")', 'open_container(PATH, "r+")'), PATH=src)
         pack(src, serial)
     comm.Barrier()
-    r = pack(src, par, comm=comm, slab_bytes=16 << 10)
-    mpi_assert(comm, r.ranks == 2 and r.slabs > 2, f"pack report {r}")
+    r = pack(src, par, comm=comm, slab_bytes=64 << 10)
+    mpi_assert(comm, r.ranks == 2 and r.slabs > 2 and r.direct_chunks > 0, f"pack report {r}")
     ok, msg = True, ""
     if comm.rank == 0:
         proc = _h5diff(serial, par, connector=False)

@@ -655,8 +655,9 @@ class _Raw:
     the source's own datatype as the memory type on both sides (no conversion), one reused buffer, and for
     a container source its stored bytes handed to the native file straight from the connector's mapped
     logs (``h5flow_log_stored_run``: the data checksums are checked as a read checks them). Whole chunks
-    go in with ``H5Dwrite_chunk`` where the destination stores them unfiltered (serial only: parallel
-    HDF5 writes chunks collectively)."""
+    go in with ``H5Dwrite_chunk`` where the destination stores them unfiltered (under MPI too: parallel HDF5
+    allocates every chunk of an unfiltered dataset when it is created, so a direct write changes no metadata
+    and is independent I/O like the rest)."""
 
     def __init__(self, cp: _Copier, nbytes: int) -> None:
         from h5flow import _hdf5lib
@@ -679,7 +680,7 @@ class _Raw:
             self.run.argtypes = [hid, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.c_char_p, ctypes.c_size_t]
             self.run.restype = ctypes.c_int64
-        self.direct_chunks = cp.comm is None and cp.direction == "pack"
+        self.direct_chunks = cp.direction == "pack"
         self.nbytes = max(1, nbytes)
         self._buf: Any = None
         self.err = ctypes.create_string_buffer(1024)
