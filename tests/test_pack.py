@@ -368,8 +368,8 @@ def test_mpi_pack_and_unpack_equal_serial(comm, mpi_tmp_path: Path) -> None:
             'open_container(PATH, "w")', 'open_container(PATH, "r+")'), PATH=src)
         pack(src, serial)
     comm.Barrier()
-    r = pack(src, par, comm=comm, slab_bytes=16 << 10)
-    mpi_assert(comm, r.ranks == 2 and r.slabs > 2, f"pack report {r}")
+    r = pack(src, par, comm=comm, slab_bytes=64 << 10)
+    mpi_assert(comm, r.ranks == 2 and r.slabs > 2 and r.direct_chunks > 0, f"pack report {r}")
     ok, msg = True, ""
     if comm.rank == 0:
         proc = _h5diff(serial, par, connector=False)
@@ -446,3 +446,100 @@ def test_virtual_datasets_pack_as_values_and_unpack_as_mappings(tmp_path: Path) 
             print(f["v"].is_virtual, f["v"][...].tolist())
     """, connector=True, P=tmp_path / "back.h5").stdout
     assert out.split("\n")[0] == "True [0, 1, 2]", out
+
+
+def test_data_goes_straight_from_the_logs_and_matches_numpy(tmp_path: Path) -> None:
+    """pack hands the container's stored runs to the native file without a read buffer (whole chunks with
+    H5Dwrite_chunk, the rest with H5Dwrite), and reads through the connector what is not one stored run:
+    overwrites (latest write wins, runs out of log order), unwritten parts (fill value), partial edge chunks,
+    slabs split inside trailing dimensions. Checked element by element against numpy."""
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py("""
+        import numpy as np
+        from h5flow.packing import open_container
+        with open_container(PATH, "w") as f:
+            a = f.create_dataset("a", shape=(100, 8), chunks=(16, 8), dtype="<i4")
+            a[:] = np.arange(800).reshape(100, 8)
+            a[10:40] = -np.arange(240).reshape(30, 8)           # overwrite: another run, later in the log
+            b = f.create_dataset("b", shape=(4, 5, 6), dtype=">f8", fillvalue=7.5)
+            for j in range(4):                                # column by column: runs inside the rows
+                b[:, j] = np.arange(24.0).reshape(4, 6) + 100 * j   # b[:, 4] stays the fill value
+            c = f.create_dataset("c", shape=(3, 50), chunks=(2, 10), dtype="u2")  # chunks not whole rows
+            c[:] = np.arange(150).reshape(3, 50)
+            f["e"] = np.arange(960.0).reshape(3, 40, 8)        # slabs (1, 16, 8): split inside dimension 1
+    """, PATH=src)
+    rep = json.loads(_py("""
+        import dataclasses, json
+        import h5flow
+        print(json.dumps(dataclasses.asdict(h5flow.pack(SRC, DST, slab_bytes=1024))))
+    """, SRC=src, DST=out).stdout)
+    assert rep["direct_chunks"] >= 4 and 0 < rep["direct_bytes"] < rep["data_bytes"], rep
+    _py("""
+        import h5py, numpy as np
+        a = np.arange(800).reshape(100, 8)
+        a[10:40] = -np.arange(240).reshape(30, 8)
+        b = np.full((4, 5, 6), 7.5)
+        for j in range(4):
+            b[:, j] = np.arange(24.0).reshape(4, 6) + 100 * j
+        with h5py.File(PATH, "r") as f:
+            assert (f["a"][()] == a).all() and f["a"].dtype == "<i4" and f["a"].chunks == (16, 8)
+            assert (f["b"][()] == b).all() and f["b"].dtype == ">f8" and f["b"].fillvalue == 7.5
+            assert (f["c"][()] == np.arange(150).reshape(3, 50)).all() and f["c"].chunks == (2, 10)
+            assert (f["e"][()] == np.arange(960.0).reshape(3, 40, 8)).all()
+    """, PATH=out)
+    _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
+    # H5FLOW_PACK_DIRECT=0: everything through H5Dread, the same file
+    os.environ["H5FLOW_PACK_DIRECT"] = "0"
+    try:
+        rep = json.loads(_py("""
+            import dataclasses, json
+            import h5flow
+            print(json.dumps(dataclasses.asdict(h5flow.pack(SRC, DST, slab_bytes=1024))))
+        """, SRC=src, DST=tmp_path / "through_read.h5").stdout)
+    finally:
+        del os.environ["H5FLOW_PACK_DIRECT"]
+    assert rep["direct_bytes"] == 0 and rep["direct_chunks"] == 0, rep
+    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", "--vol-value-2=0", "--vol-name-2=native", out,
+                         tmp_path / "through_read.h5", connector=False))
+
+
+def test_bench_pack_checks_every_copy_and_reports_the_references(tmp_path: Path) -> None:
+    """`h5flow bench pack`: every copy is compared with the native file (h5diff); the command, pack() in-process,
+    a plain h5py copy and a POSIX copy of the raw bytes are all timed side by side."""
+    row = json.loads(_py("""
+        import json
+        from h5flow.benchmarks.semantic import bench_pack
+        print(json.dumps(bench_pack(1.0, WORK, repeat=1)))
+    """, WORK=tmp_path).stdout)
+    assert row["same"] is True and row["size_mib"] > 0.9, row
+    for k in ("pack_s", "api_s", "h5repack_s", "h5py_s", "posix_s"):
+        assert row[k] > 0, (k, row)
+    assert row["startup_s"] == pytest.approx(row["pack_s"] - row["api_s"], abs=1e-3)
+    assert {"ratio", "ratio_api", "api_vs_h5py", "api_vs_posix", "ratio_cpu", "ratio_api_cpu"} <= set(row)
+    assert row["api_cpu_s"] > 0 and row["h5repack_cpu_s"] > 0
+    # the oracle can say no: a packed file that differs from the native one
+    proc = _py("""
+        import h5py, os, shutil
+        from pathlib import Path
+        from h5flow.benchmarks.semantic import _same
+        w = Path(WORK)
+        shutil.copy(w / "content.h5", w / "changed.h5")
+        with h5py.File(w / "changed.h5", "r+") as f:
+            f["table/id"][3] = -1
+        env = dict(os.environ)
+        print(_same(w / "content.h5", w / "packed_api.h5", env), _same(w / "content.h5", w / "changed.h5", env))
+    """, WORK=tmp_path)
+    assert proc.stdout.split() == ["True", "False"], proc.stdout
+
+
+def test_pack_command_does_not_load_the_other_commands(tmp_path: Path) -> None:
+    """`h5flow pack`/`unpack` are timed against C tools: their parser does not import every other command's
+    and benchmark's module (~0.1 s of CPU at start-up)."""
+    out = _py("""
+        import sys
+        from h5flow import cli
+        rc = cli.main(["pack", MISSING, OUT])
+        print(rc, sorted(m for m in sys.modules if m.startswith(("h5flow.benchmarks", "h5flow.query"))))
+    """, MISSING=tmp_path / "missing", OUT=tmp_path / "o.h5")
+    assert out.stdout.split() == ["1", "[]"], out.stdout + out.stderr
+    assert "no such file or container" in out.stderr

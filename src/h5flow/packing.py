@@ -75,6 +75,10 @@ class PackReport:
     scales: int = 0  # dimension scales attached
     data_bytes: int = 0  # bytes of dataset data in memory form (vlen data: the element handles)
     slabs: int = 0  # copy steps (all ranks)
+    # pack: bytes written to the native file straight from the container's mapped data logs (no read buffer;
+    # the rest went through H5Dread), and how many whole chunks of them went in with H5Dwrite_chunk (all ranks)
+    direct_bytes: int = 0
+    direct_chunks: int = 0
     ranks: int = 1
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -304,6 +308,10 @@ class _Dset:
     itemsize: int
     refs: bool
     vlen: bool
+    shape: tuple[int, ...] = ()
+    # the destination's chunk shape when whole chunks can be written as they are (H5Dwrite_chunk): no
+    # filters, and every chunk is one run of the row-major element order (it spans the trailing dims)
+    raw_chunks: tuple[int, ...] | None = None
 
 
 class _Copier:
@@ -466,7 +474,11 @@ class _Copier:
         itemsize = stype.get_size()
         chunks = dcpl.get_chunk() if dcpl.get_layout() == h5py.h5d.CHUNKED else None
         blocks = _blocks(tuple(shape), itemsize, tuple(chunks) if chunks else None, self.slab_bytes)
-        self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype), _has_vlen(stype)))
+        raw_chunks = None
+        if chunks and not dcpl.get_nfilters() and tuple(chunks[1:]) == tuple(shape[1:]):
+            raw_chunks = tuple(chunks)
+        self.dsets.append(_Dset(path, path, blocks, itemsize, _has_ref(stype), _has_vlen(stype), tuple(shape),
+                                raw_chunks))
 
     @staticmethod
     def _materialized_dcpl(vdcpl: Any, stype: Any, space: Any) -> Any:
@@ -638,6 +650,170 @@ def _fmt_sel(b: tuple[slice, ...]) -> str:
     return "[" + ", ".join(f"{s.start}:{s.stop}" for s in b) + "]" if b else ""
 
 
+class _Raw:
+    """The data path without h5py's per-slab machinery, for datasets of fixed-size types without references:
+    the source's own datatype as the memory type on both sides (no conversion), one reused buffer, and for
+    a container source its stored bytes handed to the native file straight from the connector's mapped
+    logs (``h5flow_log_stored_run``: the data checksums are checked as a read checks them). Whole chunks
+    go in with ``H5Dwrite_chunk`` where the destination stores them unfiltered (under MPI too: parallel HDF5
+    allocates every chunk of an unfiltered dataset when it is created, so a direct write changes no metadata
+    and is independent I/O like the rest)."""
+
+    def __init__(self, cp: _Copier, nbytes: int) -> None:
+        from h5flow import _hdf5lib
+
+        self.report = cp.report
+
+        self.lib = _lib()
+        hid, hsize_p = _hdf5lib.hid_t, ctypes.POINTER(ctypes.c_uint64)
+        self.lib.H5Dwrite.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
+        self.lib.H5Dread.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
+        self.lib.H5Dwrite_chunk.argtypes = [hid, hid, ctypes.c_uint32, hsize_p, ctypes.c_size_t, ctypes.c_void_p]
+        for f in (self.lib.H5Dwrite, self.lib.H5Dread, self.lib.H5Dwrite_chunk):
+            f.restype = ctypes.c_int
+        self.run: Any = None
+        if cp.direction == "pack" and os.environ.get("H5FLOW_PACK_DIRECT", "1") != "0":
+            from h5flow.stats import _plugin_path
+
+            so = ctypes.CDLL(_plugin_path())  # the copy HDF5 loaded (dlopen gives the same handle)
+            self.run = so.h5flow_log_stored_run
+            self.run.argtypes = [hid, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.c_char_p, ctypes.c_size_t]
+            self.run.restype = ctypes.c_int64
+        self.direct_chunks = cp.direction == "pack"
+        self.nbytes = max(1, nbytes)
+        self._buf: Any = None
+        self.err = ctypes.create_string_buffer(1024)
+
+    @property
+    def buf(self) -> Any:
+        """The reused buffer, made at first use (a container's data rarely needs it): zeroed, so that its
+        pages are in memory before the first copy."""
+        import numpy as np
+
+        if self._buf is None:
+            self._buf = np.zeros(self.nbytes, dtype=np.uint8)
+        return self._buf
+
+    def _runs(self, sid: Any, start: int, n: int) -> list[tuple[int, int, int]]:
+        """(first element, count, address) of the stored runs covering [start, start+n); [] where some
+        element is not stored as a run (read it through H5Dread instead)."""
+        out, pos, ptr = [], start, ctypes.c_void_p()
+        while pos < start + n:
+            m = self.run(sid, pos, start + n - pos, ctypes.byref(ptr), self.err, len(self.err))
+            if m < 0:
+                raise PackError(self.err.value.decode("utf-8", "replace"))
+            if m == 0:
+                return []
+            out.append((pos, m, ptr.value))
+            pos += m
+        return out
+
+    def _io(self, write: bool, did: Any, mtype: Any, mspace: Any, fspace: Any, addr: int, nbytes: int) -> None:
+        """H5Dread/H5Dwrite of ``nbytes`` at ``addr``; on failure the same call through h5py, which turns
+        HDF5's error stack (the connector's message: a checksum mismatch, a damaged log) into the error."""
+        import numpy as np
+
+        fn = self.lib.H5Dwrite if write else self.lib.H5Dread
+        if fn(did.id, mtype.id, mspace.id, fspace.id, 0, addr) >= 0:
+            return
+        try:
+            (did.write if write else did.read)(mspace, fspace, np.zeros(nbytes, dtype=np.uint8), mtype)
+        except Exception as e:  # noqa: BLE001 - its message is the one to report
+            raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed: {e}") from e
+        raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed (no HDF5 error message)")
+
+    def _agrees(self, d: _Dset, sd: Any, mtype: Any, pos: int, addr: int) -> None:
+        """A run's end element read through H5Dread (the connector's own read path) must be the bytes at its
+        address: a cheap guard against the run lookup and the read path ever disagreeing (a layout the
+        lookup does not know), which would otherwise copy wrong data silently."""
+        import h5py
+
+        idx, rest = [], pos
+        for x in reversed(d.shape):
+            idx.append(rest % x)
+            rest //= x
+        fspace = sd.id.get_space()
+        fspace.select_hyperslab(tuple(reversed(idx)), (1,) * len(d.shape))
+        one = ctypes.create_string_buffer(d.itemsize)
+        mspace = h5py.h5s.create_simple((1,))  # kept referenced: h5py closes the id with the object
+        self._io(False, sd.id, mtype, mspace, fspace, ctypes.addressof(one), d.itemsize)
+        if one.raw != ctypes.string_at(addr, d.itemsize):
+            raise PackError(f"element {pos} (row-major) reads differently through H5Dread than from its stored "
+                            "run (h5flow_log_stored_run): the run lookup does not match the connector's read "
+                            "path, so the pack stops (leaving nothing). Report this; H5FLOW_PACK_DIRECT=0 in the "
+                            "environment packs through H5Dread")
+
+    def copy(self, d: _Dset, b: tuple[slice, ...], sd: Any, dd: Any, mtype: Any) -> None:
+        import h5py
+
+        # a slab is single indices, then one range (dimension `k`), then whole trailing dimensions: one run
+        # of the row-major element order
+        shape = d.shape
+        k = next((i for i, s in enumerate(b) if s.stop - s.start != 1 or i == len(b) - 1), 0) if b else 0
+        inner = 1
+        for x in shape[k + 1:]:
+            inner *= x
+        start = 0  # linear index of the slab's first element
+        for i, s in enumerate(b):
+            start = start * shape[i] + s.start
+        n = _slab_bytes(b, 1) if b else 1
+        runs = self._runs(sd.id.id, start, n) if self.run is not None and b else []
+        if runs and any(p % inner or m % inner for p, m, _ in runs):
+            runs = []  # a run does not end on a whole row of the trailing dims: not one hyperslab
+        for pos, m, addr in runs:
+            self._agrees(d, sd, mtype, pos, addr)
+            self._agrees(d, sd, mtype, pos + m - 1, addr + (m - 1) * d.itemsize)
+        if not runs:  # through the reused buffer
+            fspace = sd.id.get_space()
+            if b:
+                fspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
+            # shaped as the selection: HDF5 maps a chunked write element by element where they differ
+            mspace = (h5py.h5s.create_simple(tuple(s.stop - s.start for s in b)) if b
+                      else h5py.h5s.create(h5py.h5s.SCALAR))
+            self._io(False, sd.id, mtype, mspace, fspace, self.buf.ctypes.data, n * d.itemsize)
+            dspace = dd.id.get_space()
+            if b:
+                dspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
+            self._io(True, dd.id, mtype, mspace, dspace, self.buf.ctypes.data, n * d.itemsize)
+            return
+        self.report.direct_bytes += n * d.itemsize
+        c0 = d.raw_chunks[0] if d.raw_chunks and self.direct_chunks and k == 0 else 0
+        csize = d.itemsize * inner * c0
+        for pos, m, addr in runs:
+            r0, r1 = pos // inner % shape[k], (pos + m) // inner
+            r1 = r1 - (r1 - 1) // shape[k] * shape[k] if k else r1
+            if c0:  # whole chunks as they are, the rows before and after them with H5Dwrite
+                first = -(-r0 // c0) * c0
+                last = r1 // c0 * c0
+                if last > first:
+                    off = (ctypes.c_uint64 * len(shape))()
+                    for c in range(first, last, c0):
+                        off[0] = c
+                        if self.lib.H5Dwrite_chunk(dd.id.id, 0, 0, off, csize,
+                                                   addr + (c - r0) * inner * d.itemsize) < 0:
+                            raise PackError(f"H5Dwrite_chunk of the chunk at row {c} failed")
+                        self.report.direct_chunks += 1
+                    self._rows(d, b, k, dd, mtype, r0, first, addr, inner)
+                    self._rows(d, b, k, dd, mtype, last, r1, addr + (last - r0) * inner * d.itemsize, inner)
+                    continue
+            self._rows(d, b, k, dd, mtype, r0, r1, addr, inner)
+
+    def _rows(self, d: _Dset, b: tuple[slice, ...], k: int, dd: Any, mtype: Any, r0: int, r1: int, addr: int,
+              inner: int) -> None:
+        """H5Dwrite of rows [r0, r1) of dimension k of slab b from memory at addr."""
+        import h5py
+
+        if r1 <= r0:
+            return
+        sel0 = tuple(s.start for s in b[:k]) + (r0,) + (0,) * (len(b) - k - 1)
+        cnt = (1,) * k + (r1 - r0,) + tuple(d.shape[k + 1:])
+        dspace = dd.id.get_space()
+        dspace.select_hyperslab(sel0, cnt)
+        mspace = h5py.h5s.create_simple(cnt)  # shaped as the selection (see copy)
+        self._io(True, dd.id, mtype, mspace, dspace, addr, (r1 - r0) * inner * d.itemsize)
+
+
 def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progress: bool) -> None:
     import numpy as np
 
@@ -653,20 +829,26 @@ def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progres
                        TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
         bar.start()
         task = bar.add_task(cp.direction, total=total)
-    opened: dict[str, tuple[Any, Any]] = {}
+    fixed = [_slab_bytes(b, d.itemsize) for d, b in mine if not (d.refs or d.vlen)]
+    raw = _Raw(cp, max(fixed)) if fixed else None
+    opened: dict[str, tuple[Any, Any, Any]] = {}
     try:
         for d, b in mine:
             if d.src not in opened:
                 opened.clear()  # one dataset pair open at a time (slabs of a dataset are consecutive)
-                opened[d.src] = (cp.sf[d.src], cp.df[d.dst])
-            sd, dd = opened[d.src]
+                sd = cp.sf[d.src]
+                opened[d.src] = (sd, cp.df[d.dst], sd.id.get_type())
+            sd, dd, mtype = opened[d.src]
             try:
-                arr = sd[b]
-                if d.refs:
-                    arr = cp._remap(np.asarray(arr), d.src)
-                dd[b] = arr
-            except PackError:
-                raise
+                if raw is not None and not (d.refs or d.vlen):
+                    raw.copy(d, b, sd, dd, mtype)
+                else:
+                    arr = sd[b]
+                    if d.refs:
+                        arr = cp._remap(np.asarray(arr), d.src)
+                    dd[b] = arr
+            except PackError as e:
+                raise PackError(f"{d.src}{_fmt_sel(b)}: {e}") from e
             except Exception as e:
                 raise PackError(f"{d.src}{_fmt_sel(b)}: {type(e).__name__}: {e}") from e
             if bar is not None:
@@ -776,6 +958,8 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
         except Exception as e:  # noqa: BLE001 - every rank must reach the collective close
             failure = f"{type(e).__name__}: {e}"
         if comm is not None:
+            report.direct_bytes = comm.allreduce(report.direct_bytes)
+            report.direct_chunks = comm.allreduce(report.direct_chunks)
             fails = comm.allgather(failure)
             failure = next((f"rank {i}: {f}" for i, f in enumerate(fails) if f), None)
         if failure is not None:

@@ -71,6 +71,8 @@ typedef struct gather_ctx {
 } gather_ctx_t;
 /* Copy elements [start, start+len) of the dataset (linear order) to g->out, advancing it. */
 int h5fl_gather_seq(void *vctx, hsize_t start, size_t len);
+/* Check the data checksum of checksummed record `ri` of the built index (marks it checked). */
+int h5fl_verify_rec(const h5fl_dset_t *d, uint32_t ri);
 
 /* ---------------------------------------------------------------- virtual datasets (vds.c) */
 bool h5fl_vds_layout(hid_t dcpl);

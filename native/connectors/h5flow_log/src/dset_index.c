@@ -585,7 +585,7 @@ static int blobs_out(const h5fl_dset_t *d, const h5fl_log_t *l, uint64_t from, u
 }
 
 /* The first read that touches a checksummed write checks its data (once per index). */
-static int verify_rec(const h5fl_dset_t *d, uint32_t ri)
+int h5fl_verify_rec(const h5fl_dset_t *d, uint32_t ri)
 {
     h5fl_crcrec_t *c = &d->ix->recs[ri];
     const h5fl_log_t *l = &d->ix->logs[c->log];
@@ -621,7 +621,7 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             stop = e->start + e->len < end ? e->start + e->len : end;
             h5fl_log_t *l = &d->ix->logs[e->log];
             if (e->rec != H5FL_NO_REC && d->o.file->verify && !d->ix->recs[e->rec].checked &&
-                verify_rec(d, e->rec) != 0)
+                h5fl_verify_rec(d, e->rec) != 0)
                 return -1;
             if (l->filtered && !l->map && log_decode(d, l) != 0)
                 return -1;
