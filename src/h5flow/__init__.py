@@ -13,7 +13,25 @@ decomposed numpy arrays step by step, read this rank's share of them; :mod:`h5fl
 analyses named in XML.
 """
 
-from h5flow.api import Piece, ReadStream, Share, Step, StepWriter, StreamError, StreamTimeout, WriteStream, open
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from h5flow.api import Piece, ReadStream, Share, Step, StepWriter, StreamError, StreamTimeout, WriteStream, open
+
+_API_NAMES = frozenset({"Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout",
+                        "WriteStream", "open"})
+
+
+def __getattr__(name: str) -> Any:
+    """The stream API is imported on first use (PEP 562): tools such as ``h5flow pack`` import
+    ``h5flow.packing`` without paying for the transports, MPI and XML layers they never touch."""
+    if name in _API_NAMES:
+        import h5flow.api as _api
+
+        value = getattr(_api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'h5flow' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 
