@@ -206,7 +206,7 @@ static bool parse_u64(const char **p, uint64_t *v)
 
 /* Whether `name` is a file the layout `lay` supersedes: a log or statistics file of epoch <= lay->epoch, a
  * shard file of another generation, or a restructure's temporary file. Never a file a reader uses. */
-static bool superseded(const char *name, const h5fl_layout_t *lay)
+bool h5fl_layout_superseded(const char *name, const h5fl_layout_t *lay)
 {
     const char *p;
     uint64_t v;
@@ -238,7 +238,7 @@ static int sweep(const char *dir, const h5fl_layout_t *lay, uint64_t *removed)
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(dp))) {
-        if (!superseded(e->d_name, lay))
+        if (!h5fl_layout_superseded(e->d_name, lay))
             continue;
         char *path = h5fl_join(dir, e->d_name);
         if (!path || (unlink(path) != 0 && errno != ENOENT)) {
