@@ -43,6 +43,8 @@ typedef struct h5fl_base {
     uint64_t nch[H5S_MAX_RANK]; /* shards per dimension */
     uint64_t nchunks, cbytes;   /* shards, bytes per shard */
     uint8_t *checked;           /* per shard: its checksum was verified */
+    hid_t cur_space;            /* the dataspace whose extent cur holds (reads: no HDF5 call per sequence) */
+    hsize_t cur[H5S_MAX_RANK];
 } h5fl_base_t;
 int h5fl_base_open(const char *dir, const h5fl_layout_t *lay, size_t esize, h5fl_base_t **out);
 void h5fl_base_free(h5fl_base_t *b);

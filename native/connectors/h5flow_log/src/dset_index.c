@@ -716,9 +716,12 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
         } else {
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
             if (d->ix->base) { /* restructured: what no later write covers is in the shards */
-                hsize_t cur[H5S_MAX_RANK];
-                H5Sget_simple_extent_dims(d->space, cur, NULL);
-                if (h5fl_base_walk(d, d->ix->base, cur, pos, stop, base_copy, g) != 0)
+                h5fl_base_t *b = d->ix->base;
+                if (b->cur_space != d->space) { /* H5Dset_extent replaces d->space */
+                    H5Sget_simple_extent_dims(d->space, b->cur, NULL);
+                    b->cur_space = d->space;
+                }
+                if (h5fl_base_walk(d, b, b->cur, pos, stop, base_copy, g) != 0)
                     return -1;
                 pos = stop;
                 continue;

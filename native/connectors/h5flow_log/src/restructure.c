@@ -71,6 +71,7 @@ int h5fl_base_open(const char *dir, const h5fl_layout_t *lay, size_t esize, h5fl
         return -1;
     }
     b->fd = -1;
+    b->cur_space = H5I_INVALID_HID;
     b->lay = *lay;
     if (!(b->path = shards_name(dir, lay->gen)))
         goto fail;
