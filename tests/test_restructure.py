@@ -360,3 +360,57 @@ def test_mpi_four_writers_then_restructure(comm, mpi_tmp_path: Path) -> None:
     with h5py.File(path, "r", driver="mpio", comm=comm) as f:
         ok = np.array_equal(f["d"][...], a)
     mpi_assert(comm, ok, f"rank {comm.rank}: a write after the restructure does not win")
+
+
+def test_copies_of_a_restructured_dataset(tmp_path: Path) -> None:
+    """H5Ocopy (h5py copy) of a restructured dataset that was written again afterwards: within the
+    container (shards and logs copied as they are) and into another container (data written anew, the
+    copy not restructured: its sidecar drops the layout, no shard file) — both read the latest values."""
+    p, q = tmp_path / "c.h5", tmp_path / "other.h5"
+    a = make_container(p)
+    assert cli("restructure", str(p), "g/d", "--order", "column").returncode == 0
+    run_script("""
+        a = np.load(sys.argv[3])
+        with opened(h5py.File(sys.argv[1], "a")) as f:
+            f["g/d"][7, :] = 42.0
+        a[7, :] = 42.0
+        with opened(h5py.File(sys.argv[1], "a")) as f, opened(h5py.File(sys.argv[2], "w")) as g:
+            f.copy("g/d", "g/d2")
+            f.copy("g/d", g, "d")
+        with opened(h5py.File(sys.argv[1], "r")) as f, opened(h5py.File(sys.argv[2], "r")) as g:
+            assert np.array_equal(f["g/d2"][...], a) and np.array_equal(g["d"][...], a)
+            assert np.array_equal(f["g/d"][...], a)
+    """, str(p), str(q), str(tmp_path / "expect.npy"))
+    assert sidecar_version(q / "d") == 1 and not list((q / "d").glob("@shards.*"))
+    assert sidecar_version(p / "g" / "d2") == 5
+
+
+def test_writer_opened_before_the_restructure_is_refused(tmp_path: Path) -> None:
+    """A process that opened the container for writing (and wrote the dataset) before another process
+    restructured it cannot write the dataset again in that open: its epoch orders before the shards, its
+    writes would be hidden. It is refused with a message saying to reopen; after reopening it writes."""
+    p = tmp_path / "c.h5"
+    a = make_container(p)
+    r = run_script("""
+        import subprocess
+        with opened(h5py.File(sys.argv[1], "a")) as f:
+            f["g/d"][0, 0] = 11.0
+            f["g/d"].id.flush()
+            f.flush()
+            env = {k: v for k, v in os.environ.items() if k not in ("HDF5_VOL_CONNECTOR",)}
+            subprocess.run([sys.executable, "-m", "h5flow.cli", "restructure", sys.argv[1], "g/d",
+                            "--order", "row"], env=env, check=True)
+            try:
+                f["g/d"][1, 1] = 12.0
+                print("written")
+            except OSError as e:
+                print("refused", e)
+        with opened(h5py.File(sys.argv[1], "a")) as f:
+            f["g/d"][1, 1] = 12.0
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            print(f["g/d"][0, 0], f["g/d"][1, 1])
+    """, str(p))
+    lines = r.stdout.splitlines()
+    msg = next((x for x in lines if x.startswith(("refused", "written"))), "")
+    assert msg.startswith("refused") and "restructured" in msg and "open it again" in msg, r.stdout
+    assert lines[-1] == "11.0 12.0", r.stdout

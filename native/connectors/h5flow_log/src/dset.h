@@ -30,6 +30,8 @@ int h5fl_sidecar_layout(const char *dir, h5fl_layout_t *lay);
 /* The sidecar with a layout (version 5; lay NULL or order 0: as h5fl_sidecar_write without one). */
 int h5fl_sidecar_write_layout(const char *dir, hid_t type, hid_t space, hid_t dcpl, const h5fl_layout_t *lay,
                               bool sync);
+/* Rewrite dir's sidecar without its layout (a copy whose data is written anew is not restructured). */
+int h5fl_sidecar_drop_layout(const char *dir, bool sync);
 /* Whether the file `name` of a dataset directory is one the layout supersedes (never read): a log or
  * statistics file of epoch <= lay->epoch, a shard file of another generation, a restructure's temporary. */
 bool h5fl_layout_superseded(const char *name, const h5fl_layout_t *lay);

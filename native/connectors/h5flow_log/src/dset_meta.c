@@ -225,3 +225,20 @@ done:
     free(path);
     return rc;
 }
+
+int h5fl_sidecar_drop_layout(const char *dir, bool sync)
+{
+    h5fl_layout_t lay;
+    if (h5fl_sidecar_layout(dir, &lay) != 0)
+        return -1;
+    if (!lay.order)
+        return 0;
+    hid_t t, s, p;
+    if (h5fl_sidecar_read(dir, &t, &s, &p) != 0)
+        return -1;
+    int rc = h5fl_sidecar_write_layout(dir, t, s, p, NULL, sync);
+    H5Tclose(t);
+    H5Sclose(s);
+    H5Pclose(p);
+    return rc;
+}
