@@ -414,3 +414,26 @@ def test_writer_opened_before_the_restructure_is_refused(tmp_path: Path) -> None
     msg = next((x for x in lines if x.startswith(("refused", "written"))), "")
     assert msg.startswith("refused") and "restructured" in msg and "open it again" in msg, r.stdout
     assert lines[-1] == "11.0 12.0", r.stdout
+
+
+def test_reader_open_across_a_restructure(tmp_path: Path) -> None:
+    """A reader whose index was built before a restructure in another process keeps reading the same
+    values (its files stay mapped although removed); after refresh it reads from the shards, the same."""
+    p = tmp_path / "c.h5"
+    make_container(p)
+    r = run_script("""
+        import subprocess
+        a = np.load(sys.argv[2])
+        with opened(h5py.File(sys.argv[1], "r")) as f:
+            d = f["g/d"]
+            assert np.array_equal(d[:, 5], a[:, 5])  # the index is built: old logs mapped
+            env = {k: v for k, v in os.environ.items() if k != "HDF5_VOL_CONNECTOR"}
+            subprocess.run([sys.executable, "-m", "h5flow.cli", "restructure", sys.argv[1], "g/d",
+                            "--order", "column"], env=env, check=True, capture_output=True)
+            assert not [n for n in os.listdir(os.path.join(sys.argv[1], "g", "d")) if n.startswith("@log.")]
+            assert np.array_equal(d[...], a)
+            d.refresh()
+            assert np.array_equal(d[...], a) and np.array_equal(d[:, [1, 30]], a[:, [1, 30]])
+        print("ok")
+    """, str(p), str(tmp_path / "expect.npy"))
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr

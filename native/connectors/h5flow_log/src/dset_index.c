@@ -464,8 +464,10 @@ static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
     return 0;
 }
 
-/* A restructure elsewhere may switch the layout and remove the logs it supersedes while this index is
- * built: a build that fails while the sidecar's layout changed under it is retried with the new layout. */
+/* A restructure elsewhere may switch the layout and then remove the logs it supersedes while this index
+ * is built (a log missing from the listing, or one that vanished before it was opened): the layout is read
+ * again after the build, and a build under a layout that changed meanwhile is done again with the new one.
+ * The switch comes before any removal, so a build that saw the layout unchanged saw every log it needs. */
 static int ix_build(h5fl_dset_t *d)
 {
     if (d->w && h5fl_writer_flush(d->w, false) != 0)
@@ -474,11 +476,22 @@ static int ix_build(h5fl_dset_t *d)
     if (h5fl_sidecar_layout(d->o.dir, &lay) != 0)
         return -1;
     for (int attempt = 0;; attempt++) {
-        if (ix_build_with(d, &lay) == 0)
-            return 0;
+        int rc = ix_build_with(d, &lay);
         h5fl_layout_t now;
-        if (attempt == 3 || h5fl_sidecar_layout(d->o.dir, &now) != 0 || now.gen == lay.gen)
+        int lr = h5fl_sidecar_layout(d->o.dir, &now);
+        if (lr == 0 && now.gen == lay.gen)
+            return rc;
+        if (rc == 0) {
+            h5fl_ix_free(d->ix);
+            d->ix = NULL;
+        }
+        if (lr != 0)
             return -1;
+        if (attempt == 3) {
+            h5fl_err("dataset '%s' is being restructured again and again while it is read; try again later",
+                     d->o.path);
+            return -1;
+        }
         h5fl_err_clear();
         lay = now;
     }
