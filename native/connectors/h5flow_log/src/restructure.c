@@ -478,10 +478,16 @@ static int restructure(h5fl_dset_t *d, unsigned order, const uint64_t *chunk, un
         goto done;
     }
     s.fd = -1;
-    if (rename(tmp, dst) != 0) {
-        h5fl_err("cannot rename %s to %s: %s", tmp, dst, strerror(errno));
+    /* link, not rename: a second restructure of the same generation running at the same time fails here */
+    if (link(tmp, dst) != 0) {
+        if (errno == EEXIST)
+            h5fl_err("cannot publish %s as %s: it exists (another restructure of this dataset is running; run "
+                     "one at a time)", tmp, dst);
+        else
+            h5fl_err("cannot publish %s as %s: %s", tmp, dst, strerror(errno));
         goto done;
     }
+    unlink(tmp);
     if (fsync_dir(dir) != 0)
         goto done;
     kill_point("before_switch");
