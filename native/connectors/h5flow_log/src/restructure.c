@@ -213,12 +213,12 @@ bool h5fl_layout_superseded(const char *name, const h5fl_layout_t *lay)
     uint64_t v;
     if (!strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)))
         return true;
-    if (!lay->order)
-        return false;
-    if (!strncmp(name, SHARDS_PREFIX, strlen(SHARDS_PREFIX))) {
+    if (!strncmp(name, SHARDS_PREFIX, strlen(SHARDS_PREFIX))) { /* without a layout, every one (gen 0) */
         p = name + strlen(SHARDS_PREFIX);
         return parse_u64(&p, &v) && !strcmp(p, ".dat") && v != lay->gen;
     }
+    if (!lay->order)
+        return false;
     if (!strncmp(name, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)))
         p = name + strlen(H5FL_LOG_PREFIX);
     else if (!strncmp(name, "@stats.", 7))
