@@ -1,6 +1,6 @@
 """Active analysis in h5flow_log: statistics queries vs full scans, and the cost of computing them.
 
-Three rows, measured in one run and shown side by side (table, JSON, PNG in --out):
+Four rows, measured in one run and shown side by side (table, JSON, PNG in --out):
 
 * **largest value per shard** — a float64 dataset of --size GiB written through h5flow_log in --shards
   writes (a shard is one write; docs/FORMAT.md, "Statistics"): the largest value of every shard and where
