@@ -54,6 +54,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from h5flow import stats
 
     stats.add_command(sub)
+    from h5flow import restructure
+
+    restructure.add_command(sub)
     from h5flow import packing
 
     packing.add_commands(sub)

@@ -105,7 +105,11 @@ def dataset_stats(dset: Any) -> dict[str, Any]:
 def _records(result: dict[str, Any]) -> list[dict[str, Any]]:
     recs = []
     for s in result["shards"]:
-        r = {"dataset": result["dataset"], "shard": f"{s['epoch']}.{s['writer']}.{s['write']}"}
+        if s.get("layer") == "restructured":  # h5flow restructure's shards (docs/FORMAT.md)
+            r = {"dataset": result["dataset"], "shard": f"r{s['generation']}." +
+                 ("*" if s["write"] is None else str(s["write"]))}
+        else:
+            r = {"dataset": result["dataset"], "shard": f"{s['epoch']}.{s['writer']}.{s['write']}"}
         r.update(s)
         recs.append(r)
     return recs
@@ -193,7 +197,7 @@ def format_table(recs: list[dict[str, Any]]) -> str:
                 " ".join(f"{k}={_fmt(v)}" for k, v in r["udf"].items())
         else:
             udf = r.get("udf_status", "")
-        rows.append([r["dataset"], r["shard"], str(r["writer"]), f"{_fmt(r['first'])}..{_fmt(r['last'])}",
+        rows.append([r["dataset"], r["shard"], _fmt(r["writer"]), f"{_fmt(r['first'])}..{_fmt(r['last'])}",
                      str(r["visible"]), r["source"], _fmt(r.get("min")), _fmt(r.get("max")), _fmt(r.get("sum")),
                      _fmt(r.get("nan")), _fmt(r.get("argmax")), udf])
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(head)]

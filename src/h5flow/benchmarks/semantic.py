@@ -1,6 +1,6 @@
 """Active analysis in h5flow_log: statistics queries vs full scans, and the cost of computing them.
 
-Three rows, measured in one run and shown side by side (table, JSON, PNG in --out):
+Four rows, measured in one run and shown side by side (table, JSON, PNG in --out):
 
 * **largest value per shard** — a float64 dataset of --size GiB written through h5flow_log in --shards
   writes (a shard is one write; docs/FORMAT.md, "Statistics"): the largest value of every shard and where
@@ -10,6 +10,14 @@ Three rows, measured in one run and shown side by side (table, JSON, PNG in --ou
 * **write overhead** — --ranks MPI ranks each write their part of a --size GiB float64 dataset in
   --write-mib writes into --dir (default /dev/shm: memory bandwidth, no disk), with statistics on and off
   (``H5FLOW_LOG_STATS=0``), alternating, median of --reps; the goal is <= 5 %.
+
+* **column access** — a 2-D float64 dataset of --column-mib MiB written row-wise by --ranks MPI ranks in
+  one-row writes (interleaved rows: many small writes), then a set of --columns columns read (h5py, one
+  hyperslab-union selection, fresh open each time, warm page cache, median of --reps, layouts alternating):
+  the container before and after ``h5flow restructure --order column`` (:func:`bench_columns`), and the
+  same data in a native contiguous and a native chunked (h5py's automatic chunk shape) file. Read system
+  calls (``syscr`` of /proc/self/io: read, pread64, readv) and page faults (mapped reads) are counted
+  around each read. Goal: after >= 5x faster than before, and no slower than the best native layout.
 
 * **pack** — ``h5flow pack`` of a container vs ``h5repack`` of a native file with the same content
   (:func:`bench_pack`, --size GiB capped at --pack-mib, alternating, median of --reps); the goal is >= 0.8x
@@ -42,6 +50,8 @@ from h5flow.benchmarks import perf
 ROW = 1 << 17  # float64 elements per dataset row (1 MiB)
 
 PACK_GOAL = 0.8  # issue 15: pack throughput >= 0.8x h5repack's on a native file of the same content
+COLUMN_GOAL = 5.0  # issue 15: column reads after `restructure --order column` >= 5x faster than before
+COLUMN_COLS = 2048  # columns of the column-access dataset
 
 
 def _content(f: Any, size_bytes: int) -> None:
@@ -235,6 +245,111 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _worker_rowwise(path: str, rows: int, cols: int) -> None:
+    """--ranks ranks write interleaved rows of a (rows, cols) float64 dataset, one row per write."""
+    import h5py
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("d", shape=(rows, cols), dtype="f8")
+        for r in range(comm.rank, rows, comm.size):
+            d[r] = np.arange(r * cols, (r + 1) * cols, dtype="f8")
+
+
+def _worker_native(path: str, rows: int, cols: int, chunked: bool) -> None:
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("d", shape=(rows, cols), dtype="f8", chunks=True if chunked else None)
+        step = max(1, (16 << 20) // (cols * 8))
+        for r in range(0, rows, step):
+            n = min(step, rows - r)
+            d[r:r + n] = np.arange(r * cols, (r + n) * cols, dtype="f8").reshape(n, cols)
+
+
+def _io_counters() -> tuple[int, int]:
+    """(read system calls of this process, page faults): /proc/self/io syscr, getrusage min+maj faults."""
+    import resource
+
+    with open("/proc/self/io", encoding="ascii") as f:
+        syscr = next(int(ln.split()[1]) for ln in f if ln.startswith("syscr:"))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return syscr, ru.ru_minflt + ru.ru_majflt
+
+
+def _worker_columns(path: str, cols: list[int]) -> dict[str, Any]:
+    """One timed read of the columns `cols` of /d (fresh open: the index build is part of the read)."""
+    import h5py
+
+    c0 = _io_counters()
+    t0 = time.perf_counter()
+    with h5py.File(path, "r") as f:
+        x = f["d"][:, cols]
+    t = time.perf_counter() - t0
+    c1 = _io_counters()
+    return {"s": t, "syscr": c1[0] - c0[0], "faults": c1[1] - c0[1], "sum": float(x.sum()), "shape": list(x.shape)}
+
+
+def bench_columns(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None = None, ranks: int = 4,
+                  ncols: int = 16, repeat: int = 3) -> dict[str, Any]:
+    """The column-access row: see the module docstring. Returns medians and counters per layout."""
+    from h5flow.restructure import restructure
+
+    cols_n = COLUMN_COLS
+    rows = max(ranks, int(size_mib * (1 << 20)) // (cols_n * 8) // ranks * ranks)
+    cols = [int(c) for c in np.linspace(0, cols_n - 1, ncols).round()]
+    base = Path(workdir) if workdir else perf.default_dir()
+    work = Path(tempfile.mkdtemp(prefix="h5flow-columns-", dir=base))
+    native_env = {k: v for k, v in os.environ.items() if k != "HDF5_VOL_CONNECTOR"}
+    try:
+        before, after = work / "before.h5", work / "after.h5"
+        code = ("import sys; from h5flow.benchmarks.semantic import _worker_rowwise; "
+                "_worker_rowwise(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+        subprocess.run([perf.mpiexec(), "-n", str(ranks), sys.executable, "-c", code, str(before), str(rows),
+                        str(cols_n)], env=_env(), check=True, capture_output=True, text=True)
+        writes = sum(1 for _ in (before / "d").glob("@log.*.idx"))
+        shutil.copytree(before, after)
+        t0 = time.perf_counter()
+        info = restructure(after, "d", order="column")
+        t_restructure = time.perf_counter() - t0
+        for name, chunked in (("contiguous", False), ("chunked", True)):
+            code = ("import sys; from h5flow.benchmarks.semantic import _worker_native; "
+                    "_worker_native(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1')")
+            subprocess.run([sys.executable, "-c", code, str(work / f"{name}.h5"), str(rows), str(cols_n),
+                            "1" if chunked else "0"], env=native_env, check=True)
+        layouts = {"before": (before, _env()), "after": (after, _env()),
+                   "native contiguous": (work / "contiguous.h5", native_env),
+                   "native chunked": (work / "chunked.h5", native_env)}
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in layouts}
+        code = ("import json,sys; from h5flow.benchmarks.semantic import _worker_columns; "
+                "print('H5FLOW_SEMANTIC ' + json.dumps(_worker_columns(sys.argv[1], json.loads(sys.argv[2]))))")
+        names = list(layouts)
+        for rep in range(repeat + 1):  # the first round warms the page cache; not counted
+            for k in names[rep % len(names):] + names[:rep % len(names)]:
+                path, env = layouts[k]
+                out = subprocess.run([sys.executable, "-c", code, str(path), json.dumps(cols)], env=env, check=True,
+                                     capture_output=True, text=True).stdout
+                r = json.loads(next(ln for ln in out.splitlines() if ln.startswith("H5FLOW_SEMANTIC "))[16:])
+                if rep:
+                    runs[k].append(r)
+        res: dict[str, Any] = {"rows": rows, "cols": cols_n, "read_cols": len(cols), "ranks": ranks,
+                               "writes": writes, "restructure_s": t_restructure, "restructure": info,
+                               "size_mib": rows * cols_n * 8 / (1 << 20)}
+        want = float(sum(np.arange(rows, dtype="f8").sum() * cols_n + rows * c for c in cols))
+        for k, rs in runs.items():
+            res[k] = {"s": statistics.median(r["s"] for r in rs), "syscr": statistics.median(r["syscr"] for r in rs),
+                      "faults": statistics.median(r["faults"] for r in rs), "runs_s": [r["s"] for r in rs],
+                      "same": all(r["sum"] == want and r["shape"] == [rows, len(cols)] for r in rs)}
+        best_native = min(res["native contiguous"]["s"], res["native chunked"]["s"])
+        res["speedup"] = res["before"]["s"] / res["after"]["s"]
+        res["vs_best_native"] = best_native / res["after"]["s"]  # >= 1: no slower than the best native layout
+        res["same"] = all(res[k]["same"] for k in runs)
+        return res
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=float, default=1.0, help="GiB per dataset (default 1.0; --quick 0.0625)")
     p.add_argument("--shards", type=int, default=64, help="writes of the query dataset (default 64)")
@@ -244,6 +359,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", type=Path, default=None, help="where containers go (default /dev/shm)")
     p.add_argument("--out", type=Path, default=Path("bench-results/semantic"), help="table/JSON/PNG directory")
     p.add_argument("--pack-mib", type=float, default=256.0, help="MiB packed in the pack row (default 256)")
+    p.add_argument("--column-mib", type=float, default=256.0,
+                   help="MiB of the column-access dataset (default 256; --quick 16)")
+    p.add_argument("--columns", type=int, default=16, help="columns read in the column-access row (16)")
+    p.add_argument("--only", choices=["columns"], help="run only this row (columns: the column-access row)")
     p.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions (a smoke run)")
 
 
@@ -319,6 +438,15 @@ with h5py.File({str(path)!r}, "w") as f:
     subprocess.run([sys.executable, "-c", code], env=_env(), check=True)
 
 
+def _plot_columns(ax: Any, col: dict[str, Any]) -> None:
+    names = ["before", "after", "native contiguous", "native chunked"]
+    ax.bar(["before", "after\nrestructure", "native\ncontiguous", "native\nchunked"],
+           [col[k]["s"] * 1e3 for k in names], color=["tab:gray", "tab:green", "tab:blue", "tab:blue"])
+    ax.set_yscale("log")
+    ax.set_ylabel("ms to read the columns (median)")
+    ax.set_title(f"{col['read_cols']} columns of {col['rows']}x{col['cols']}: {col['speedup']:.1f}x after restructure")
+
+
 def _plot(png: Path, res: dict[str, Any]) -> bool:
     try:
         import matplotlib
@@ -327,7 +455,15 @@ def _plot(png: Path, res: dict[str, Any]) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    if "query" not in res:  # the column-access row alone
+        fig, c = plt.subplots(1, 1, figsize=(6, 4))
+        _plot_columns(c, res["columns"])
+        fig.tight_layout()
+        fig.savefig(png, dpi=110)
+        plt.close(fig)
+        return True
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+    _plot_columns(c, res["columns"])
     q = res["query"]
     a.bar(["statistics", "full scan"], [q["stats_s"], q["scan_s"]], color=["tab:green", "tab:gray"])
     a.set_yscale("log")
@@ -344,9 +480,30 @@ def _plot(png: Path, res: dict[str, Any]) -> bool:
     return True
 
 
+def _columns_table(c: dict[str, Any]) -> None:
+    print(f"column access: {c['read_cols']} of {c['cols']} columns x {c['rows']} rows ({c['size_mib']:.0f} MiB), "
+          f"written by {c['ranks']} ranks in one-row writes; restructure --order column took "
+          f"{c['restructure_s']:.2f} s")
+    print(f"  {'layout':20} {'read':>10} {'read syscalls':>14} {'page faults':>12}  same values")
+    for k in ("before", "after", "native contiguous", "native chunked"):
+        r = c[k]
+        print(f"  {k:20} {r['s'] * 1e3:7.1f} ms {r['syscr']:14.0f} {r['faults']:12.0f}  {r['same']}")
+    print(f"  after vs before: {c['speedup']:.1f}x (goal >= {COLUMN_GOAL:g}x); after vs best native: "
+          f"{c['vs_best_native']:.2f}x (goal >= 1)")
+
+
 def launch(args: argparse.Namespace) -> int:
     if args.quick:
-        args.size, args.reps = 0.0625, 2
+        args.size, args.reps, args.column_mib = 0.0625, 2, 16.0
+    if args.only == "columns":
+        args.out.mkdir(parents=True, exist_ok=True)
+        c = bench_columns(args.column_mib, args.dir, args.ranks, args.columns, args.reps)
+        _columns_table(c)
+        (args.out / "columns.json").write_text(json.dumps(c, indent=1))
+        png = args.out / "columns.png"
+        made = _plot(png, {"columns": c})
+        print(f"wrote {args.out / 'columns.json'}" + (f", {png}" if made else " (no PNG: matplotlib missing)"))
+        return 0 if c["same"] else 1
     nbytes = int(args.size * (1 << 30))
     base = Path(args.dir) if args.dir else perf.default_dir()
     work = Path(tempfile.mkdtemp(prefix="h5flow-semantic-", dir=base))
@@ -387,7 +544,8 @@ def launch(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     pk = bench_pack(min(args.pack_mib, args.size * 1024), args.dir, repeat=args.reps)
-    res = {"gib": args.size, "dir": str(base), "query": q, "write": w, "pack": pk}
+    col = bench_columns(args.column_mib, args.dir, args.ranks, args.columns, args.reps)
+    res = {"gib": args.size, "dir": str(base), "query": q, "write": w, "pack": pk, "columns": col}
     print()
     print(f"{'row':34} {'with statistics':>16} {'without':>14} {'ratio':>9}  {'goal':>7}  check")
     print(f"{'largest value per shard':34} {q['stats_s'] * 1e3:13.2f} ms {q['scan_s'] * 1e3:11.1f} ms "
@@ -400,11 +558,16 @@ def launch(args: argparse.Namespace) -> int:
         print(f"{'pack() in-process vs h5repack':34} {pk['api_mib_s']:9.0f} MiB/s {pk['h5repack_mib_s']:7.0f} MiB/s "
               f"{pk['ratio_api']:8.2f}x  {'>=0.8x':>7}  start-up {pk['startup_s']:.2f} s; vs h5py copy "
               f"{pk['api_vs_h5py']:.2f}x, vs POSIX copy {pk['api_vs_posix']:.2f}x")
+    print(f"{'column access, after restructure':34} {col['after']['s'] * 1e3:13.2f} ms {col['before']['s'] * 1e3:11.1f} ms "
+          f"{col['speedup']:8.1f}x  {'>=5x':>7}  vs best native {col['vs_best_native']:.2f}x; same values: "
+          f"{col['same']}")
+    print()
+    _columns_table(col)
     (args.out / "semantic.json").write_text(json.dumps(res, indent=1))
     png = args.out / "semantic.png"
     made = _plot(png, res)
     print(f"wrote {args.out / 'semantic.json'}" + (f", {png}" if made else " (no PNG: matplotlib missing)"))
-    return 0 if q["same"] and pk["same"] else 1
+    return 0 if q["same"] and pk["same"] and col["same"] else 1
 
 
 if __name__ == "__main__":

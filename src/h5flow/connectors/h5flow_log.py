@@ -25,6 +25,8 @@ FORMAT_VERSION = 1  # of the @dataset sidecar
 FORMAT_VERSION_VLEN = 2  # ... of a dataset whose datatype has variable-length parts (docs/FORMAT.md)
 FORMAT_VERSION_VDS = 3  # ... of a virtual dataset (no logs of its own)
 FORMAT_VERSION_FILTER = 4  # ... of a dataset with filters (docs/FORMAT.md "Filters")
+FORMAT_VERSION_LAYOUT = 5  # ... of a restructured dataset (docs/FORMAT.md "Restructured datasets")
+LAYOUT_ORDERS = {1: "row", 2: "column", 3: "chunks"}
 CONTAINER_FORMATS = (1, 2, 3)  # the marker's "format" line: the versions this reader understands
 EPOCH_MAX = (1 << 63) - 1
 MARKER_RE = re.compile(rb"h5flow_log\nformat (0|[1-9][0-9]{0,19})\nepoch (0|[1-9][0-9]{0,19})\n")
@@ -145,9 +147,25 @@ class Entry:
     data_bytes: int = 0
     attrs: int = 0
     target: str | None = None  # soft links: the target path
+    layout: str | None = None  # restructured datasets: order, shard shape, generation
+
+
+def _read_layout(path: Path, raw: bytes, at: int) -> tuple[str, int] | None:
+    """The restructured layout of a version-5 sidecar (blobs end at ``at``): a description, the epoch."""
+    order, rank, epoch, gen = struct.unpack_from("<IIQQ", raw, at)
+    if order not in LAYOUT_ORDERS or not 1 <= rank <= 32 or len(raw) != at + 24 + 16 * rank + 4:
+        raise ContainerError(f"{path}: corrupt restructured layout")
+    chunk = struct.unpack_from(f"<{rank}Q", raw, at + 24 + 8 * rank)
+    return f"{LAYOUT_ORDERS[order]}:{'x'.join(map(str, chunk))}:gen{gen}", epoch
 
 
 def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, ...]]:
+    dtype, shape, maxshape, _ = _read_sidecar_layout(path)
+    return dtype, shape, maxshape
+
+
+def _read_sidecar_layout(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, ...],
+                                               tuple[str, int] | None]:
     from h5py import h5s, h5t
 
     raw = path.read_bytes()
@@ -155,10 +173,12 @@ def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, .
         raise ContainerError(f"{path}: not an h5flow_log dataset sidecar")
     if len(raw) < 4096 and struct.unpack("<I", raw[-4:])[0] != _crc32c(raw[:-4]):
         raise ContainerError(f"{path}: checksum mismatch (corrupt metadata)")
-    version, lt, ls, _lp = struct.unpack("<IIII", raw[8:24])
-    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN, FORMAT_VERSION_VDS, FORMAT_VERSION_FILTER):
+    version, lt, ls, lp = struct.unpack("<IIII", raw[8:24])
+    if version not in (FORMAT_VERSION, FORMAT_VERSION_VLEN, FORMAT_VERSION_VDS, FORMAT_VERSION_FILTER,
+                       FORMAT_VERSION_LAYOUT):
         raise ContainerError(f"{path}: format {version}, this h5flow reads {FORMAT_VERSION} to "
-                             f"{FORMAT_VERSION_FILTER}")
+                             f"{FORMAT_VERSION_LAYOUT}")
+    layout = _read_layout(path, raw, 24 + lt + ls + lp) if version == FORMAT_VERSION_LAYOUT else None
     tid = h5t.decode(raw[24:24 + lt])
     sid = h5s.decode(raw[24 + lt:24 + lt + ls])
     try:
@@ -168,7 +188,7 @@ def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, .
     shape = tuple(sid.shape) if sid.get_simple_extent_type() == h5s.SIMPLE else ()
     maxshape = tuple(None if m == h5s.UNLIMITED else m for m in (sid.get_simple_extent_dims(True)
                                                                  if shape else ()))
-    return dtype, shape, maxshape
+    return dtype, shape, maxshape, layout
 
 
 def scan(container: str | Path) -> list[Entry]:
@@ -187,15 +207,19 @@ def scan(container: str | Path) -> list[Entry]:
         names = sorted((n, c) for c in d.iterdir() if c.is_dir() and (n := unescape(c.name)) is not None)
         attrs = sum(1 for c in d.iterdir() if c.name.startswith(ATTR_PREFIX))
         if (d / DSET_FILE).is_file():
-            dtype, shape, maxshape = _read_sidecar(d / DSET_FILE)
-            logs = [c for c in d.iterdir() if LOG_RE.match(c.name)]
+            dtype, shape, maxshape, layout = _read_sidecar_layout(d / DSET_FILE)
+            superseded = layout[1] if layout else 0  # logs of this epoch or earlier are garbage, not read
+            logs = [c for c in d.iterdir() if (m := LOG_RE.match(c.name)) and int(m.group(1)) > superseded]
             writers = 0
             for c in logs:
                 if c.name.endswith(".idx"):
                     check_index(c)
                     writers += 1
             size = sum(c.stat().st_size for c in logs if c.name.endswith(".dat"))
-            entries.append(Entry(path, "dataset", shape, maxshape, dtype, writers, size, attrs))
+            if layout:
+                size += (d / f"@shards.{layout[0].rsplit('gen', 1)[1]}.dat").stat().st_size
+            entries.append(Entry(path, "dataset", shape, maxshape, dtype, writers, size, attrs,
+                                 layout=layout[0] if layout else None))
             return
         if d != root and not (d / GROUP_FILE).is_file():
             return  # a creation that never completed
@@ -221,7 +245,8 @@ def format_entries(entries: list[Entry]) -> str:
             if e.maxshape and e.maxshape != e.shape:
                 maxs = "/" + "x".join("inf" if m is None else str(m) for m in e.maxshape)
             lines.append(f"{e.path:<{width}}  dataset  {e.dtype}  {shape}{maxs}  writers={e.writers}  "
-                         f"bytes={e.data_bytes}" + (f"  attrs={e.attrs}" if e.attrs else ""))
+                         f"bytes={e.data_bytes}" + (f"  layout={e.layout}" if e.layout else "")
+                         + (f"  attrs={e.attrs}" if e.attrs else ""))
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
  * container a dataset's data and index logs are copied as they are when all of them are of epochs before
  * the destination writer's (so every later write orders after the copied records); otherwise, and into
  * another container, the data is read and written anew. */
-#include "h5fl.h"
+#include "dset.h"
 
 #include <H5VLnative.h>
 
@@ -284,8 +284,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!c->attrs && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
             continue;
-        if (!c->logs && !strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)))
-            continue;
+        if (!c->logs && (!strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)) || !strncmp(n, "@shards.", 8)))
+            continue; /* the data is written anew (restructured shards too: the copy is not restructured) */
         if (!strcmp(n, H5FL_ID_FILE))
             continue; /* the copy is another object: it gets an id of its own when referenced */
         if (!c->same && !strcmp(n, H5FL_DTYPE_USE_FILE))
@@ -328,6 +328,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
     closedir(d);
     if (st == 0 && root && !h5fl_exists(to, H5FL_GROUP_FILE))
         st = h5fl_make_group_dir(to, c->sync);
+    if (st == 0 && !c->logs && h5fl_exists(to, H5FL_DSET_FILE))
+        st = h5fl_sidecar_drop_layout(to, c->sync);
     if (st == 0 && !c->logs && h5fl_exists(to, H5FL_DSET_FILE))
         st = copy_data(c, from, spath, to, dpath);
     return st;

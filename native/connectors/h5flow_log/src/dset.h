@@ -8,6 +8,55 @@
 int h5fl_sidecar_write(const char *dir, hid_t type, hid_t space, hid_t dcpl, bool sync);
 int h5fl_sidecar_read(const char *dir, hid_t *type, hid_t *space, hid_t *dcpl);
 
+/* ---------------------------------------------------------------- restructured layout (restructure.c) */
+/* The layout a restructure gave a dataset (docs/FORMAT.md "Restructured datasets"): kept in its @dataset
+ * sidecar (version 5). The dataset's contents when the restructure ran are in @shards.<gen>.dat, cut into
+ * shards of `chunk` elements; they sit under every write of a later epoch than `epoch`, and every log of
+ * that epoch or an earlier one is superseded (garbage, never read). A constant-size description. */
+typedef struct h5fl_layout {
+    uint32_t order; /* 0: none (not restructured); H5FL_ORDER_* */
+    uint32_t rank;
+    uint64_t epoch; /* logs of this epoch and earlier are superseded by the shards */
+    uint64_t gen;   /* generation: the shards are in @shards.<gen>.dat */
+    uint64_t dims[H5S_MAX_RANK];  /* the extent the shards hold */
+    uint64_t chunk[H5S_MAX_RANK]; /* the shard shape */
+} h5fl_layout_t;
+#define H5FL_ORDER_ROW 1u
+#define H5FL_ORDER_COLUMN 2u
+#define H5FL_ORDER_CHUNKS 3u
+#define H5FL_LAYOUT_BLOCK(rank) (24u + 16u * (unsigned)(rank)) /* bytes of the layout in the sidecar */
+/* The layout stored in dir's @dataset (lay->order 0 if none). */
+int h5fl_sidecar_layout(const char *dir, h5fl_layout_t *lay);
+/* The sidecar with a layout (version 5; lay NULL or order 0: as h5fl_sidecar_write without one). */
+int h5fl_sidecar_write_layout(const char *dir, hid_t type, hid_t space, hid_t dcpl, const h5fl_layout_t *lay,
+                              bool sync);
+/* Rewrite dir's sidecar without its layout (a copy whose data is written anew is not restructured). */
+int h5fl_sidecar_drop_layout(const char *dir, bool sync);
+/* Whether the file `name` of a dataset directory is one the layout supersedes (never read): a log or
+ * statistics file of epoch <= lay->epoch, a shard file of another generation, a restructure's temporary. */
+bool h5fl_layout_superseded(const char *name, const h5fl_layout_t *lay);
+/* The restructured contents of an open dataset, mapped (NULL if not restructured). */
+typedef struct h5fl_base {
+    h5fl_layout_t lay;
+    char *path;
+    int fd;
+    uint8_t *map;
+    size_t mapsize;
+    uint64_t nch[H5S_MAX_RANK]; /* shards per dimension */
+    uint64_t nchunks, cbytes;   /* shards, bytes per shard */
+    uint8_t *checked;           /* per shard: its checksum was verified */
+    hid_t cur_space;            /* the dataspace whose extent cur holds (reads: no HDF5 call per sequence) */
+    hsize_t cur[H5S_MAX_RANK];
+} h5fl_base_t;
+int h5fl_base_open(const char *dir, const h5fl_layout_t *lay, size_t esize, h5fl_base_t **out);
+void h5fl_base_free(h5fl_base_t *b);
+/* Walk the elements [pos, stop) (linear order of the current extent `cur`): fn gets each piece, with the
+ * shard's bytes (verified) and shard number, or src NULL and shard UINT64_MAX for elements outside the
+ * restructured extent (they read as the fill value). `lin`: linear position of the piece's first element. */
+typedef int (*h5fl_base_fn)(void *ctx, const uint8_t *src, uint64_t n, uint64_t shard, uint64_t lin);
+int h5fl_base_walk(const h5fl_dset_t *d, h5fl_base_t *b, const hsize_t *cur, uint64_t pos, uint64_t stop,
+                   h5fl_base_fn fn, void *ctx);
+
 /* ---------------------------------------------------------------- writer logs (dset_writer.c) */
 int h5fl_writer_open(h5fl_dset_t *d);
 int h5fl_writer_flush(h5fl_writer_t *w, bool sync);

@@ -30,6 +30,7 @@ void h5fl_ix_free(h5fl_index_t *ix)
     free(ix->recs);
     h5fl_map_free(&ix->map);
     free(ix->pending);
+    h5fl_base_free(ix->base);
     free(ix);
 }
 
@@ -322,7 +323,7 @@ static int check_record(const h5fl_dset_t *d, const h5fl_record_t *r, int rank, 
     return 0;
 }
 
-static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_vec_t *ev)
+static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_vec_t *ev, uint64_t superseded)
 {
     char *ipath = h5fl_join(d->o.dir, idxname);
     char *dpath = ipath ? h5fl_strdup(ipath) : NULL;
@@ -341,6 +342,11 @@ static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_v
                  d->o.path, ipath, (unsigned long long)H5FL_EPOCH_MAX, H5FL_WRITER_MAX);
         goto done;
     }
+    if (epoch <= superseded) { /* restructured: its contents are in the shards (restructure.c) */
+        rc = 0;
+        goto done;
+    }
+    ix->max_epoch = epoch > ix->max_epoch ? epoch : ix->max_epoch;
     memcpy(dpath + strlen(dpath) - 3, "dat", 3);
     int li = h5fl_ix_add_log(ix, dpath);
     if (li < 0 || h5fl_read_file(ipath, &ib, &il) != 0)
@@ -412,10 +418,8 @@ done:
     return rc;
 }
 
-static int ix_build(h5fl_dset_t *d)
+static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
 {
-    if (d->w && h5fl_writer_flush(d->w, false) != 0)
-        return -1;
     h5fl_index_t *ix = calloc(1, sizeof *ix);
     ext_vec_t ev = {0};
     if (!ix) {
@@ -423,6 +427,17 @@ static int ix_build(h5fl_dset_t *d)
         return -1;
     }
     ix->own_log = -1;
+    if (lay->order && (d->vstr || d->blob || d->filtered || d->vds || (int)lay->rank !=
+                       H5Sget_simple_extent_ndims(d->space))) {
+        h5fl_err("dataset '%s': a restructured layout for a dataset of this kind or rank (corrupt metadata)",
+                 d->o.path);
+        h5fl_ix_free(ix);
+        return -1;
+    }
+    if (lay->order && h5fl_base_open(d->o.dir, lay, d->esize, &ix->base) != 0) {
+        h5fl_ix_free(ix);
+        return -1;
+    }
     DIR *dir = opendir(d->o.dir);
     if (!dir) {
         h5fl_err("cannot list dataset directory %s: %s", d->o.dir, strerror(errno));
@@ -435,7 +450,7 @@ static int ix_build(h5fl_dset_t *d)
     while (rc == 0 && (e = readdir(dir))) {
         size_t l = strlen(e->d_name);
         if (strncmp(e->d_name, H5FL_LOG_PREFIX, plen) == 0 && l > 4 && !strcmp(e->d_name + l - 4, ".idx"))
-            rc = load_log(d, ix, e->d_name, &ev);
+            rc = load_log(d, ix, e->d_name, &ev, lay->order ? lay->epoch : 0);
     }
     closedir(dir);
     if (rc == 0)
@@ -447,6 +462,39 @@ static int ix_build(h5fl_dset_t *d)
     }
     d->ix = ix;
     return 0;
+}
+
+/* A restructure elsewhere may switch the layout and then remove the logs it supersedes while this index
+ * is built (a log missing from the listing, or one that vanished before it was opened): the layout is read
+ * again after the build, and a build under a layout that changed meanwhile is done again with the new one.
+ * The switch comes before any removal, so a build that saw the layout unchanged saw every log it needs. */
+static int ix_build(h5fl_dset_t *d)
+{
+    if (d->w && h5fl_writer_flush(d->w, false) != 0)
+        return -1;
+    h5fl_layout_t lay;
+    if (h5fl_sidecar_layout(d->o.dir, &lay) != 0)
+        return -1;
+    for (int attempt = 0;; attempt++) {
+        int rc = ix_build_with(d, &lay);
+        h5fl_layout_t now;
+        int lr = h5fl_sidecar_layout(d->o.dir, &now);
+        if (lr == 0 && now.gen == lay.gen)
+            return rc;
+        if (rc == 0) {
+            h5fl_ix_free(d->ix);
+            d->ix = NULL;
+        }
+        if (lr != 0)
+            return -1;
+        if (attempt == 3) {
+            h5fl_err("dataset '%s' is being restructured again and again while it is read; try again later",
+                     d->o.path);
+            return -1;
+        }
+        h5fl_err_clear();
+        lay = now;
+    }
 }
 
 int h5fl_ix_ready(h5fl_dset_t *d)
@@ -607,6 +655,19 @@ int h5fl_verify_rec(const h5fl_dset_t *d, uint32_t ri)
     return 0;
 }
 
+static int base_copy(void *vctx, const uint8_t *src, uint64_t n, uint64_t shard, uint64_t lin)
+{
+    (void)shard;
+    (void)lin;
+    gather_ctx_t *g = vctx;
+    if (src)
+        memcpy(g->out, src, (size_t)(n * g->d->esize));
+    else
+        put_fill(g->d, g->out, n);
+    g->out += n * g->d->esize;
+    return 0;
+}
+
 int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
 {
     gather_ctx_t *g = vctx;
@@ -667,6 +728,17 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
             put_fill(d, g->out, stop - pos);
         } else {
             stop = k < m->n && m->ext[k].start < end ? m->ext[k].start : end;
+            if (d->ix->base) { /* restructured: what no later write covers is in the shards */
+                h5fl_base_t *b = d->ix->base;
+                if (b->cur_space != d->space) { /* H5Dset_extent replaces d->space */
+                    H5Sget_simple_extent_dims(d->space, b->cur, NULL);
+                    b->cur_space = d->space;
+                }
+                if (h5fl_base_walk(d, b, b->cur, pos, stop, base_copy, g) != 0)
+                    return -1;
+                pos = stop;
+                continue;
+            }
             if (d->blob) { /* unwritten: empty values (the caller's buffer is zeroed) */
                 g->out += (stop - pos) * d->tsize;
                 pos = stop;

@@ -239,6 +239,16 @@ int h5fl_writer_open(h5fl_dset_t *d)
         free(w);
         return -1;
     }
+    h5fl_layout_t lay; /* a restructure after this file was opened supersedes this epoch's writes */
+    if (!d->vds && h5fl_sidecar_layout(d->o.dir, &lay) == 0 && lay.order && lay.epoch >= f->epoch) {
+        h5fl_err("cannot write dataset '%s': it was restructured (h5flow restructure) after this file was "
+                 "opened for writing, so writes of this open (epoch %llu) would order before the restructured "
+                 "data (epoch %llu); close the file and open it again to write",
+                 d->o.path, (unsigned long long)f->epoch, (unsigned long long)lay.epoch);
+        free(w);
+        return -1;
+    }
+    h5fl_err_clear();
     const char *through = getenv("H5FLOW_LOG_WRITE_THROUGH"); /* see docs/FORMAT.md */
     w->through = through && *through && strcmp(through, "0") != 0;
     w->id = (uint32_t)f->rank;

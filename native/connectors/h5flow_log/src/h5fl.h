@@ -33,6 +33,9 @@
 /* ... 4 for a dataset with filters (filter.c): its index records carry H5FL_REC_FILTER, which an older
  * connector would call corruption; the version makes it refuse the dataset with a clear message instead */
 #define H5FL_SIDECAR_VERSION_FILTER 4
+/* ... 5 for a restructured dataset (restructure.c): its data is in @shards.<gen>.dat and its older logs are
+ * gone, so an older connector must refuse it rather than read fill values */
+#define H5FL_SIDECAR_VERSION_LAYOUT 5
 #define H5FL_EPOCH_MAX ((uint64_t)INT64_MAX) /* writer epochs are 1..this */
 #define H5FL_WRITER_MAX 0xFFFFFu /* writer ids (MPI ranks) are 0..this: the low 20 bits of an order */
 
@@ -296,6 +299,8 @@ typedef struct h5fl_index {
     h5fl_extent_t *pending; /* own writes since the map was built */
     size_t npending, cappending;
     int own_log; /* index of this process's data log in logs, -1 if none yet */
+    struct h5fl_base *base; /* the restructured contents under the logs (restructure.c), NULL if none */
+    uint64_t max_epoch;     /* the latest epoch of the logs loaded */
 } h5fl_index_t;
 
 struct h5fl_dset {

@@ -1096,6 +1096,125 @@ static const char *kind_name(int kind, size_t esize)
     return kind > 0 && kind < 4 && esize <= 8 && n[kind][esize] ? n[kind][esize] : "none";
 }
 
+/* The statistics keys of a shard: count, nan, min, max, sum, argmin, argmax (coordinates in wdims), hist. */
+static void emit_acc(jbuf_t *j, int kind, const acc_t *a, uint64_t lmin, uint64_t lmax, unsigned wrank,
+                     const uint64_t *wdims)
+{
+    jput(j, ",\"count\":%" PRIu64 ",\"nan\":%" PRIu64 ",\"min\":", a->n, a->nan);
+    if (a->any) jval(j, kind, a->min); else jput(j, "null");
+    jput(j, ",\"max\":");
+    if (a->any) jval(j, kind, a->max); else jput(j, "null");
+    jput(j, ",\"sum\":");
+    jnum(j, a->sum);
+    jput(j, ",\"argmin\":");
+    jcoords(j, lmin, wrank, wdims);
+    jput(j, ",\"argmax\":");
+    jcoords(j, lmax, wrank, wdims);
+    jput(j, ",\"hist\":");
+    if (a->has_hist) {
+        jput(j, "{\"lo\":");
+        jnum(j, as_double(kind, a->min));
+        jput(j, ",\"hi\":");
+        jnum(j, as_double(kind, a->max));
+        jput(j, ",\"counts\":[");
+        for (unsigned k = 0; k < H5FL_STATS_BINS; k++)
+            jput(j, "%s%" PRIu64, k ? "," : "", a->hist[k]);
+        jput(j, "]}");
+    } else {
+        jput(j, "null");
+    }
+}
+
+/* ---- restructured datasets (restructure.c): the shards have no statistics records; their statistics
+ * are computed from the shards' visible elements (those no later write covers) at every query. */
+#define BASE_ROWS_MAX 65536u /* more shards than this: one row for all of them */
+typedef struct base_acc {
+    acc_t *a;
+    uint64_t *vis, *first, *last;
+    bool all; /* one row for every shard */
+    int pass;
+} base_acc_t;
+
+static int base_acc_fn(void *ctx, const uint8_t *src, uint64_t n, uint64_t shard, uint64_t lin)
+{
+    base_acc_t *b = ctx;
+    if (!src)
+        return 0; /* outside the restructured extent: the fill value, no shard's */
+    uint64_t s = b->all ? 0 : shard;
+    if (b->pass == 0) {
+        acc_scan(&b->a[s], src, n, lin);
+        b->first[s] = b->vis[s] ? b->first[s] : lin;
+        b->last[s] = lin + n - 1;
+        b->vis[s] += n;
+    } else if (b->a[s].has_hist) {
+        hist_scan(&b->a[s], src, n);
+    }
+    return 0;
+}
+
+/* One row per shard with visible elements (after `sep` earlier rows). */
+static int base_json(h5fl_dset_t *d, jbuf_t *j, int kind, size_t esize, int rank, const hsize_t *cd,
+                     const uint64_t *cdims, bool sep)
+{
+    h5fl_base_t *bs = d->ix->base;
+    const h5fl_map_t *m = &d->ix->map;
+    base_acc_t b = {.all = bs->nchunks > BASE_ROWS_MAX};
+    uint64_t rows = b.all ? 1 : bs->nchunks, total = 1;
+    for (int k = 0; k < rank; k++)
+        total *= cdims[k];
+    b.a = calloc(rows ? rows : 1, sizeof *b.a);
+    b.vis = calloc(rows ? rows : 1, sizeof *b.vis);
+    b.first = calloc(rows ? rows : 1, sizeof *b.first);
+    b.last = calloc(rows ? rows : 1, sizeof *b.last);
+    int rc = -1;
+    if (!b.a || !b.vis || !b.first || !b.last) {
+        h5fl_err("out of memory");
+        goto done;
+    }
+    for (uint64_t s = 0; s < rows; s++) {
+        b.a[s].kind = kind;
+        b.a[s].esize = esize;
+    }
+    for (b.pass = 0; b.pass < 2; b.pass++) {
+        uint64_t pos = 0; /* the gaps between the extents (the map covers later writes and shrinks) */
+        for (size_t i = 0; i <= m->n; i++) {
+            uint64_t gend = i < m->n ? m->ext[i].start : total;
+            if (gend > pos && h5fl_base_walk(d, bs, cd, pos, gend, base_acc_fn, &b) != 0)
+                goto done;
+            if (i < m->n)
+                pos = m->ext[i].start + m->ext[i].len;
+        }
+        for (uint64_t s = 0; b.pass == 0 && s < rows; s++)
+            b.a[s].has_hist = hist_ok(&b.a[s]);
+        if (kind == K_NONE)
+            break;
+    }
+    for (uint64_t s = 0; s < rows; s++) {
+        if (!b.vis[s])
+            continue;
+        jput(j, "%s{\"layer\":\"restructured\",\"generation\":%" PRIu64 ",\"epoch\":%" PRIu64
+                ",\"writer\":null,\"write\":%s%" PRIu64 ",\"source\":\"%s\",\"visible\":%" PRIu64
+                ",\"written\":null,\"first\":",
+             sep ? "," : "", bs->lay.gen, bs->lay.epoch, b.all ? "null,\"shards\":" : "", b.all ? bs->nchunks : s,
+             kind == K_NONE ? "none" : "data", b.vis[s]);
+        sep = true;
+        jcoords(j, b.first[s], (unsigned)rank, cdims);
+        jput(j, ",\"last\":");
+        jcoords(j, b.last[s], (unsigned)rank, cdims);
+        if (kind != K_NONE)
+            emit_acc(j, kind, &b.a[s], b.a[s].any ? b.a[s].kmin : UINT64_MAX, b.a[s].any ? b.a[s].kmax : UINT64_MAX,
+                     (unsigned)rank, cdims);
+        jput(j, ",\"udf_status\":\"none\"}");
+    }
+    rc = 0;
+done:
+    free(b.a);
+    free(b.vis);
+    free(b.first);
+    free(b.last);
+    return rc;
+}
+
 static int stats_json(h5fl_dset_t *d, jbuf_t *j)
 {
     if (d->w && h5fl_writer_flush(d->w, false) != 0) /* this process's own records, on disk first */
@@ -1205,31 +1324,8 @@ static int stats_json(h5fl_dset_t *d, jbuf_t *j)
         jcoords(j, first, (unsigned)rank, cdims);
         jput(j, ",\"last\":");
         jcoords(j, last, (unsigned)rank, cdims);
-        if (strcmp(source, "none") != 0) {
-            jput(j, ",\"count\":%" PRIu64 ",\"nan\":%" PRIu64 ",\"min\":", a.n, a.nan);
-            if (a.any) jval(j, kind, a.min); else jput(j, "null");
-            jput(j, ",\"max\":");
-            if (a.any) jval(j, kind, a.max); else jput(j, "null");
-            jput(j, ",\"sum\":");
-            jnum(j, a.sum);
-            jput(j, ",\"argmin\":");
-            jcoords(j, lmin, wrank, wdims);
-            jput(j, ",\"argmax\":");
-            jcoords(j, lmax, wrank, wdims);
-            jput(j, ",\"hist\":");
-            if (a.has_hist) {
-                jput(j, "{\"lo\":");
-                jnum(j, as_double(kind, a.min));
-                jput(j, ",\"hi\":");
-                jnum(j, as_double(kind, a.max));
-                jput(j, ",\"counts\":[");
-                for (unsigned k = 0; k < H5FL_STATS_BINS; k++)
-                    jput(j, "%s%" PRIu64, k ? "," : "", a.hist[k]);
-                jput(j, "]}");
-            } else {
-                jput(j, "null");
-            }
-        }
+        if (strcmp(source, "none") != 0)
+            emit_acc(j, kind, &a, lmin, lmax, wrank, wdims);
         uint32_t ust = sr ? h5fl_get_u32(sr->p + 120) : UDF_NONE;
         if (ust == UDF_OK || ust == UDF_FAILED) {
             uint32_t rk = h5fl_get_u32(sr->p + 112), nb = h5fl_get_u32(sr->p + 116);
@@ -1264,6 +1360,8 @@ static int stats_json(h5fl_dset_t *d, jbuf_t *j)
         }
         jput(j, "}");
     }
+    if (d->ix->base && base_json(d, j, kind, esize, rank, cd, cdims, ne > 0) != 0)
+        goto done;
     jput(j, "]}");
     if (j->oom) {
         h5fl_err("out of memory formatting the statistics of '%s'", d->o.path);

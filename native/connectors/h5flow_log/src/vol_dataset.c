@@ -826,10 +826,17 @@ static hsize_t storage_size(const h5fl_dset_t *d)
     if (!dir)
         return 0;
     struct dirent *e;
+    h5fl_layout_t lay; /* restructured: the shards count, the logs they superseded do not */
+    if (h5fl_sidecar_layout(d->o.dir, &lay) != 0) {
+        h5fl_err_clear();
+        lay.order = 0;
+    }
     while ((e = readdir(dir))) {
         size_t l = strlen(e->d_name);
-        if (!strncmp(e->d_name, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)) && l > 4 &&
-            !strcmp(e->d_name + l - 4, ".dat")) {
+        if (h5fl_layout_superseded(e->d_name, &lay))
+            continue;
+        if ((!strncmp(e->d_name, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)) ||
+             !strncmp(e->d_name, "@shards.", 8)) && l > 4 && !strcmp(e->d_name + l - 4, ".dat")) {
             char *p = h5fl_join(d->o.dir, e->d_name);
             struct stat st;
             if (p && stat(p, &st) == 0)
