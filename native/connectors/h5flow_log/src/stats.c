@@ -46,6 +46,10 @@ typedef struct h5fl_stats_w {
     void (*free_fn)(void *);
     void *state;
     char *udf_err; /* why the function could not be loaded (every write's result says it) */
+    /* the fused passes over the write being appended (h5fl_stats_arm) */
+    bool armed;
+    uint64_t want, seen, hseen; /* bytes of the write; seen by the first pass; by the histogram */
+    struct acc *pend;
 } h5fl_stats_w_t;
 
 /* ---------------------------------------------------------------- element kinds and the accumulator */
@@ -82,10 +86,18 @@ typedef struct acc {
     bool any; /* a value that is not NaN was seen: min, max, kmin, kmax are set */
     sval_t min, max;
     uint64_t kmin, kmax; /* element index (0-based, in the order the elements were given) */
-    double sum;
+    double sum; /* floats; integers: the exact sums below, rounded once by acc_sum */
+    __extension__ __int128 isum;
+    __extension__ unsigned __int128 usum;
     uint64_t hist[H5FL_STATS_BINS];
     bool has_hist;
 } acc_t;
+
+/* The sum: integers exactly over all the elements seen, rounded once to a double. */
+static double acc_sum(const struct acc *a)
+{
+    return a->kind == K_INT ? (double)a->isum : a->kind == K_UINT ? (double)a->usum : a->sum;
+}
 
 static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i : kind == K_UINT ? (double)v.u : v.f; }
 
@@ -163,21 +175,23 @@ __extension__ typedef unsigned __int128 u128_t;
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        a->sum += (double)s;                                                                                    \
+        a->F##sum += s; /* exact over every call: rounded once, by acc_sum */                                   \
         a->nan += nan;                                                                                          \
         a->n += n;                                                                                              \
         if (bmin == UINT64_MAX)                                                                                 \
             return; /* empty, or nothing but NaN */                                                             \
+        /* positions only where this call improves on what the accumulator holds: a write scanned in many       \
+         * blocks searches a few of them, not every one */                                                      \
         uint64_t kmn = bmin, kmx = bmax;                                                                        \
-        while (!(p[kmn] == mn))                                                                                 \
-            kmn++;                                                                                              \
-        while (!(p[kmx] == mx))                                                                                 \
-            kmx++;                                                                                              \
         if (!a->any || mn < (T)a->min.F) {                                                                      \
+            while (!(p[kmn] == mn))                                                                             \
+                kmn++;                                                                                          \
             a->min.F = mn;                                                                                      \
             a->kmin = k0 + kmn;                                                                                 \
         }                                                                                                       \
         if (!a->any || mx > (T)a->max.F) {                                                                      \
+            while (!(p[kmx] == mx))                                                                             \
+                kmx++;                                                                                          \
             a->max.F = mx;                                                                                      \
             a->kmax = k0 + kmx;                                                                                 \
         }                                                                                                       \
@@ -202,8 +216,8 @@ typedef int32_t v4i_t __attribute__((vector_size(16)));
 typedef double v4d_t __attribute__((vector_size(32)));
 #define SEL(VI, VT, m, x, y) ((VT)((((VI)(x)) & (m)) | (((VI)(y)) & ~(m))))
 
-#define SCANV(NAME, T, VT, VI, W, ST, CONV)                                                                     \
-    static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
+#define SCANV(NAME, T, VT, VI, W, ST, CONV, ATTR)                                                               \
+    ATTR static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                    \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
         T mn = INFINITY, mx = -INFINITY;                                                                        \
@@ -271,16 +285,18 @@ typedef double v4d_t __attribute__((vector_size(32)));
         a->n += n;                                                                                              \
         if (bmin == UINT64_MAX)                                                                                 \
             return;                                                                                             \
+        /* positions only where this call improves on what the accumulator holds: a write scanned in many       \
+         * blocks searches a few of them, not every one */                                                      \
         uint64_t kmn = bmin, kmx = bmax;                                                                        \
-        while (!(p[kmn] == mn))                                                                                 \
-            kmn++;                                                                                              \
-        while (!(p[kmx] == mx))                                                                                 \
-            kmx++;                                                                                              \
         if (!a->any || mn < (T)a->min.f) {                                                                      \
+            while (!(p[kmn] == mn))                                                                             \
+                kmn++;                                                                                          \
             a->min.f = (double)mn;                                                                              \
             a->kmin = k0 + kmn;                                                                                 \
         }                                                                                                       \
         if (!a->any || mx > (T)a->max.f) {                                                                      \
+            while (!(p[kmx] == mx))                                                                             \
+                kmx++;                                                                                          \
             a->max.f = (double)mx;                                                                              \
             a->kmax = k0 + kmx;                                                                                 \
         }                                                                                                       \
@@ -288,8 +304,52 @@ typedef double v4d_t __attribute__((vector_size(32)));
     }
 #define CONV_ID(x) (x)
 #define CONV_F2D(x) __builtin_convertvector((x), v4d_t)
-SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID)
-SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D)
+SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID, )
+SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D, )
+
+/* The same scans and the histogram in 512-bit vectors, for processors with AVX-512 (chosen at run time,
+ * simd512(); same results as the portable code: the same operations on the same values in the same
+ * order per lane, sums aside, which are summed in another order — floating-point sums are not exact
+ * anyway, integer sums use the portable code). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define H5FL_SIMD512 1
+#define AVX512 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
+typedef double v8d_t __attribute__((vector_size(64)));
+typedef int64_t v8l_t __attribute__((vector_size(64)));
+typedef float v16f_t __attribute__((vector_size(64)));
+typedef int32_t v16i_t __attribute__((vector_size(64)));
+typedef double v16d_t __attribute__((vector_size(128)));
+#define CONV_F2D16(x) __builtin_convertvector((x), v16d_t)
+SCANV(scan_f64_512, double, v8d_t, v8l_t, 8, v8d_t, CONV_ID, AVX512)
+SCANV(scan_f32_512, float, v16f_t, v16i_t, 16, v16d_t, CONV_F2D16, AVX512)
+#else
+#define H5FL_SIMD512 0
+#endif
+
+/* 1 when the 512-bit code runs here: the processor has it, and H5FLOW_LOG_STATS_SIMD is not "0" (the
+ * portable code, for comparing the two; docs/FORMAT.md). A property of the process, probed once. */
+static int simd512(void)
+{
+    static int v = -1; /* the same answer for every caller: a benign race */
+    if (v < 0) {
+        const char *env = getenv("H5FLOW_LOG_STATS_SIMD");
+        int ok = 0;
+#if H5FL_SIMD512
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#endif
+        v = ok && !(env && strcmp(env, "0") == 0);
+    }
+    return v;
+}
+
+#if H5FL_SIMD512
+#define SIMD_OR(F, ARGS) (simd512() ? F##_512 ARGS : F ARGS)
+#else
+#define SIMD_OR(F, ARGS) F ARGS
+#endif
 
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
@@ -302,8 +362,8 @@ static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
         case K_UINT * 16 + 2: scan_u16(a, buf, n, k0); break;
         case K_UINT * 16 + 4: scan_u32(a, buf, n, k0); break;
         case K_UINT * 16 + 8: scan_u64(a, buf, n, k0); break;
-        case K_FLOAT * 16 + 4: scan_f32(a, buf, n, k0); break;
-        case K_FLOAT * 16 + 8: scan_f64(a, buf, n, k0); break;
+        case K_FLOAT * 16 + 4: SIMD_OR(scan_f32, (a, buf, n, k0)); break;
+        case K_FLOAT * 16 + 8: SIMD_OR(scan_f64, (a, buf, n, k0)); break;
         default: break;
     }
 }
@@ -356,22 +416,87 @@ HIST(hist_u16, uint16_t)
 HIST(hist_u32, uint32_t)
 HIST(hist_u64, uint64_t)
 HIST(hist_f32, float)
-
 HIST(hist_f64, double)
+
+#if H5FL_SIMD512
+/* 8 elements at a time as doubles; the bin of each, b = min(15, (v - min) * scale) truncated, becomes a
+ * one-hot nibble 1 << 4b added into a 64-bit lane: 16 four-bit counters per lane, emptied into the totals
+ * every 15 vectors, so there is no scatter to memory per element. v >= min, so b >= 0; NaN stays NaN
+ * through the arithmetic and converts to a negative number whose shift count is out of range: it adds 0
+ * (the portable code puts it in a bin that is dropped). The scale is finite and positive here (the
+ * portable code handles the rest). */
+#define HIST512(NAME, T, LOAD)                                                                                 \
+    AVX512 static void NAME##_512(acc_t *a, const void *vb, uint64_t n)                                       \
+    {                                                                                                         \
+        const T *p = vb;                                                                                      \
+        double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;                          \
+        if (!(w > 0 && w < INFINITY)) {                                                                       \
+            NAME(a, vb, n);                                                                                   \
+            return;                                                                                           \
+        }                                                                                                     \
+        const __m512d vlo = _mm512_set1_pd(lo), vsc = _mm512_set1_pd(H5FL_STATS_BINS / w);                   \
+        const __m512d top = _mm512_set1_pd(H5FL_STATS_BINS - 1);                                              \
+        const __m512i one = _mm512_set1_epi64(1);                                                             \
+        uint64_t tot[H5FL_STATS_BINS] = {0}, i = 0;                                                           \
+        while (n - i >= 16) {                                                                                 \
+            uint64_t e = (n - i) / 16 * 16;                                                                   \
+            e = e < 15 * 16 ? e : 15 * 16; /* <= 15 counts per nibble */                                      \
+            __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();                                 \
+            for (uint64_t j = i; j < i + e; j += 16) {                                                        \
+                __m512d x0 = _mm512_min_pd(top, _mm512_mul_pd(_mm512_sub_pd(LOAD(p + j), vlo), vsc));         \
+                __m512d x1 = _mm512_min_pd(top, _mm512_mul_pd(_mm512_sub_pd(LOAD(p + j + 8), vlo), vsc));     \
+                __m512i s0 = _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(x0)), 2);            \
+                __m512i s1 = _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(x1)), 2);            \
+                c0 = _mm512_add_epi64(c0, _mm512_sllv_epi64(one, s0));                                        \
+                c1 = _mm512_add_epi64(c1, _mm512_sllv_epi64(one, s1));                                        \
+            }                                                                                                 \
+            uint64_t l0[8], l1[8];                                                                            \
+            _mm512_storeu_si512(l0, c0);                                                                      \
+            _mm512_storeu_si512(l1, c1);                                                                      \
+            for (unsigned l = 0; l < 8; l++)                                                                  \
+                for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                \
+                    tot[k] += ((l0[l] >> (4 * k)) & 15) + ((l1[l] >> (4 * k)) & 15);                          \
+            i += e;                                                                                           \
+        }                                                                                                     \
+        NAME(a, p + i, n - i); /* the last < 16 elements */                                                   \
+        for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                        \
+            a->hist[k] += tot[k];                                                                             \
+    }
+#define LD_I8(q) _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q))))
+#define LD_U8(q) _mm512_cvtepu32_pd(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q))))
+#define LD_I16(q) _mm512_cvtepi32_pd(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q))))
+#define LD_U16(q) _mm512_cvtepu32_pd(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q))))
+#define LD_I32(q) _mm512_cvtepi32_pd(_mm256_loadu_si256((const __m256i *)(const void *)(q)))
+#define LD_U32(q) _mm512_cvtepu32_pd(_mm256_loadu_si256((const __m256i *)(const void *)(q)))
+#define LD_I64(q) _mm512_cvtepi64_pd(_mm512_loadu_si512((const void *)(q)))
+#define LD_U64(q) _mm512_cvtepu64_pd(_mm512_loadu_si512((const void *)(q)))
+#define LD_F32(q) _mm512_cvtps_pd(_mm256_loadu_ps(q))
+#define LD_F64(q) _mm512_loadu_pd(q)
+HIST512(hist_i8, int8_t, LD_I8)
+HIST512(hist_i16, int16_t, LD_I16)
+HIST512(hist_i32, int32_t, LD_I32)
+HIST512(hist_i64, int64_t, LD_I64)
+HIST512(hist_u8, uint8_t, LD_U8)
+HIST512(hist_u16, uint16_t, LD_U16)
+HIST512(hist_u32, uint32_t, LD_U32)
+HIST512(hist_u64, uint64_t, LD_U64)
+HIST512(hist_f32, float, LD_F32)
+HIST512(hist_f64, double, LD_F64)
+#endif
 
 static void hist_scan(acc_t *a, const void *buf, uint64_t n)
 {
     switch (a->kind * 16 + (int)a->esize) {
-        case K_INT * 16 + 1: hist_i8(a, buf, n); break;
-        case K_INT * 16 + 2: hist_i16(a, buf, n); break;
-        case K_INT * 16 + 4: hist_i32(a, buf, n); break;
-        case K_INT * 16 + 8: hist_i64(a, buf, n); break;
-        case K_UINT * 16 + 1: hist_u8(a, buf, n); break;
-        case K_UINT * 16 + 2: hist_u16(a, buf, n); break;
-        case K_UINT * 16 + 4: hist_u32(a, buf, n); break;
-        case K_UINT * 16 + 8: hist_u64(a, buf, n); break;
-        case K_FLOAT * 16 + 4: hist_f32(a, buf, n); break;
-        case K_FLOAT * 16 + 8: hist_f64(a, buf, n); break;
+        case K_INT * 16 + 1: SIMD_OR(hist_i8, (a, buf, n)); break;
+        case K_INT * 16 + 2: SIMD_OR(hist_i16, (a, buf, n)); break;
+        case K_INT * 16 + 4: SIMD_OR(hist_i32, (a, buf, n)); break;
+        case K_INT * 16 + 8: SIMD_OR(hist_i64, (a, buf, n)); break;
+        case K_UINT * 16 + 1: SIMD_OR(hist_u8, (a, buf, n)); break;
+        case K_UINT * 16 + 2: SIMD_OR(hist_u16, (a, buf, n)); break;
+        case K_UINT * 16 + 4: SIMD_OR(hist_u32, (a, buf, n)); break;
+        case K_UINT * 16 + 8: SIMD_OR(hist_u64, (a, buf, n)); break;
+        case K_FLOAT * 16 + 4: SIMD_OR(hist_f32, (a, buf, n)); break;
+        case K_FLOAT * 16 + 8: SIMD_OR(hist_f64, (a, buf, n)); break;
         default: break;
     }
 }
@@ -404,6 +529,7 @@ static void sw_free(h5fl_stats_w_t *s)
     free(s->udf_lib);
     free(s->udf_sym);
     free(s->udf_err);
+    free(s->pend);
     free(s);
 }
 
@@ -587,10 +713,61 @@ static bool sbuf_room(h5fl_stats_w_t *s, size_t need)
     return true;
 }
 
+void h5fl_stats_arm(h5fl_dset_t *d, uint64_t nbytes)
+{
+    h5fl_stats_w_t *s = d->w ? d->w->stats : NULL;
+    if (!s)
+        return;
+    s->armed = false;
+    if (s->broken || s->kind == K_NONE || nbytes % s->esize ||
+        (!s->pend && !(s->pend = malloc(sizeof *s->pend))))
+        return; /* h5fl_stats_note computes what it needs from the data */
+    memset(s->pend, 0, sizeof *s->pend);
+    s->pend->kind = s->kind;
+    s->pend->esize = s->esize;
+    s->want = nbytes;
+    s->seen = s->hseen = 0;
+    s->armed = true;
+}
+
+bool h5fl_stats_armed(const h5fl_writer_t *w) { return w->stats && w->stats->armed; }
+
+void h5fl_stats_scan(h5fl_writer_t *w, const void *p, size_t len)
+{
+    h5fl_stats_w_t *s = w->stats;
+    if (!s || !s->armed)
+        return;
+    if (s->hseen || len > s->want - s->seen || len % s->esize) {
+        s->armed = false; /* not the order this was made for: computed from the data instead */
+        return;
+    }
+    acc_scan(s->pend, p, len / s->esize, s->seen / s->esize);
+    s->seen += len;
+    if (s->seen == s->want)
+        s->pend->has_hist = hist_ok(s->pend);
+}
+
+void h5fl_stats_hist(h5fl_writer_t *w, const void *p, size_t len)
+{
+    h5fl_stats_w_t *s = w->stats;
+    if (!s || !s->armed)
+        return;
+    if (s->seen != s->want || len > s->want - s->hseen || len % s->esize) {
+        s->armed = false;
+        return;
+    }
+    if (s->pend->has_hist)
+        hist_scan(s->pend, p, len / s->esize);
+    s->hseen += len;
+}
+
 void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *runs, const void *data)
 {
     h5fl_writer_t *w = d->w;
     h5fl_stats_w_t *s = w ? w->stats : NULL;
+    bool armed = s && s->armed;
+    if (s)
+        s->armed = false; /* what the fused passes computed belongs to this write or to none */
     if (!s || s->broken || (r->flags & H5FL_REC_FILL) || !(r->flags & H5FL_REC_DCRC) || !data)
         return;
     uint64_t n = runs->elems;
@@ -599,7 +776,13 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     a.esize = s->esize;
     /* a filtered write's record holds its filtered length; `data` is its bytes before filtering */
     uint64_t raw = (r->flags & H5FL_REC_FILTER) ? r->raw : r->nbytes;
-    if (a.kind != K_NONE && n * a.esize == raw) {
+    bool fused =
+        armed && !(r->flags & H5FL_REC_FILTER) && s->seen == raw && (s->hseen == 0 || s->hseen == raw);
+    if (a.kind != K_NONE && n * a.esize == raw && fused) {
+        a = *s->pend; /* the first pass ran with the checksum; the histogram too if the write went out in chunks */
+        if (a.has_hist && s->hseen == 0)
+            hist_scan(&a, data, n);
+    } else if (a.kind != K_NONE && n * a.esize == raw) {
         acc_scan(&a, data, n, 0);
         if ((a.has_hist = hist_ok(&a)))
             hist_scan(&a, data, n);
@@ -685,7 +868,7 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     h5fl_put_u64(p + 48, a.nan);
     h5fl_put_u64(p + 56, a.min.u);
     h5fl_put_u64(p + 64, a.max.u);
-    sval_t sum = {.f = a.sum};
+    sval_t sum = {.f = acc_sum(&a)};
     h5fl_put_u64(p + 72, sum.u);
     h5fl_put_u64(p + 80, a.any ? run_pos(runs->buf, runs->n, a.kmin) : UINT64_MAX);
     h5fl_put_u64(p + 88, a.any ? run_pos(runs->buf, runs->n, a.kmax) : UINT64_MAX);
@@ -1211,7 +1394,7 @@ static int stats_json(h5fl_dset_t *d, jbuf_t *j)
             jput(j, ",\"max\":");
             if (a.any) jval(j, kind, a.max); else jput(j, "null");
             jput(j, ",\"sum\":");
-            jnum(j, a.sum);
+            jnum(j, source[0] == 's' ? a.sum : acc_sum(&a)); /* a record holds the rounded sum */
             jput(j, ",\"argmin\":");
             jcoords(j, lmin, wrank, wdims);
             jput(j, ",\"argmax\":");
