@@ -307,46 +307,61 @@ typedef double v4d_t __attribute__((vector_size(32)));
 SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID, )
 SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D, )
 
-/* The same scans and the histogram in 512-bit vectors, for processors with AVX-512 (chosen at run time,
- * simd512(); same results as the portable code: the same operations on the same values in the same
- * order per lane, sums aside, which are summed in another order — floating-point sums are not exact
- * anyway, integer sums use the portable code). */
+/* The same scans and the histogram in wider vectors where the processor has them — 512-bit (AVX-512) or
+ * 256-bit (AVX2), chosen at run time by simd_level() — with the same results as the portable code: the
+ * same operations on the same values (float sums aside, which add in another order: floating-point sums
+ * are not exact anyway; integer sums are exact in every variant). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define H5FL_SIMD512 1
+#define H5FL_SIMD 1
 #define AVX512 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
+#define AVX2 __attribute__((target("avx2")))
 typedef double v8d_t __attribute__((vector_size(64)));
 typedef int64_t v8l_t __attribute__((vector_size(64)));
 typedef float v16f_t __attribute__((vector_size(64)));
 typedef int32_t v16i_t __attribute__((vector_size(64)));
 typedef double v16d_t __attribute__((vector_size(128)));
+typedef int64_t v4l_t __attribute__((vector_size(32)));
+typedef float v8f_t __attribute__((vector_size(32)));
+typedef int32_t v8i_t __attribute__((vector_size(32)));
+#define CONV_F2D8(x) __builtin_convertvector((x), v8d_t)
 #define CONV_F2D16(x) __builtin_convertvector((x), v16d_t)
 SCANV(scan_f64_512, double, v8d_t, v8l_t, 8, v8d_t, CONV_ID, AVX512)
 SCANV(scan_f32_512, float, v16f_t, v16i_t, 16, v16d_t, CONV_F2D16, AVX512)
+SCANV(scan_f64_256, double, v4d_t, v4l_t, 4, v4d_t, CONV_ID, AVX2)
+SCANV(scan_f32_256, float, v8f_t, v8i_t, 8, v8d_t, CONV_F2D8, AVX2)
 #else
-#define H5FL_SIMD512 0
+#define H5FL_SIMD 0
 #endif
 
-/* 1 when the 512-bit code runs here: the processor has it, and H5FLOW_LOG_STATS_SIMD is not "0" (the
- * portable code, for comparing the two; docs/FORMAT.md). A property of the process, probed once. */
-static int simd512(void)
+/* 2: 512-bit code, 1: 256-bit, 0: portable — the widest the processor has, capped by
+ * H5FLOW_LOG_STATS_SIMD ("0": portable, "256": at most AVX2; for comparing them, docs/FORMAT.md). A
+ * property of the process, probed once. */
+static int simd_level(void)
 {
     static int v = -1; /* the same answer for every caller: a benign race */
     if (v < 0) {
         const char *env = getenv("H5FLOW_LOG_STATS_SIMD");
-        int ok = 0;
-#if H5FL_SIMD512
+        int lvl = 0;
+#if H5FL_SIMD
         __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        if (__builtin_cpu_supports("avx2"))
+            lvl = 1;
+        if (lvl && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+            lvl = 2;
 #endif
-        v = ok && !(env && strcmp(env, "0") == 0);
+        if (env && strcmp(env, "0") == 0)
+            lvl = 0;
+        else if (env && strcmp(env, "256") == 0 && lvl > 1)
+            lvl = 1;
+        v = lvl;
     }
     return v;
 }
 
-#if H5FL_SIMD512
-#define SIMD_OR(F, ARGS) (simd512() ? F##_512 ARGS : F ARGS)
+#if H5FL_SIMD
+#define SIMD_OR(F, ARGS) (simd_level() == 2 ? F##_512 ARGS : simd_level() == 1 ? F##_256 ARGS : F ARGS)
 #else
 #define SIMD_OR(F, ARGS) F ARGS
 #endif
@@ -418,15 +433,15 @@ HIST(hist_u64, uint64_t)
 HIST(hist_f32, float)
 HIST(hist_f64, double)
 
-#if H5FL_SIMD512
-/* 8 elements at a time as doubles; the bin of each, b = min(15, (v - min) * scale) truncated, becomes a
- * one-hot nibble 1 << 4b added into a 64-bit lane: 16 four-bit counters per lane, emptied into the totals
- * every 15 vectors, so there is no scatter to memory per element. v >= min, so b >= 0; NaN stays NaN
- * through the arithmetic and converts to a negative number whose shift count is out of range: it adds 0
- * (the portable code puts it in a bin that is dropped). The scale is finite and positive here (the
- * portable code handles the rest). */
-#define HIST512(NAME, T, LOAD)                                                                                 \
-    AVX512 static void NAME##_512(acc_t *a, const void *vb, uint64_t n)                                       \
+#if H5FL_SIMD
+/* L elements at a time as doubles (L = 8 in 512-bit vectors, 4 in 256-bit ones): the bin of each,
+ * b = min(15, (v - min) * scale) truncated, becomes a one-hot nibble 1 << 4b added into a 64-bit lane —
+ * 16 four-bit counters per lane, emptied into the totals every 15 vectors, so there is no scatter to
+ * memory per element. v >= min, so b >= 0; NaN stays NaN through the arithmetic and converts to a
+ * negative number whose shift count is out of range: it adds 0 (the portable code puts it in a bin that
+ * is dropped). The scale is finite and positive here (the portable code handles the rest). */
+#define HISTV(NAME, SUF, ATTR, T, LOAD, VD, VI, P, L, SET1I, STOREU)                                          \
+    ATTR static void NAME##SUF(acc_t *a, const void *vb, uint64_t n)                                          \
     {                                                                                                         \
         const T *p = vb;                                                                                      \
         double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;                          \
@@ -434,42 +449,50 @@ HIST(hist_f64, double)
             NAME(a, vb, n);                                                                                   \
             return;                                                                                           \
         }                                                                                                     \
-        const __m512d vlo = _mm512_set1_pd(lo), vsc = _mm512_set1_pd(H5FL_STATS_BINS / w);                   \
-        const __m512d top = _mm512_set1_pd(H5FL_STATS_BINS - 1);                                              \
-        const __m512i one = _mm512_set1_epi64(1);                                                             \
+        const VD vlo = P##_set1_pd(lo), vsc = P##_set1_pd(H5FL_STATS_BINS / w);                               \
+        const VD top = P##_set1_pd(H5FL_STATS_BINS - 1);                                                      \
+        const VI one = SET1I(1), zero = SET1I(0);                                                             \
         uint64_t tot[H5FL_STATS_BINS] = {0}, i = 0;                                                           \
-        while (n - i >= 16) {                                                                                 \
-            uint64_t e = (n - i) / 16 * 16;                                                                   \
-            e = e < 15 * 16 ? e : 15 * 16; /* <= 15 counts per nibble */                                      \
-            __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();                                 \
-            for (uint64_t j = i; j < i + e; j += 16) {                                                        \
-                __m512d x0 = _mm512_min_pd(top, _mm512_mul_pd(_mm512_sub_pd(LOAD(p + j), vlo), vsc));         \
-                __m512d x1 = _mm512_min_pd(top, _mm512_mul_pd(_mm512_sub_pd(LOAD(p + j + 8), vlo), vsc));     \
-                __m512i s0 = _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(x0)), 2);            \
-                __m512i s1 = _mm512_slli_epi64(_mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(x1)), 2);            \
-                c0 = _mm512_add_epi64(c0, _mm512_sllv_epi64(one, s0));                                        \
-                c1 = _mm512_add_epi64(c1, _mm512_sllv_epi64(one, s1));                                        \
+        while (n - i >= 2 * L) {                                                                              \
+            uint64_t e = (n - i) / (2 * L) * (2 * L);                                                         \
+            e = e < 15 * 2 * L ? e : 15 * 2 * L; /* <= 15 counts per nibble */                                \
+            VI c0 = zero, c1 = zero;                                                                          \
+            for (uint64_t j = i; j < i + e; j += 2 * L) {                                                     \
+                VD x0 = P##_min_pd(top, P##_mul_pd(P##_sub_pd(LOAD(p + j), vlo), vsc));                       \
+                VD x1 = P##_min_pd(top, P##_mul_pd(P##_sub_pd(LOAD(p + j + L), vlo), vsc));                   \
+                VI s0 = P##_slli_epi64(P##_cvtepi32_epi64(P##_cvttpd_epi32(x0)), 2);                          \
+                VI s1 = P##_slli_epi64(P##_cvtepi32_epi64(P##_cvttpd_epi32(x1)), 2);                          \
+                c0 = P##_add_epi64(c0, P##_sllv_epi64(one, s0));                                              \
+                c1 = P##_add_epi64(c1, P##_sllv_epi64(one, s1));                                              \
             }                                                                                                 \
-            uint64_t l0[8], l1[8];                                                                            \
-            _mm512_storeu_si512(l0, c0);                                                                      \
-            _mm512_storeu_si512(l1, c1);                                                                      \
-            for (unsigned l = 0; l < 8; l++)                                                                  \
+            uint64_t l0[L], l1[L];                                                                            \
+            STOREU((void *)l0, c0);                                                                           \
+            STOREU((void *)l1, c1);                                                                           \
+            for (unsigned l = 0; l < L; l++)                                                                  \
                 for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                \
                     tot[k] += ((l0[l] >> (4 * k)) & 15) + ((l1[l] >> (4 * k)) & 15);                          \
             i += e;                                                                                           \
         }                                                                                                     \
-        NAME(a, p + i, n - i); /* the last < 16 elements */                                                   \
+        NAME(a, p + i, n - i); /* the last < 2L elements */                                                   \
         for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                        \
             a->hist[k] += tot[k];                                                                             \
     }
-#define LD_I8(q) _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q))))
-#define LD_U8(q) _mm512_cvtepu32_pd(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q))))
-#define LD_I16(q) _mm512_cvtepi32_pd(_mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q))))
-#define LD_U16(q) _mm512_cvtepu32_pd(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q))))
-#define LD_I32(q) _mm512_cvtepi32_pd(_mm256_loadu_si256((const __m256i *)(const void *)(q)))
-#define LD_U32(q) _mm512_cvtepu32_pd(_mm256_loadu_si256((const __m256i *)(const void *)(q)))
-#define LD_I64(q) _mm512_cvtepi64_pd(_mm512_loadu_si512((const void *)(q)))
-#define LD_U64(q) _mm512_cvtepu64_pd(_mm512_loadu_si512((const void *)(q)))
+
+#define ST512(q, v) _mm512_storeu_si512((q), (v))
+#define ST256(q, v) _mm256_storeu_si256((__m256i *)(q), (v))
+#define HIST512(NAME, T, LOAD)                                                                                 \
+    HISTV(NAME, _512, AVX512, T, LOAD, __m512d, __m512i, _mm512, 8, _mm512_set1_epi64, ST512)
+#define HIST256(NAME, T, LOAD)                                                                                 \
+    HISTV(NAME, _256, AVX2, T, LOAD, __m256d, __m256i, _mm256, 4, _mm256_set1_epi64x, ST256)
+#define QP(q) ((const void *)(q))
+#define LD_I8(q) _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64(QP(q))))
+#define LD_U8(q) _mm512_cvtepu32_pd(_mm256_cvtepu8_epi32(_mm_loadl_epi64(QP(q))))
+#define LD_I16(q) _mm512_cvtepi32_pd(_mm256_cvtepi16_epi32(_mm_loadu_si128(QP(q))))
+#define LD_U16(q) _mm512_cvtepu32_pd(_mm256_cvtepu16_epi32(_mm_loadu_si128(QP(q))))
+#define LD_I32(q) _mm512_cvtepi32_pd(_mm256_loadu_si256(QP(q)))
+#define LD_U32(q) _mm512_cvtepu32_pd(_mm256_loadu_si256(QP(q)))
+#define LD_I64(q) _mm512_cvtepi64_pd(_mm512_loadu_si512(QP(q)))
+#define LD_U64(q) _mm512_cvtepu64_pd(_mm512_loadu_si512(QP(q)))
 #define LD_F32(q) _mm512_cvtps_pd(_mm256_loadu_ps(q))
 #define LD_F64(q) _mm512_loadu_pd(q)
 HIST512(hist_i8, int8_t, LD_I8)
@@ -482,6 +505,30 @@ HIST512(hist_u32, uint32_t, LD_U32)
 HIST512(hist_u64, uint64_t, LD_U64)
 HIST512(hist_f32, float, LD_F32)
 HIST512(hist_f64, double, LD_F64)
+/* AVX2 converts no 64-bit or unsigned 32-bit integers to doubles: those use the portable code there */
+static inline int32_t ld4(const void *q)
+{
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+#define LD4_I8(q) _mm256_cvtepi32_pd(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(ld4(q))))
+#define LD4_U8(q) _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(ld4(q))))
+#define LD4_I16(q) _mm256_cvtepi32_pd(_mm_cvtepi16_epi32(_mm_loadl_epi64(QP(q))))
+#define LD4_U16(q) _mm256_cvtepi32_pd(_mm_cvtepu16_epi32(_mm_loadl_epi64(QP(q))))
+#define LD4_I32(q) _mm256_cvtepi32_pd(_mm_loadu_si128(QP(q)))
+#define LD4_F32(q) _mm256_cvtps_pd(_mm_loadu_ps(q))
+#define LD4_F64(q) _mm256_loadu_pd(q)
+HIST256(hist_i8, int8_t, LD4_I8)
+HIST256(hist_i16, int16_t, LD4_I16)
+HIST256(hist_i32, int32_t, LD4_I32)
+HIST256(hist_u8, uint8_t, LD4_U8)
+HIST256(hist_u16, uint16_t, LD4_U16)
+HIST256(hist_f32, float, LD4_F32)
+HIST256(hist_f64, double, LD4_F64)
+#define hist_i64_256 hist_i64
+#define hist_u32_256 hist_u32
+#define hist_u64_256 hist_u64
 #endif
 
 static void hist_scan(acc_t *a, const void *buf, uint64_t n)
