@@ -110,12 +110,23 @@ __extension__ typedef unsigned __int128 u128_t;
 #define SBLK 4096u /* elements per block: 64-bit partial sums of 32-bit values cannot overflow */
 #define LANES 8
 
+/* Wider vectors where the processor has them: each scan and histogram is also compiled for AVX2 (_256)
+ * and AVX-512 (_512), and simd_level() picks one at run time. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define H5FL_SIMD 1
+#define AVX512 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
+#define AVX2 __attribute__((target("avx2")))
+#else
+#define H5FL_SIMD 0
+#endif
+
 /* One scan: per block of SBLK elements, branch-free lane reductions (min, max, sum, NaN count) that the
  * compiler vectorises; the block where the min (max) first reached its final value is remembered, and
  * only that block is searched for the position afterwards. NaN compares false: it is never the min or
  * max and adds 0 to the sum. */
-#define SCAN(NAME, T, F, S, WIDE, LO, HI, ISF)                                                                  \
-    static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
+#define SCAN(NAME, T, F, S, WIDE, LO, HI, ISF, ATTR)                                                            \
+    ATTR static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                    \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
         T mn = HI, mx = LO;                                                                                     \
@@ -198,14 +209,20 @@ __extension__ typedef unsigned __int128 u128_t;
         a->any = true;                                                                                          \
     }
 /* 64-bit integers: 128-bit block sums (the min/max reductions still vectorise) */
-SCAN(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX, 0)
-SCAN(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX, 0)
-SCAN(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX, 0)
-SCAN(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX, 0)
-SCAN(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX, 0)
-SCAN(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX, 0)
-SCAN(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX, 0)
-SCAN(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX, 0)
+#if H5FL_SIMD /* the portable scan and its AVX2 and AVX-512 compilations */
+#define SCAN3(NAME, ...)                                                                                        \
+    SCAN(NAME, __VA_ARGS__, ) SCAN(NAME##_256, __VA_ARGS__, AVX2) SCAN(NAME##_512, __VA_ARGS__, AVX512)
+#else
+#define SCAN3(NAME, ...) SCAN(NAME, __VA_ARGS__, )
+#endif
+SCAN3(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX, 0)
+SCAN3(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX, 0)
+SCAN3(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX, 0)
+SCAN3(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX, 0)
+SCAN3(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX, 0)
+SCAN3(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX, 0)
+SCAN3(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX, 0)
+SCAN3(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX, 0)
 
 /* Floats: the same scan with GCC/Clang vector extensions (SSE2 on any x86-64, NEON on aarch64), which
  * the auto-vectoriser does not produce for NaN-aware min/max; sums in double lanes. */
@@ -311,11 +328,7 @@ SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D, )
  * 256-bit (AVX2), chosen at run time by simd_level() — with the same results as the portable code: the
  * same operations on the same values (float sums aside, which add in another order: floating-point sums
  * are not exact anyway; integer sums are exact in every variant). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define H5FL_SIMD 1
-#define AVX512 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
-#define AVX2 __attribute__((target("avx2")))
+#if H5FL_SIMD
 typedef double v8d_t __attribute__((vector_size(64)));
 typedef int64_t v8l_t __attribute__((vector_size(64)));
 typedef float v16f_t __attribute__((vector_size(64)));
@@ -330,8 +343,6 @@ SCANV(scan_f64_512, double, v8d_t, v8l_t, 8, v8d_t, CONV_ID, AVX512)
 SCANV(scan_f32_512, float, v16f_t, v16i_t, 16, v16d_t, CONV_F2D16, AVX512)
 SCANV(scan_f64_256, double, v4d_t, v4l_t, 4, v4d_t, CONV_ID, AVX2)
 SCANV(scan_f32_256, float, v8f_t, v8i_t, 8, v8d_t, CONV_F2D8, AVX2)
-#else
-#define H5FL_SIMD 0
 #endif
 
 /* 2: 512-bit code, 1: 256-bit, 0: portable — the widest the processor has, capped by
@@ -369,14 +380,14 @@ static int simd_level(void)
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
     switch (a->kind * 16 + (int)a->esize) {
-        case K_INT * 16 + 1: scan_i8(a, buf, n, k0); break;
-        case K_INT * 16 + 2: scan_i16(a, buf, n, k0); break;
-        case K_INT * 16 + 4: scan_i32(a, buf, n, k0); break;
-        case K_INT * 16 + 8: scan_i64(a, buf, n, k0); break;
-        case K_UINT * 16 + 1: scan_u8(a, buf, n, k0); break;
-        case K_UINT * 16 + 2: scan_u16(a, buf, n, k0); break;
-        case K_UINT * 16 + 4: scan_u32(a, buf, n, k0); break;
-        case K_UINT * 16 + 8: scan_u64(a, buf, n, k0); break;
+        case K_INT * 16 + 1: SIMD_OR(scan_i8, (a, buf, n, k0)); break;
+        case K_INT * 16 + 2: SIMD_OR(scan_i16, (a, buf, n, k0)); break;
+        case K_INT * 16 + 4: SIMD_OR(scan_i32, (a, buf, n, k0)); break;
+        case K_INT * 16 + 8: SIMD_OR(scan_i64, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 1: SIMD_OR(scan_u8, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 2: SIMD_OR(scan_u16, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 4: SIMD_OR(scan_u32, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 8: SIMD_OR(scan_u64, (a, buf, n, k0)); break;
         case K_FLOAT * 16 + 4: SIMD_OR(scan_f32, (a, buf, n, k0)); break;
         case K_FLOAT * 16 + 8: SIMD_OR(scan_f64, (a, buf, n, k0)); break;
         default: break;
