@@ -361,3 +361,159 @@ def test_udf_given_when_opening_for_write(tmp_path: Path) -> None:
     assert [r["udf_status"] for r in rs] == ["none", "ok", "none"]
     assert rs[1]["udf"]["height"] == 27.0 and rs[1]["udf"]["pos0"] == 1 and rs[1]["udf"]["pos1"] == 9
     assert not (p / "d" / "@udf").exists()
+
+
+# ---------------------------------------------------------------- large writes: the fused passes (stats.h)
+
+TYPES = ["i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8"]
+
+
+def _exact_sum(x: np.ndarray) -> float:
+    """The sum of integers exactly (Python ints), rounded once to a double; floats: numpy's."""
+    if x.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):  # +inf and -inf: NaN
+            return float(np.nansum(x.astype("f8")))
+    if x.dtype.itemsize < 8:
+        return float(int(x.astype("i8").sum()))
+    hi, lo = (x >> 32).astype(x.dtype), (x & 0xFFFFFFFF).astype("u8")  # no 64-bit overflow
+    return float((int(hi.astype("i8" if x.dtype.kind == "i" else "u8").sum()) << 32) + int(lo.sum()))
+
+
+def oracle(x: np.ndarray) -> dict:
+    """docs/FORMAT.md, "Statistics": count, NaN count, min, max, first position of each, sum, and the
+    16-bin histogram over [min, max]: bin = floor(min(15, (v - min) * (16 / (max - min)))), v as a
+    double, NaN not counted; none when min or max is infinite."""
+    x = x.ravel()
+    nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
+    v = x[~nan]
+    o: dict = {"count": int(x.size), "nan": int(nan.sum()), "sum": _exact_sum(x)}
+    if not v.size:
+        return dict(o, min=None, max=None, argmin=None, argmax=None, hist=None)
+    mn, mx = v.min(), v.max()
+    o.update(min=mn.item(), max=mx.item(), argmin=int(np.flatnonzero(x == mn)[0]),
+             argmax=int(np.flatnonzero(x == mx)[0]))
+    lo, hi = float(mn), float(mx)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return dict(o, hist=None)
+    sc = 16.0 / (hi - lo) if hi > lo else 0.0
+    b = np.minimum((v.astype("f8") - lo) * sc, 15.0).astype("i8")
+    return dict(o, hist={"lo": lo, "hi": hi, "counts": np.bincount(b, minlength=16).tolist()})
+
+
+def check_record(r: dict, x: np.ndarray, start: int) -> None:
+    o = oracle(x)
+    assert r["count"] == o["count"] and r["nan"] == o["nan"], (r, o)
+    assert r["min"] == o["min"] and r["max"] == o["max"], (r["min"], r["max"], o["min"], o["max"])
+    if x.dtype.kind == "f":
+        assert r["sum"] == pytest.approx(o["sum"], rel=1e-9, nan_ok=True)
+    else:
+        assert r["sum"] == o["sum"]
+    for k in ("argmin", "argmax"):
+        assert r[k] == (None if o[k] is None else [start + o[k]]), (k, r[k], o[k])
+    assert r["hist"] == o["hist"], (x.dtype, r["hist"], o["hist"])
+
+
+WRITES = """
+def writes(t, rng):
+    # (start, values) per write of a 1-D dataset; sizes chosen around the connector's thresholds:
+    # 256 KiB (a write goes to the disk directly), 24 KiB checksum/scan blocks, 1 MiB histogram chunks
+    info = np.iinfo(t) if t[0] != "f" else None
+    n = (3 << 20) // np.dtype(t).itemsize + 13            # 3 MiB and a tail that is no multiple of 16
+    def rand(k):
+        if t[0] == "f":
+            return (rng.standard_normal(k) * 100).astype(t)
+        return rng.integers(info.min, info.max, size=k, dtype=t, endpoint=True)
+    out, pos = [], 0
+    x = rand(n)                                           # extremes in late blocks, the max twice
+    lo, hi = (-1e6, 1e6) if t[0] == "f" else (info.min, info.max)  # (sums that cancel stay well-conditioned)
+    x[n - 5] = lo; x[n // 2 + 7] = hi; x[n - 3] = hi; x[n - 2] = lo
+    if t[0] == "f":
+        x[100:130] = np.nan; x[n - 40:n - 38] = np.nan  # NaN in the first and in the last block
+    out.append((pos, x)); pos += n
+    x = rand(n // 3 + 1)                                  # the last block holds the only minimum
+    x[-1] = x.min() - 1 if t[0] == "f" or x.min() > info.min else x.min()
+    out.append((pos, x)); pos += x.size
+    out.append((pos, np.full(700_000 // np.dtype(t).itemsize, 7, dtype=t))); pos += 700_000 // np.dtype(t).itemsize
+    out.append((pos, rand(1))); pos += 1                  # one element
+    out.append((pos, rand(5000))); pos += 5000            # buffered (under 256 KiB)
+    if t[0] == "f":
+        x = rand(400_000); x[3] = np.inf; x[7] = -np.inf; x[9] = np.nan
+        out.append((pos, x)); pos += x.size               # infinite extremes: no histogram
+        x = np.full(300_000, np.nan, dtype=t)
+        out.append((pos, x)); pos += x.size               # nothing but NaN
+    return out, pos
+"""
+
+
+@pytest.mark.parametrize("simd", ["best", "256", "0"])
+def test_large_writes_match_numpy_every_type(tmp_path: Path, simd: str) -> None:
+    """Writes large enough to go to the disk directly in pieces (the fused checksum + first pass, the
+    histogram per piece) and small ones, of every numeric type, with extremes in late blocks, repeated
+    maxima, NaN, +-inf, constant and one-element writes: the recorded statistics equal the numpy oracle
+    of the documented definitions — with the widest vector code the processor has (best), with at most
+    256-bit vectors (H5FLOW_LOG_STATS_SIMD=256) and with the portable code (=0). A write converted
+    from another memory type (staged) too."""
+    p = tmp_path / "big.h5"
+    run_script(WRITES + textwrap.dedent("""
+        p = sys.argv[1]
+        rng = np.random.default_rng(5)
+        with opened(h5py.File(p, "w")) as f:
+            for t in sys.argv[2].split(","):
+                ws, total = writes(t, rng)
+                d = f.create_dataset(t, shape=(total,), dtype=t)
+                for k, (s, x) in enumerate(ws):
+                    d[s:s + x.size] = x
+                    np.save(f"{p}.{t}.{k}.npy", x)
+            d = f.create_dataset("conv", shape=(600_000,), dtype="f8")
+            x = rng.integers(-30000, 30000, size=600_000).astype("i2")
+            d.write_direct(x)                               # int16 in memory: converted, then appended
+            np.save(f"{p}.conv.npy", x.astype("f8"))
+    """), str(p), ",".join(TYPES), env={"H5FLOW_LOG_STATS_SIMD": simd})
+    recs = records(p)
+    for t in TYPES:
+        rs = sorted((r for r in recs if r["dataset"] == f"/{t}"), key=lambda r: r["write"])
+        assert len(rs) == (7 if t[0] == "f" else 5)
+        for k, r in enumerate(rs):
+            assert r["source"] == "stats", r
+            x = np.load(f"{p}.{t}.{k}.npy")
+            check_record(r, x, r["first"][0])
+    (r,) = [r for r in recs if r["dataset"] == "/conv"]
+    assert r["source"] == "stats"
+    check_record(r, np.load(f"{p}.conv.npy"), 0)
+
+
+def test_large_writes_overwritten_and_udf(tmp_path: Path) -> None:
+    """Latest write wins over large writes: a partly overwritten large write is recomputed from its
+    visible elements (equal to the oracle of those), the overwriting one keeps its record; the user data
+    function sees every large write whole (its height is the write's max)."""
+    p = tmp_path / "ow.h5"
+    run_script("""
+        p = sys.argv[1]
+        rng = np.random.default_rng(9)
+        with opened(h5py.File(p, "w")) as f:
+            d = udf_dataset(f, "d", (2_000_000,), "f8", sys.argv[2], "largest_wave")
+            a = rng.standard_normal(1_500_000); a[1_200_000] = 50.0
+            b = rng.standard_normal(1_000_000); b[10] = 40.0
+            d[0:1_500_000] = a        # write 0
+            d[1_000_000:2_000_000] = b  # write 1 hides a[1_000_000:], with a's max
+            np.save(p + ".a.npy", a); np.save(p + ".b.npy", b)
+            big = np.zeros(1_500_000, dtype="i8")
+            big[5] = 1 << 62; big[6] = 600; big[7] = -1; big[1_100_000] = 600  # exact sum 2**62 + 1199: as a
+            # double 2**62 + 1024, but 2**62 + 2048 if the first million is rounded on its own first
+            e = f.create_dataset("i8", shape=big.shape, dtype="i8")
+            e[:] = big
+            e[1_250_000:] = 3                 # 1.25 M visible: recomputed in more than one piece
+            np.save(p + ".i8.npy", big)
+    """, str(p), str(WAVE))
+    a, b = np.load(f"{p}.a.npy"), np.load(f"{p}.b.npy")
+    rs = {r["write"]: r for r in records(p, "d")}
+    assert rs[0]["source"] == "data" and rs[0]["visible"] == 1_000_000 and rs[0]["written"] == 1_500_000
+    check_record(rs[0], a[:1_000_000], 0)
+    assert rs[0]["udf_status"] == "stale" and rs[0]["udf"]["height"] == 50.0
+    assert rs[1]["source"] == "stats" and rs[1]["udf_status"] == "ok" and rs[1]["udf"]["height"] == 40.0
+    check_record(rs[1], b, 1_000_000)
+    # integer sums stay exact (rounded once) when the visible elements are read in several pieces
+    rs = {r["write"]: r for r in records(p, "i8")}
+    assert rs[0]["source"] == "data" and rs[0]["visible"] == 1_250_000
+    check_record(rs[0], np.load(f"{p}.i8.npy")[:1_250_000], 0)
+    assert rs[1]["source"] == "stats" and rs[1]["sum"] == 3.0 * 250_000

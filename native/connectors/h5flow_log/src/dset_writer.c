@@ -22,6 +22,8 @@
 #define BUF_START (64u << 10) /* first size of both append buffers */
 #define IBUF_CAP (1u << 20)   /* index append buffer */
 #define DIRECT_MIN (256u << 10) /* a write this large skips the copy into the buffer: one pwrite */
+#define SCAN_BLOCK (24u << 10)  /* the checksum and the statistics' first pass share blocks this large (L1) */
+#define HIST_CHUNK (1u << 20)   /* with statistics, a direct write goes out in pieces this large (L2) */
 
 /* Durability of acknowledged writes (docs/FORMAT.md, "Full disks and other write errors"): a write
  * returns success only once the file space for every byte it leaves in an append buffer is secured with
@@ -329,10 +331,42 @@ fail:
     return -1;
 }
 
+/* The running data checksum over `src` (not yet added). When statistics are armed for this write
+ * (stats.h), their first pass runs in the same loop, block by block while each block is in cache. */
+static uint32_t crc_of(h5fl_writer_t *w, const void *src, size_t len)
+{
+    if (!h5fl_stats_armed(w))
+        return h5fl_crc32c(w->crc, src, len);
+    const uint8_t *p = src;
+    uint32_t c = w->crc;
+    for (size_t o = 0; o < len; o += SCAN_BLOCK) {
+        size_t n = len - o < SCAN_BLOCK ? len - o : SCAN_BLOCK;
+        c = h5fl_crc32c(c, p + o, n);
+        h5fl_stats_scan(w, p + o, n);
+    }
+    return c;
+}
+
 static void crc_add(h5fl_writer_t *w, const void *src, size_t len)
 {
-    w->crc = h5fl_crc32c(w->crc, src, len);
+    w->crc = crc_of(w, src, len);
     w->crc_len += len;
+}
+
+/* A direct write of `len` bytes at the end of the data log. With statistics armed it goes out in
+ * HIST_CHUNK pieces, each given to the histogram pass first, so that the kernel copies it from cache. */
+static int write_direct(h5fl_writer_t *w, const void *src, size_t len)
+{
+    if (!h5fl_stats_armed(w))
+        return log_pwrite(w, w->dfd, src, len, w->dend);
+    const uint8_t *p = src;
+    for (size_t o = 0; o < len; o += HIST_CHUNK) {
+        size_t n = len - o < HIST_CHUNK ? len - o : HIST_CHUNK;
+        h5fl_stats_hist(w, p + o, n);
+        if (log_pwrite(w, w->dfd, p + o, n, w->dend + o) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 static bool grow(uint8_t **buf, size_t *cap, size_t need, size_t max)
@@ -381,14 +415,16 @@ int h5fl_writer_append_data(h5fl_writer_t *w, const void *src, size_t len)
      * that fails leaves nothing behind for a later flush to trip over (and no record points at it). */
     if (flush_data(w) != 0 || check_fsize(w, w->dfd, w->dend + len, len) != 0)
         return -1;
-    if (log_pwrite(w, w->dfd, src, len, w->dend) != 0) {
+    uint32_t crc = crc_of(w, src, len); /* (and the statistics' first pass) before the bytes go out */
+    if (write_direct(w, src, len) != 0) {
         cut_tail(w->dfd, w->dend); /* the buffer is empty: nothing reserved is needed any more */
         w->dres = w->dend;
         return -1;
     }
     w->dend += len;
     w->dirty_sync = true;
-    crc_add(w, src, len);
+    w->crc = crc;
+    w->crc_len += len;
     return 0;
 }
 

@@ -46,6 +46,10 @@ typedef struct h5fl_stats_w {
     void (*free_fn)(void *);
     void *state;
     char *udf_err; /* why the function could not be loaded (every write's result says it) */
+    /* the fused passes over the write being appended (h5fl_stats_arm) */
+    bool armed;
+    uint64_t want, seen, hseen; /* bytes of the write; seen by the first pass; by the histogram */
+    struct acc *pend;
 } h5fl_stats_w_t;
 
 /* ---------------------------------------------------------------- element kinds and the accumulator */
@@ -82,10 +86,18 @@ typedef struct acc {
     bool any; /* a value that is not NaN was seen: min, max, kmin, kmax are set */
     sval_t min, max;
     uint64_t kmin, kmax; /* element index (0-based, in the order the elements were given) */
-    double sum;
+    double sum; /* floats; integers: the exact sums below, rounded once by acc_sum */
+    __extension__ __int128 isum;
+    __extension__ unsigned __int128 usum;
     uint64_t hist[H5FL_STATS_BINS];
     bool has_hist;
 } acc_t;
+
+/* The sum: integers exactly over all the elements seen, rounded once to a double. */
+static double acc_sum(const struct acc *a)
+{
+    return a->kind == K_INT ? (double)a->isum : a->kind == K_UINT ? (double)a->usum : a->sum;
+}
 
 static double as_double(int kind, sval_t v) { return kind == K_INT ? (double)v.i : kind == K_UINT ? (double)v.u : v.f; }
 
@@ -98,12 +110,23 @@ __extension__ typedef unsigned __int128 u128_t;
 #define SBLK 4096u /* elements per block: 64-bit partial sums of 32-bit values cannot overflow */
 #define LANES 8
 
+/* Wider vectors where the processor has them: each scan and histogram is also compiled for AVX2 (_256)
+ * and AVX-512 (_512), and simd_level() picks one at run time. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define H5FL_SIMD 1
+#define AVX512 __attribute__((target("avx2,avx512f,avx512dq,avx512bw,avx512vl")))
+#define AVX2 __attribute__((target("avx2")))
+#else
+#define H5FL_SIMD 0
+#endif
+
 /* One scan: per block of SBLK elements, branch-free lane reductions (min, max, sum, NaN count) that the
  * compiler vectorises; the block where the min (max) first reached its final value is remembered, and
  * only that block is searched for the position afterwards. NaN compares false: it is never the min or
  * max and adds 0 to the sum. */
-#define SCAN(NAME, T, F, S, WIDE, LO, HI, ISF)                                                                  \
-    static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
+#define SCAN(NAME, T, F, S, WIDE, LO, HI, ISF, ATTR)                                                            \
+    ATTR static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                    \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
         T mn = HI, mx = LO;                                                                                     \
@@ -163,35 +186,43 @@ __extension__ typedef unsigned __int128 u128_t;
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        a->sum += (double)s;                                                                                    \
+        a->F##sum += s; /* exact over every call: rounded once, by acc_sum */                                   \
         a->nan += nan;                                                                                          \
         a->n += n;                                                                                              \
         if (bmin == UINT64_MAX)                                                                                 \
             return; /* empty, or nothing but NaN */                                                             \
+        /* positions only where this call improves on what the accumulator holds: a write scanned in many       \
+         * blocks searches a few of them, not every one */                                                      \
         uint64_t kmn = bmin, kmx = bmax;                                                                        \
-        while (!(p[kmn] == mn))                                                                                 \
-            kmn++;                                                                                              \
-        while (!(p[kmx] == mx))                                                                                 \
-            kmx++;                                                                                              \
         if (!a->any || mn < (T)a->min.F) {                                                                      \
+            while (!(p[kmn] == mn))                                                                             \
+                kmn++;                                                                                          \
             a->min.F = mn;                                                                                      \
             a->kmin = k0 + kmn;                                                                                 \
         }                                                                                                       \
         if (!a->any || mx > (T)a->max.F) {                                                                      \
+            while (!(p[kmx] == mx))                                                                             \
+                kmx++;                                                                                          \
             a->max.F = mx;                                                                                      \
             a->kmax = k0 + kmx;                                                                                 \
         }                                                                                                       \
         a->any = true;                                                                                          \
     }
 /* 64-bit integers: 128-bit block sums (the min/max reductions still vectorise) */
-SCAN(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX, 0)
-SCAN(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX, 0)
-SCAN(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX, 0)
-SCAN(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX, 0)
-SCAN(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX, 0)
-SCAN(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX, 0)
-SCAN(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX, 0)
-SCAN(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX, 0)
+#if H5FL_SIMD /* the portable scan and its AVX2 and AVX-512 compilations */
+#define SCAN3(NAME, ...)                                                                                        \
+    SCAN(NAME, __VA_ARGS__, ) SCAN(NAME##_256, __VA_ARGS__, AVX2) SCAN(NAME##_512, __VA_ARGS__, AVX512)
+#else
+#define SCAN3(NAME, ...) SCAN(NAME, __VA_ARGS__, )
+#endif
+SCAN3(scan_i8, int8_t, i, i128_t, int64_t, INT8_MIN, INT8_MAX, 0)
+SCAN3(scan_i16, int16_t, i, i128_t, int64_t, INT16_MIN, INT16_MAX, 0)
+SCAN3(scan_i32, int32_t, i, i128_t, int64_t, INT32_MIN, INT32_MAX, 0)
+SCAN3(scan_i64, int64_t, i, i128_t, i128_t, INT64_MIN, INT64_MAX, 0)
+SCAN3(scan_u8, uint8_t, u, u128_t, uint64_t, 0, UINT8_MAX, 0)
+SCAN3(scan_u16, uint16_t, u, u128_t, uint64_t, 0, UINT16_MAX, 0)
+SCAN3(scan_u32, uint32_t, u, u128_t, uint64_t, 0, UINT32_MAX, 0)
+SCAN3(scan_u64, uint64_t, u, u128_t, u128_t, 0, UINT64_MAX, 0)
 
 /* Floats: the same scan with GCC/Clang vector extensions (SSE2 on any x86-64, NEON on aarch64), which
  * the auto-vectoriser does not produce for NaN-aware min/max; sums in double lanes. */
@@ -202,8 +233,8 @@ typedef int32_t v4i_t __attribute__((vector_size(16)));
 typedef double v4d_t __attribute__((vector_size(32)));
 #define SEL(VI, VT, m, x, y) ((VT)((((VI)(x)) & (m)) | (((VI)(y)) & ~(m))))
 
-#define SCANV(NAME, T, VT, VI, W, ST, CONV)                                                                     \
-    static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                         \
+#define SCANV(NAME, T, VT, VI, W, ST, CONV, ATTR)                                                               \
+    ATTR static void NAME(acc_t *a, const void *vb, uint64_t n, uint64_t k0)                                    \
     {                                                                                                           \
         const T *p = vb;                                                                                        \
         T mn = INFINITY, mx = -INFINITY;                                                                        \
@@ -271,16 +302,18 @@ typedef double v4d_t __attribute__((vector_size(32)));
         a->n += n;                                                                                              \
         if (bmin == UINT64_MAX)                                                                                 \
             return;                                                                                             \
+        /* positions only where this call improves on what the accumulator holds: a write scanned in many       \
+         * blocks searches a few of them, not every one */                                                      \
         uint64_t kmn = bmin, kmx = bmax;                                                                        \
-        while (!(p[kmn] == mn))                                                                                 \
-            kmn++;                                                                                              \
-        while (!(p[kmx] == mx))                                                                                 \
-            kmx++;                                                                                              \
         if (!a->any || mn < (T)a->min.f) {                                                                      \
+            while (!(p[kmn] == mn))                                                                             \
+                kmn++;                                                                                          \
             a->min.f = (double)mn;                                                                              \
             a->kmin = k0 + kmn;                                                                                 \
         }                                                                                                       \
         if (!a->any || mx > (T)a->max.f) {                                                                      \
+            while (!(p[kmx] == mx))                                                                             \
+                kmx++;                                                                                          \
             a->max.f = (double)mx;                                                                              \
             a->kmax = k0 + kmx;                                                                                 \
         }                                                                                                       \
@@ -288,22 +321,75 @@ typedef double v4d_t __attribute__((vector_size(32)));
     }
 #define CONV_ID(x) (x)
 #define CONV_F2D(x) __builtin_convertvector((x), v4d_t)
-SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID)
-SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D)
+SCANV(scan_f64, double, v2d_t, v2l_t, 2, v2d_t, CONV_ID, )
+SCANV(scan_f32, float, v4f_t, v4i_t, 4, v4d_t, CONV_F2D, )
+
+/* The same scans and the histogram in wider vectors where the processor has them — 512-bit (AVX-512) or
+ * 256-bit (AVX2), chosen at run time by simd_level() — with the same results as the portable code: the
+ * same operations on the same values (float sums aside, which add in another order: floating-point sums
+ * are not exact anyway; integer sums are exact in every variant). */
+#if H5FL_SIMD
+typedef double v8d_t __attribute__((vector_size(64)));
+typedef int64_t v8l_t __attribute__((vector_size(64)));
+typedef float v16f_t __attribute__((vector_size(64)));
+typedef int32_t v16i_t __attribute__((vector_size(64)));
+typedef double v16d_t __attribute__((vector_size(128)));
+typedef int64_t v4l_t __attribute__((vector_size(32)));
+typedef float v8f_t __attribute__((vector_size(32)));
+typedef int32_t v8i_t __attribute__((vector_size(32)));
+#define CONV_F2D8(x) __builtin_convertvector((x), v8d_t)
+#define CONV_F2D16(x) __builtin_convertvector((x), v16d_t)
+SCANV(scan_f64_512, double, v8d_t, v8l_t, 8, v8d_t, CONV_ID, AVX512)
+SCANV(scan_f32_512, float, v16f_t, v16i_t, 16, v16d_t, CONV_F2D16, AVX512)
+SCANV(scan_f64_256, double, v4d_t, v4l_t, 4, v4d_t, CONV_ID, AVX2)
+SCANV(scan_f32_256, float, v8f_t, v8i_t, 8, v8d_t, CONV_F2D8, AVX2)
+#endif
+
+/* 2: 512-bit code, 1: 256-bit, 0: portable — the widest the processor has, capped by
+ * H5FLOW_LOG_STATS_SIMD ("0": portable, "256": at most AVX2; for comparing them, docs/FORMAT.md). A
+ * property of the process, probed once. */
+static int simd_level(void)
+{
+    static int v = -1; /* the same answer for every caller: a benign race */
+    if (v < 0) {
+        const char *env = getenv("H5FLOW_LOG_STATS_SIMD");
+        int lvl = 0;
+#if H5FL_SIMD
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx2"))
+            lvl = 1;
+        if (lvl && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+            lvl = 2;
+#endif
+        if (env && strcmp(env, "0") == 0)
+            lvl = 0;
+        else if (env && strcmp(env, "256") == 0 && lvl > 1)
+            lvl = 1;
+        v = lvl;
+    }
+    return v;
+}
+
+#if H5FL_SIMD
+#define SIMD_OR(F, ARGS) (simd_level() == 2 ? F##_512 ARGS : simd_level() == 1 ? F##_256 ARGS : F ARGS)
+#else
+#define SIMD_OR(F, ARGS) F ARGS
+#endif
 
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
     switch (a->kind * 16 + (int)a->esize) {
-        case K_INT * 16 + 1: scan_i8(a, buf, n, k0); break;
-        case K_INT * 16 + 2: scan_i16(a, buf, n, k0); break;
-        case K_INT * 16 + 4: scan_i32(a, buf, n, k0); break;
-        case K_INT * 16 + 8: scan_i64(a, buf, n, k0); break;
-        case K_UINT * 16 + 1: scan_u8(a, buf, n, k0); break;
-        case K_UINT * 16 + 2: scan_u16(a, buf, n, k0); break;
-        case K_UINT * 16 + 4: scan_u32(a, buf, n, k0); break;
-        case K_UINT * 16 + 8: scan_u64(a, buf, n, k0); break;
-        case K_FLOAT * 16 + 4: scan_f32(a, buf, n, k0); break;
-        case K_FLOAT * 16 + 8: scan_f64(a, buf, n, k0); break;
+        case K_INT * 16 + 1: SIMD_OR(scan_i8, (a, buf, n, k0)); break;
+        case K_INT * 16 + 2: SIMD_OR(scan_i16, (a, buf, n, k0)); break;
+        case K_INT * 16 + 4: SIMD_OR(scan_i32, (a, buf, n, k0)); break;
+        case K_INT * 16 + 8: SIMD_OR(scan_i64, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 1: SIMD_OR(scan_u8, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 2: SIMD_OR(scan_u16, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 4: SIMD_OR(scan_u32, (a, buf, n, k0)); break;
+        case K_UINT * 16 + 8: SIMD_OR(scan_u64, (a, buf, n, k0)); break;
+        case K_FLOAT * 16 + 4: SIMD_OR(scan_f32, (a, buf, n, k0)); break;
+        case K_FLOAT * 16 + 8: SIMD_OR(scan_f64, (a, buf, n, k0)); break;
         default: break;
     }
 }
@@ -356,22 +442,119 @@ HIST(hist_u16, uint16_t)
 HIST(hist_u32, uint32_t)
 HIST(hist_u64, uint64_t)
 HIST(hist_f32, float)
-
 HIST(hist_f64, double)
+
+#if H5FL_SIMD
+/* L elements at a time as doubles (L = 8 in 512-bit vectors, 4 in 256-bit ones): the bin of each,
+ * b = min(15, (v - min) * scale) truncated, becomes a one-hot nibble 1 << 4b added into a 64-bit lane —
+ * 16 four-bit counters per lane, emptied into the totals every 15 vectors, so there is no scatter to
+ * memory per element. v >= min, so b >= 0; NaN stays NaN through the arithmetic and converts to a
+ * negative number whose shift count is out of range: it adds 0 (the portable code puts it in a bin that
+ * is dropped). The scale is finite and positive here (the portable code handles the rest). */
+#define HISTV(NAME, SUF, ATTR, T, LOAD, VD, VI, P, L, SET1I, STOREU)                                          \
+    ATTR static void NAME##SUF(acc_t *a, const void *vb, uint64_t n)                                          \
+    {                                                                                                         \
+        const T *p = vb;                                                                                      \
+        double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;                          \
+        if (!(w > 0 && w < INFINITY)) {                                                                       \
+            NAME(a, vb, n);                                                                                   \
+            return;                                                                                           \
+        }                                                                                                     \
+        const VD vlo = P##_set1_pd(lo), vsc = P##_set1_pd(H5FL_STATS_BINS / w);                               \
+        const VD top = P##_set1_pd(H5FL_STATS_BINS - 1);                                                      \
+        const VI one = SET1I(1), zero = SET1I(0);                                                             \
+        uint64_t tot[H5FL_STATS_BINS] = {0}, i = 0;                                                           \
+        while (n - i >= 2 * L) {                                                                              \
+            uint64_t e = (n - i) / (2 * L) * (2 * L);                                                         \
+            e = e < 15 * 2 * L ? e : 15 * 2 * L; /* <= 15 counts per nibble */                                \
+            VI c0 = zero, c1 = zero;                                                                          \
+            for (uint64_t j = i; j < i + e; j += 2 * L) {                                                     \
+                VD x0 = P##_min_pd(top, P##_mul_pd(P##_sub_pd(LOAD(p + j), vlo), vsc));                       \
+                VD x1 = P##_min_pd(top, P##_mul_pd(P##_sub_pd(LOAD(p + j + L), vlo), vsc));                   \
+                VI s0 = P##_slli_epi64(P##_cvtepi32_epi64(P##_cvttpd_epi32(x0)), 2);                          \
+                VI s1 = P##_slli_epi64(P##_cvtepi32_epi64(P##_cvttpd_epi32(x1)), 2);                          \
+                c0 = P##_add_epi64(c0, P##_sllv_epi64(one, s0));                                              \
+                c1 = P##_add_epi64(c1, P##_sllv_epi64(one, s1));                                              \
+            }                                                                                                 \
+            uint64_t l0[L], l1[L];                                                                            \
+            STOREU((void *)l0, c0);                                                                           \
+            STOREU((void *)l1, c1);                                                                           \
+            for (unsigned l = 0; l < L; l++)                                                                  \
+                for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                \
+                    tot[k] += ((l0[l] >> (4 * k)) & 15) + ((l1[l] >> (4 * k)) & 15);                          \
+            i += e;                                                                                           \
+        }                                                                                                     \
+        NAME(a, p + i, n - i); /* the last < 2L elements */                                                   \
+        for (unsigned k = 0; k < H5FL_STATS_BINS; k++)                                                        \
+            a->hist[k] += tot[k];                                                                             \
+    }
+
+#define ST512(q, v) _mm512_storeu_si512((q), (v))
+#define ST256(q, v) _mm256_storeu_si256((__m256i *)(q), (v))
+#define HIST512(NAME, T, LOAD)                                                                                 \
+    HISTV(NAME, _512, AVX512, T, LOAD, __m512d, __m512i, _mm512, 8, _mm512_set1_epi64, ST512)
+#define HIST256(NAME, T, LOAD)                                                                                 \
+    HISTV(NAME, _256, AVX2, T, LOAD, __m256d, __m256i, _mm256, 4, _mm256_set1_epi64x, ST256)
+#define QP(q) ((const void *)(q))
+#define LD_I8(q) _mm512_cvtepi32_pd(_mm256_cvtepi8_epi32(_mm_loadl_epi64(QP(q))))
+#define LD_U8(q) _mm512_cvtepu32_pd(_mm256_cvtepu8_epi32(_mm_loadl_epi64(QP(q))))
+#define LD_I16(q) _mm512_cvtepi32_pd(_mm256_cvtepi16_epi32(_mm_loadu_si128(QP(q))))
+#define LD_U16(q) _mm512_cvtepu32_pd(_mm256_cvtepu16_epi32(_mm_loadu_si128(QP(q))))
+#define LD_I32(q) _mm512_cvtepi32_pd(_mm256_loadu_si256(QP(q)))
+#define LD_U32(q) _mm512_cvtepu32_pd(_mm256_loadu_si256(QP(q)))
+#define LD_I64(q) _mm512_cvtepi64_pd(_mm512_loadu_si512(QP(q)))
+#define LD_U64(q) _mm512_cvtepu64_pd(_mm512_loadu_si512(QP(q)))
+#define LD_F32(q) _mm512_cvtps_pd(_mm256_loadu_ps(q))
+#define LD_F64(q) _mm512_loadu_pd(q)
+HIST512(hist_i8, int8_t, LD_I8)
+HIST512(hist_i16, int16_t, LD_I16)
+HIST512(hist_i32, int32_t, LD_I32)
+HIST512(hist_i64, int64_t, LD_I64)
+HIST512(hist_u8, uint8_t, LD_U8)
+HIST512(hist_u16, uint16_t, LD_U16)
+HIST512(hist_u32, uint32_t, LD_U32)
+HIST512(hist_u64, uint64_t, LD_U64)
+HIST512(hist_f32, float, LD_F32)
+HIST512(hist_f64, double, LD_F64)
+/* AVX2 converts no 64-bit or unsigned 32-bit integers to doubles: those use the portable code there */
+static inline int32_t ld4(const void *q)
+{
+    int32_t v;
+    memcpy(&v, q, sizeof v);
+    return v;
+}
+#define LD4_I8(q) _mm256_cvtepi32_pd(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(ld4(q))))
+#define LD4_U8(q) _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(ld4(q))))
+#define LD4_I16(q) _mm256_cvtepi32_pd(_mm_cvtepi16_epi32(_mm_loadl_epi64(QP(q))))
+#define LD4_U16(q) _mm256_cvtepi32_pd(_mm_cvtepu16_epi32(_mm_loadl_epi64(QP(q))))
+#define LD4_I32(q) _mm256_cvtepi32_pd(_mm_loadu_si128(QP(q)))
+#define LD4_F32(q) _mm256_cvtps_pd(_mm_loadu_ps(q))
+#define LD4_F64(q) _mm256_loadu_pd(q)
+HIST256(hist_i8, int8_t, LD4_I8)
+HIST256(hist_i16, int16_t, LD4_I16)
+HIST256(hist_i32, int32_t, LD4_I32)
+HIST256(hist_u8, uint8_t, LD4_U8)
+HIST256(hist_u16, uint16_t, LD4_U16)
+HIST256(hist_f32, float, LD4_F32)
+HIST256(hist_f64, double, LD4_F64)
+#define hist_i64_256 hist_i64
+#define hist_u32_256 hist_u32
+#define hist_u64_256 hist_u64
+#endif
 
 static void hist_scan(acc_t *a, const void *buf, uint64_t n)
 {
     switch (a->kind * 16 + (int)a->esize) {
-        case K_INT * 16 + 1: hist_i8(a, buf, n); break;
-        case K_INT * 16 + 2: hist_i16(a, buf, n); break;
-        case K_INT * 16 + 4: hist_i32(a, buf, n); break;
-        case K_INT * 16 + 8: hist_i64(a, buf, n); break;
-        case K_UINT * 16 + 1: hist_u8(a, buf, n); break;
-        case K_UINT * 16 + 2: hist_u16(a, buf, n); break;
-        case K_UINT * 16 + 4: hist_u32(a, buf, n); break;
-        case K_UINT * 16 + 8: hist_u64(a, buf, n); break;
-        case K_FLOAT * 16 + 4: hist_f32(a, buf, n); break;
-        case K_FLOAT * 16 + 8: hist_f64(a, buf, n); break;
+        case K_INT * 16 + 1: SIMD_OR(hist_i8, (a, buf, n)); break;
+        case K_INT * 16 + 2: SIMD_OR(hist_i16, (a, buf, n)); break;
+        case K_INT * 16 + 4: SIMD_OR(hist_i32, (a, buf, n)); break;
+        case K_INT * 16 + 8: SIMD_OR(hist_i64, (a, buf, n)); break;
+        case K_UINT * 16 + 1: SIMD_OR(hist_u8, (a, buf, n)); break;
+        case K_UINT * 16 + 2: SIMD_OR(hist_u16, (a, buf, n)); break;
+        case K_UINT * 16 + 4: SIMD_OR(hist_u32, (a, buf, n)); break;
+        case K_UINT * 16 + 8: SIMD_OR(hist_u64, (a, buf, n)); break;
+        case K_FLOAT * 16 + 4: SIMD_OR(hist_f32, (a, buf, n)); break;
+        case K_FLOAT * 16 + 8: SIMD_OR(hist_f64, (a, buf, n)); break;
         default: break;
     }
 }
@@ -404,6 +587,7 @@ static void sw_free(h5fl_stats_w_t *s)
     free(s->udf_lib);
     free(s->udf_sym);
     free(s->udf_err);
+    free(s->pend);
     free(s);
 }
 
@@ -587,10 +771,61 @@ static bool sbuf_room(h5fl_stats_w_t *s, size_t need)
     return true;
 }
 
+void h5fl_stats_arm(h5fl_dset_t *d, uint64_t nbytes)
+{
+    h5fl_stats_w_t *s = d->w ? d->w->stats : NULL;
+    if (!s)
+        return;
+    s->armed = false;
+    if (s->broken || s->kind == K_NONE || nbytes % s->esize ||
+        (!s->pend && !(s->pend = malloc(sizeof *s->pend))))
+        return; /* h5fl_stats_note computes what it needs from the data */
+    memset(s->pend, 0, sizeof *s->pend);
+    s->pend->kind = s->kind;
+    s->pend->esize = s->esize;
+    s->want = nbytes;
+    s->seen = s->hseen = 0;
+    s->armed = true;
+}
+
+bool h5fl_stats_armed(const h5fl_writer_t *w) { return w->stats && w->stats->armed; }
+
+void h5fl_stats_scan(h5fl_writer_t *w, const void *p, size_t len)
+{
+    h5fl_stats_w_t *s = w->stats;
+    if (!s || !s->armed)
+        return;
+    if (s->hseen || len > s->want - s->seen || len % s->esize) {
+        s->armed = false; /* not the order this was made for: computed from the data instead */
+        return;
+    }
+    acc_scan(s->pend, p, len / s->esize, s->seen / s->esize);
+    s->seen += len;
+    if (s->seen == s->want)
+        s->pend->has_hist = hist_ok(s->pend);
+}
+
+void h5fl_stats_hist(h5fl_writer_t *w, const void *p, size_t len)
+{
+    h5fl_stats_w_t *s = w->stats;
+    if (!s || !s->armed)
+        return;
+    if (s->seen != s->want || len > s->want - s->hseen || len % s->esize) {
+        s->armed = false;
+        return;
+    }
+    if (s->pend->has_hist)
+        hist_scan(s->pend, p, len / s->esize);
+    s->hseen += len;
+}
+
 void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *runs, const void *data)
 {
     h5fl_writer_t *w = d->w;
     h5fl_stats_w_t *s = w ? w->stats : NULL;
+    bool armed = s && s->armed;
+    if (s)
+        s->armed = false; /* what the fused passes computed belongs to this write or to none */
     if (!s || s->broken || (r->flags & H5FL_REC_FILL) || !(r->flags & H5FL_REC_DCRC) || !data)
         return;
     uint64_t n = runs->elems;
@@ -599,7 +834,13 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     a.esize = s->esize;
     /* a filtered write's record holds its filtered length; `data` is its bytes before filtering */
     uint64_t raw = (r->flags & H5FL_REC_FILTER) ? r->raw : r->nbytes;
-    if (a.kind != K_NONE && n * a.esize == raw) {
+    bool fused =
+        armed && !(r->flags & H5FL_REC_FILTER) && s->seen == raw && (s->hseen == 0 || s->hseen == raw);
+    if (a.kind != K_NONE && n * a.esize == raw && fused) {
+        a = *s->pend; /* the first pass ran with the checksum; the histogram too if the write went out in chunks */
+        if (a.has_hist && s->hseen == 0)
+            hist_scan(&a, data, n);
+    } else if (a.kind != K_NONE && n * a.esize == raw) {
         acc_scan(&a, data, n, 0);
         if ((a.has_hist = hist_ok(&a)))
             hist_scan(&a, data, n);
@@ -685,7 +926,7 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     h5fl_put_u64(p + 48, a.nan);
     h5fl_put_u64(p + 56, a.min.u);
     h5fl_put_u64(p + 64, a.max.u);
-    sval_t sum = {.f = a.sum};
+    sval_t sum = {.f = acc_sum(&a)};
     h5fl_put_u64(p + 72, sum.u);
     h5fl_put_u64(p + 80, a.any ? run_pos(runs->buf, runs->n, a.kmin) : UINT64_MAX);
     h5fl_put_u64(p + 88, a.any ? run_pos(runs->buf, runs->n, a.kmax) : UINT64_MAX);
@@ -1097,15 +1338,17 @@ static const char *kind_name(int kind, size_t esize)
 }
 
 /* The statistics keys of a shard: count, nan, min, max, sum, argmin, argmax (coordinates in wdims), hist. */
+/* from_record: `a` holds a statistics record's numbers, whose sum is already rounded; otherwise it was
+ * computed from data here and an integer sum is exact until acc_sum rounds it once. */
 static void emit_acc(jbuf_t *j, int kind, const acc_t *a, uint64_t lmin, uint64_t lmax, unsigned wrank,
-                     const uint64_t *wdims)
+                     const uint64_t *wdims, bool from_record)
 {
     jput(j, ",\"count\":%" PRIu64 ",\"nan\":%" PRIu64 ",\"min\":", a->n, a->nan);
     if (a->any) jval(j, kind, a->min); else jput(j, "null");
     jput(j, ",\"max\":");
     if (a->any) jval(j, kind, a->max); else jput(j, "null");
     jput(j, ",\"sum\":");
-    jnum(j, a->sum);
+    jnum(j, from_record ? a->sum : acc_sum(a));
     jput(j, ",\"argmin\":");
     jcoords(j, lmin, wrank, wdims);
     jput(j, ",\"argmax\":");
@@ -1203,7 +1446,7 @@ static int base_json(h5fl_dset_t *d, jbuf_t *j, int kind, size_t esize, int rank
         jcoords(j, b.last[s], (unsigned)rank, cdims);
         if (kind != K_NONE)
             emit_acc(j, kind, &b.a[s], b.a[s].any ? b.a[s].kmin : UINT64_MAX, b.a[s].any ? b.a[s].kmax : UINT64_MAX,
-                     (unsigned)rank, cdims);
+                     (unsigned)rank, cdims, false);
         jput(j, ",\"udf_status\":\"none\"}");
     }
     rc = 0;
@@ -1325,7 +1568,7 @@ static int stats_json(h5fl_dset_t *d, jbuf_t *j)
         jput(j, ",\"last\":");
         jcoords(j, last, (unsigned)rank, cdims);
         if (strcmp(source, "none") != 0)
-            emit_acc(j, kind, &a, lmin, lmax, wrank, wdims);
+            emit_acc(j, kind, &a, lmin, lmax, wrank, wdims, source[0] == 's');
         uint32_t ust = sr ? h5fl_get_u32(sr->p + 120) : UDF_NONE;
         if (ust == UDF_OK || ust == UDF_FAILED) {
             uint32_t rk = h5fl_get_u32(sr->p + 112), nb = h5fl_get_u32(sr->p + 116);

@@ -24,6 +24,18 @@ void h5fl_stats_open(h5fl_dset_t *d, h5fl_writer_t *w);
  * `data` (r->nbytes bytes, the elements in the dataset's type, packed in selection order; NULL for fill
  * records and for types without statistics), run the user data function, buffer the record. */
 void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *runs, const void *data);
+/* The fused path (docs/FORMAT.md, "Statistics", Cost). vol_dataset.c arms the writer before it appends
+ * the `nbytes` bytes of a write's stored elements (unfiltered, dataset type, selection order); the
+ * appending code (dset_writer.c) then hands them, in order and block by block while each block is in
+ * cache, to h5fl_stats_scan (first pass: count, min, max, sum, NaN count, positions; with the checksum)
+ * and, where it writes them to the disk itself, chunk by chunk to h5fl_stats_hist (second pass: the
+ * histogram, just before each chunk's pwrite); h5fl_stats_note then takes what they computed and does
+ * only the rest. Anything short of the whole write (a failure between, a mismatch) is dropped and
+ * h5fl_stats_note computes from `data` as without arming. */
+void h5fl_stats_arm(h5fl_dset_t *d, uint64_t nbytes);
+bool h5fl_stats_armed(const h5fl_writer_t *w);
+void h5fl_stats_scan(h5fl_writer_t *w, const void *p, size_t len);
+void h5fl_stats_hist(h5fl_writer_t *w, const void *p, size_t len);
 /* Write the buffered records (after the index log was written: h5fl_writer_flush). Never fails. */
 void h5fl_stats_flush(h5fl_writer_t *w, bool sync);
 void h5fl_stats_close(h5fl_writer_t *w);

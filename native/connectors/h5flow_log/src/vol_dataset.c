@@ -550,6 +550,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (d->filtered)
             return write_filtered(d, s.fsel, (const uint8_t *)buf + moff, nbytes);
+        h5fl_stats_arm(d, nbytes); /* statistics fused with the checksum (stats.h) */
         if (h5fl_writer_append_data(w, (const uint8_t *)buf + moff, nbytes) != 0)
             goto done;
         stored = (const uint8_t *)buf + moff;
@@ -586,6 +587,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
             rc = write_filtered(d, s.fsel, tmp, nbytes);
             goto done;
         }
+        h5fl_stats_arm(d, nbytes);
         if (h5fl_writer_append_data(w, tmp, nbytes) != 0)
             goto done;
         stored = tmp;
