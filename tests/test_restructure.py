@@ -234,6 +234,30 @@ def test_writes_after_restructure_win(tmp_path: Path) -> None:
     """, str(p))
 
 
+def test_pack_of_a_restructured_dataset_with_later_writes(tmp_path: Path) -> None:
+    """`h5flow pack` copies stored runs straight from the data logs (pack.c); a restructured dataset's
+    values mostly live in the shard file, with later writes in logs over it. The packed native file (read
+    without the plugin) holds exactly the values the connector reads: the shards where no later write
+    covers them, the later writes where they do."""
+    import h5py
+
+    p, out = tmp_path / "c.h5", tmp_path / "packed.h5"
+    a = make_container(p)
+    assert cli("restructure", str(p), "g/d", "--order", "column").returncode == 0
+    run_script("""
+        with opened(h5py.File(sys.argv[1], "a")) as f:
+            f["g/d"][10:14, :] = -2.5
+            f["g/d"][:, 7] = 9.0
+    """, str(p))
+    a[10:14, :] = -2.5
+    a[:, 7] = 9.0
+    r = cli("pack", str(p), str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out, "r") as f:
+        assert np.array_equal(f["g/d"][...], a)
+        assert np.array_equal(f["g/other"][...], np.arange(100, dtype="i4"))
+
+
 def test_stats_after_restructure(tmp_path: Path) -> None:
     """`h5flow stats` after a restructure: one row per shard, computed from the shards' visible
     elements; with a later overwrite, the overwritten elements count for the write, not the shard."""
