@@ -460,3 +460,68 @@ def test_container_queries_use_the_connectors_write_statistics(tmp_path: Path) -
     # not read); the scan reads all 12
     assert res["v > 1100000 True"]["read"] == 2 and res["v > 1100000 False"]["read"] == 12
     assert res["v >= 1e9 True"]["read"] == 1 and res["i == 3 True"]["read"] == 1
+
+
+def _smooth_3d(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """Values rising along the slowest axis (a sub-slab of a chunk is a run of its first-axis rows), in
+    chunks with edge chunks cut on every axis; little-endian, big-endian and gzip copies."""
+    rng = np.random.default_rng(11)
+    a = np.arange(20.0)[:, None, None] + rng.uniform(0, 0.5, size=(20, 7, 9))
+    p = tmp_path / "sub.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("le", data=a, chunks=(16, 4, 5))
+        h.create_dataset("be", data=a.astype(">f8"), chunks=(16, 4, 5))
+        h.create_dataset("gz", data=a, chunks=(16, 4, 5), compression="gzip")
+    return p, a
+
+
+def test_sub_block_zone_maps_read_only_the_sub_slabs_that_can_match(tmp_path: Path) -> None:
+    """Zone maps per sub-slab (index format 2): of a partly matching chunk only the sub-slabs that can
+    match are read, those entirely inside the condition are sure without a read; answers stay exact."""
+    p, a = _smooth_3d(tmp_path)
+    for ds in ("le", "be", "gz"):
+        build_index(p, f"/{ds}", BuildConfig(kind="minmax", sub_blocks=8, progress=False))  # 2 rows per sub-slab
+        for text, ref in (("> 13.2", a > 13.2), ("< 3.3", a < 3.3), (">= 17", a >= 17), ("== 100", a == 100)):
+            with apply(p, f"/{ds} {text}") as r:
+                d = r.datasets[0]
+                flat = np.sort(np.concatenate(list(d.flat()) or [np.zeros(0, np.int64)]))
+                np.testing.assert_array_equal(flat, np.flatnonzero(ref), err_msg=f"{ds} {text}")
+        with apply(p, f"/{ds} > 13.2") as r:
+            d = r.datasets[0]
+            assert d.count == int((a > 13.2).sum())
+            plan = d.selection.explain()
+            # rows 14..19 are all > 13.2 (sure: 3 sub-slabs of 2 rows); rows 12..13 may match (candidates)
+            assert plan["sure"] == 6 * 7 * 9 and plan["candidates"] == 2 * 7 * 9, plan
+            assert plan["elements_read"] == 2 * 7 * 9, plan  # per chunk: only its candidate sub-slab
+    with pytest.raises(ValueError, match="sub_blocks must be between 1"):
+        BuildConfig(sub_blocks=0)
+
+
+def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path: Path) -> None:
+    """A sidecar written before sub-block zone maps (format 1: no sub_min/sub_max/sub_nan) still answers
+    exactly, at chunk granularity, and says so in the plan; a sidecar from a newer h5flow is refused."""
+    from h5flow.query.index import IndexError_, forget_loaded
+
+    p, a = _smooth_3d(tmp_path)
+    build_index(p, "/le", BuildConfig(kind="minmax", progress=False))
+    side = sidecar_path(p)
+    forget_loaded()
+    with h5py.File(side, "r+") as h:
+        h.attrs["h5flow_index_format"] = 1
+        g = h["/datasets/le/minmax"]
+        for name in ("sub_min", "sub_max", "sub_nan"):
+            del g[name]
+        del g.attrs["sub_blocks"]
+    with apply(p, "/le > 13.2") as r:
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["leaves"][0]["index"].startswith("minmax (per block: format 1"), plan
+        # per chunk: the edge chunk (rows 16..19) is sure, the first (rows 0..15) is read whole
+        assert plan["sure"] == 4 * 7 * 9 and plan["candidates"] == 16 * 7 * 9, plan
+    forget_loaded()
+    with h5py.File(side, "r+") as h:
+        h.attrs["h5flow_index_format"] = 3
+    with pytest.raises(IndexError_, match="newer h5flow"):
+        apply(p, "/le > 13.2")
+    forget_loaded()

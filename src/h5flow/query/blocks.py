@@ -6,6 +6,11 @@ append logs) is cut along its first axis into slabs of about :data:`SLAB_ELEMENT
 
 Element *positions* are block-major: block k's elements are ``offsets[k] .. offsets[k+1]-1`` in the C
 order of the block. Bitmap indexes store positions, so one block is one contiguous position range.
+
+*Sub-slabs* cut a block along its first (slowest) axis into ``sub`` runs of ``ceil(block[0] / sub)``
+rows (the last ones of a short edge block may be empty). A sub-slab is a contiguous position range too
+(:meth:`BlockGrid.sub_offsets`) and a hyperslab of the dataset, so zone maps kept per sub-slab let a query
+read only the parts of a partly matching chunk that can match.
 """
 
 from __future__ import annotations
@@ -72,6 +77,31 @@ class BlockGrid:
         np.cumsum(sizes, out=out[1:])
         return out
 
+    def clamp_sub(self, sub: int) -> int:
+        """``sub`` limited to the rows of a block (at least 1)."""
+        return max(1, min(int(sub), self.block[0] if self.block else 1))
+
+    def sub_rows(self, k: int, j: int, sub: int) -> tuple[int, int]:
+        """Rows ``[r0, r1)`` (along the first axis, relative to the block's origin) of block k's sub-slab j."""
+        if not self.block:
+            return (0, 1) if j == 0 else (1, 1)
+        r = -(-self.block[0] // sub)
+        e0 = self.extent(k)[0]
+        return min(j * r, e0), min((j + 1) * r, e0)
+
+    def sub_offsets(self, sub: int) -> np.ndarray:
+        """Start position of every sub-slab (block k's sub-slab j is entry ``k * sub + j``; ``sub`` from
+        :meth:`clamp_sub`) and the total at the end (int64, ``nblocks * sub + 1``)."""
+        off = self.offsets
+        if sub == 1 or self.nblocks == 0:
+            return off
+        r = -(-self.block[0] // sub)
+        first = np.arange(self.nblocks) // math.prod(self.counts[1:])  # block index along the first axis
+        e0 = np.minimum(self.block[0], self.shape[0] - first * self.block[0])
+        inner = np.diff(off) // e0
+        starts = off[:-1, None] + np.minimum(np.arange(sub) * r, e0[:, None]) * inner[:, None]
+        return np.concatenate([starts.reshape(-1), off[-1:]])
+
     def block_of(self, positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, positions, side="right") - 1
 
@@ -102,7 +132,9 @@ class BlockGrid:
         if not ext:
             return np.zeros(len(local), dtype=np.int64)
         base = sum(o * st for o, st in zip(self.origin(k), self.strides))
-        return _offset_table(ext, self.strides)[local] + base
+        out = _offset_table(ext, self.strides).take(local)
+        out += base
+        return out
 
     def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
         """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""

@@ -12,7 +12,9 @@ Evaluation is per block (blocks.py). Each condition gives two position sets: *su
 matching, from bitmap bins or zone maps entirely inside the condition) and *maybe* (not excluded); AND
 and OR combine them. Blocks holding positions in ``maybe - sure`` are read and evaluated exactly with
 numpy (the candidate check), so answers are exact. Blocks with only sure positions are never read to
-count or locate hits. Stale indexes are never used (:data:`StalePolicy`).
+count or locate hits; of a candidate block only the sub-slabs (blocks.py) holding candidates are read,
+the sure positions of its other sub-slabs are taken as they are. Stale indexes are never used
+(:data:`StalePolicy`).
 """
 
 from __future__ import annotations
@@ -28,14 +30,16 @@ import numpy as np
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
-from h5flow.query.index import (BlockReader, DatasetIndex, IndexStore, bitmap_class, build_index, BuildConfig,
-                                is_numeric, stats_zones)
+from h5flow.query.index import (DEFAULT_SUB_BLOCKS, BlockReader, DatasetIndex, IndexStore, bitmap_class,
+                                build_index, BuildConfig, is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
     import h5py
 
 StalePolicy = Literal["error", "scan", "rebuild"]
+_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
 Location = Union[str, "os.PathLike[str]", "h5py.Group"]
 
 
@@ -126,6 +130,18 @@ def _split(q: Query) -> Query:
 # ---------------------------------------------------------------- one evaluation of a bound expression
 
 
+def _ranges(cls: Any, mask: np.ndarray, offsets: np.ndarray) -> Any:
+    """The positions of the units (position ranges ``offsets[i] .. offsets[i+1]-1``) where ``mask`` is
+    true, one ``add_range`` per run of consecutive units."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    out = cls()
+    for a, z in zip(offsets[np.flatnonzero(edges == 1)].tolist(), offsets[np.flatnonzero(edges == -1)].tolist()):
+        if z > a:
+            out.add_range(a, z)
+    return out
+
+
+
 @dataclass
 class LeafPlan:
     cond: DataCond
@@ -159,6 +175,10 @@ class Selection:
         self._memo_elems = 0
         self._count: int | None = None
         self.blocks_read = 0
+        self.elements_read = 0  # positions evaluated in candidate blocks (per dataset the expression names)
+        self.sub = self.grid.clamp_sub(DEFAULT_SUB_BLOCKS)
+        self.sub_off = self.grid.sub_offsets(self.sub)
+        self._cls = bitmap_class(self.grid.size)
         self._plan()
 
     # -- planning
@@ -215,18 +235,14 @@ class Selection:
             # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
             name = f"write statistics ({zones.writes} writes)"
         if zones is not None:
-            all_ok, none = zones.status(c.op, c.value)
-            off = self.grid.offsets
+            all_ok, none = zones.status(c.op, c.value)  # per sub-slab (per block: format 1, write statistics)
+            uoff = zones.unit_offsets()
             if all_ok.any():
-                zsure = cls()
-                for k in np.flatnonzero(all_ok):
-                    zsure.add_range(int(off[k]), int(off[k + 1]))
-                sure = sure | zsure
+                sure = sure | _ranges(cls, all_ok, uoff)
             if none.any():
-                zmaybe = cls()
-                for k in np.flatnonzero(~none):
-                    zmaybe.add_range(int(off[k]), int(off[k + 1]))
-                maybe = maybe & zmaybe
+                maybe = maybe & _ranges(cls, ~none, uoff)
+            if getattr(zones, "sub", 1) == 1 and name == "minmax" and self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) > 1:
+                name = "minmax (per block: format 1, rebuild for sub-block zone maps)"
             used.append(name)
         if used:
             plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
@@ -252,6 +268,7 @@ class Selection:
         sure, maybe = self._combine(self.expr)
         cands = maybe - sure
         self.sure = sure
+        self.cands = cands
         off = self.grid.offsets
         nb = self.grid.nblocks
         if len(cands) <= 4 * max(nb, 1):
@@ -266,27 +283,58 @@ class Selection:
         self.candidates = int(len(cands))
 
     # -- evaluation
-    def _eval_block(self, k: int) -> np.ndarray:
+    def _eval_rows(self, k: int, r0: int, r1: int, shift: int = 0) -> np.ndarray:
+        """Flat indices (relative to the first element of row r0, plus ``shift``) where the expression
+        holds in rows ``[r0, r1)`` of block k."""
         cache: dict[str, np.ndarray] = {}
 
         def values(p: str) -> np.ndarray:
             if p not in cache:
-                cache[p] = self.readers[p](k)
+                cache[p] = self.readers[p].rows(k, r0, r1)
             return cache[p]
 
         def ev(q: Query) -> np.ndarray:
             if isinstance(q, DataCond):
                 v = values(q.path)  # type: ignore[arg-type]
                 with np.errstate(invalid="ignore"):
-                    return {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-                            ">": np.greater, ">=": np.greater_equal}[q.op](v, q.value)
+                    return _OPS[q.op](v, q.value)
             assert isinstance(q, (And, Or))
             a = ev(q.left)
             b = ev(q.right)
-            return (a & b) if isinstance(q, And) else (a | b)
+            return np.logical_and(a, b, out=a) if isinstance(q, And) else np.logical_or(a, b, out=a)
 
+        m = ev(self.expr)
+        self.elements_read += m.size
+        idx = np.flatnonzero(m)
+        if shift:
+            idx += shift
+        return idx
+
+    def _eval_block(self, k: int) -> np.ndarray:
+        """Sorted block-local hits of candidate block k: the sub-slabs holding candidates are read and
+        evaluated (consecutive ones in one read), the others contribute their sure positions."""
         self.blocks_read += 1
-        return np.flatnonzero(ev(self.expr))
+        sub, off = self.sub, self.sub_off
+        bounds = off[k * sub:(k + 1) * sub + 1].tolist()
+        base = bounds[0]
+        need = [b > a and self.cands.range_cardinality(a, b) > 0 for a, b in zip(bounds[:-1], bounds[1:])]
+        if all(n or b == a for n, a, b in zip(need, bounds[:-1], bounds[1:])):
+            return self._eval_rows(k, 0, self.grid.extent(k)[0] if self.grid.block else 1)
+        pieces: list[np.ndarray] = []
+        j = 0
+        while j < sub:
+            j2 = j
+            while j2 < sub and need[j2] == need[j]:
+                j2 += 1
+            lo, hi = bounds[j], bounds[j2]
+            if hi > lo:
+                if need[j]:
+                    r0, r1 = self.grid.sub_rows(k, j, sub)[0], self.grid.sub_rows(k, j2 - 1, sub)[1]
+                    pieces.append(self._eval_rows(k, r0, r1, lo - base))
+                elif self.sure.range_cardinality(lo, hi):
+                    pieces.append(self._sure_in(lo, hi, base))
+            j = j2
+        return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
     MEMO_ELEMENTS = 1 << 22  # keep up to 4 Mi evaluated hits, so count() then coords() reads blocks once
 
@@ -301,13 +349,17 @@ class Selection:
 
     SURE_SPLIT_ELEMENTS = 1 << 25  # up to 32 Mi sure positions are listed at once and cut at block bounds
 
+    def _sure_in(self, lo: int, hi: int, origin: int | None = None) -> np.ndarray:
+        """Sure positions in ``[lo, hi)``, minus ``origin`` (default ``lo``; int64, sorted)."""
+        part = self.sure & self._cls(range(lo, hi)) if hi - lo else self._cls()
+        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+        out = arr.astype(np.int64)
+        out -= lo if origin is None else origin
+        return out
+
     def _sure_local(self, k: int) -> np.ndarray:
         off = self.grid.offsets
-        lo, hi = int(off[k]), int(off[k + 1])
-        cls = bitmap_class(self.grid.size)
-        part = self.sure & cls(range(lo, hi)) if hi - lo else cls()
-        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
-        return arr.astype(np.int64) - lo
+        return self._sure_in(int(off[k]), int(off[k + 1]))
 
     def _sure_all(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Every sure position (sorted, int64) and where each block's start in it, when few enough to
@@ -374,6 +426,7 @@ class Selection:
                 "block_shape": list(self.grid.block), "blocks": self.grid.nblocks,
                 "candidate_blocks": int(len(self.cand_blocks)), "candidates": self.candidates,
                 "sure": int(len(self.sure)), "blocks_read": self.blocks_read,
+                "elements_read": self.elements_read, "sub_blocks": self.sub,
                 "leaves": [{"condition": str(p.cond), "index": p.index, "sure": p.sure, "maybe": p.maybe}
                            for p in self.leaves]}
 
