@@ -524,4 +524,6 @@ def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path
         h.attrs["h5flow_index_format"] = 3
     with pytest.raises(IndexError_, match="newer h5flow"):
         apply(p, "/le > 13.2")
+    with pytest.raises(IndexError_, match="newer h5flow"):  # a build would copy it into an older format
+        build_index(p, "/be", BuildConfig(progress=False))
     forget_loaded()

@@ -639,6 +639,11 @@ class IndexStore:
                 out.attrs["about"] = "h5flow query indexes (zone maps, bitmaps) of the file named in 'source'; docs/QUERY.md"
                 if self.path.exists():
                     with native_file(self.path, "r") as old:
+                        fmt = int(old.attrs.get("h5flow_index_format", 1))
+                        if fmt > FORMAT:
+                            raise IndexError_(f"{self.path} has index format {fmt}, written by a newer h5flow "
+                                              f"(this one writes {FORMAT}): upgrade h5flow, or remove the sidecar "
+                                              "and build the indexes again")
                         for row in IndexStore(self.source).rows():
                             key = (row.dataset, row.kind)
                             if key in drop or key in add:
