@@ -48,10 +48,12 @@ class BlockGrid:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @lru_cache(maxsize=4096)  # noqa: B019 - grids are few and immutable; queries ask for the same blocks often
     def origin(self, k: int) -> tuple[int, ...]:
         idx = np.unravel_index(k, self.counts) if self.shape else ()
         return tuple(int(i) * b for i, b in zip(idx, self.block))
 
+    @lru_cache(maxsize=4096)  # noqa: B019
     def extent(self, k: int) -> tuple[int, ...]:
         o = self.origin(k)
         return tuple(min(b, s - a) for a, b, s in zip(o, self.block, self.shape))
