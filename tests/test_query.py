@@ -493,6 +493,12 @@ def test_sub_block_zone_maps_read_only_the_sub_slabs_that_can_match(tmp_path: Pa
             # rows 14..19 are all > 13.2 (sure: 3 sub-slabs of 2 rows); rows 12..13 may match (candidates)
             assert plan["sure"] == 6 * 7 * 9 and plan["candidates"] == 2 * 7 * 9, plan
             assert plan["elements_read"] == 2 * 7 * 9, plan  # per chunk: only its candidate sub-slab
+    build_index(p, "/le", BuildConfig(kind="minmax", sub_blocks=16, progress=False))  # one row per sub-slab
+    with apply(p, "/le > 13.2") as r:  # evaluated at the index's finer sub-slabs: only row 13 is read
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["sub_blocks"] == 16 and plan["elements_read"] == 7 * 9 and plan["sure"] == 6 * 7 * 9, plan
     with pytest.raises(ValueError, match="sub_blocks must be between 1"):
         BuildConfig(sub_blocks=0)
 

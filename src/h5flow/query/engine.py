@@ -241,6 +241,9 @@ class Selection:
                 sure = sure | _ranges(cls, all_ok, uoff)
             if none.any():
                 maybe = maybe & _ranges(cls, ~none, uoff)
+            if getattr(zones, "sub", 1) > self.sub:  # evaluate at the finest zone maps in use
+                self.sub = zones.sub
+                self.sub_off = self.grid.sub_offsets(self.sub)
             if getattr(zones, "sub", 1) == 1 and name == "minmax" and self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) > 1:
                 name = "minmax (per block: format 1, rebuild for sub-block zone maps)"
             used.append(name)
