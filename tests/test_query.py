@@ -493,6 +493,11 @@ def test_sub_block_zone_maps_read_only_the_sub_slabs_that_can_match(tmp_path: Pa
             # rows 14..19 are all > 13.2 (sure: 3 sub-slabs of 2 rows); rows 12..13 may match (candidates)
             assert plan["sure"] == 6 * 7 * 9 and plan["candidates"] == 2 * 7 * 9, plan
             assert plan["elements_read"] == 2 * 7 * 9, plan  # per chunk: only its candidate sub-slab
+    with apply(p, "/le > 13.2", ApplyOptions(sub_slabs=False)) as r:  # the same zone maps per chunk
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["sure"] == 4 * 7 * 9 and plan["elements_read"] == 16 * 7 * 9, plan
     build_index(p, "/le", BuildConfig(kind="minmax", sub_blocks=16, progress=False))  # one row per sub-slab
     with apply(p, "/le > 13.2") as r:  # evaluated at the index's finer sub-slabs: only row 13 is read
         d = r.datasets[0]

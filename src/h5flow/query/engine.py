@@ -22,7 +22,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
@@ -55,6 +55,7 @@ class ApplyOptions:
     on_stale: StalePolicy = "error"  # stale index: refuse, ignore it and scan, or rebuild it first
     comm: Any = None  # an mpi4py communicator: blocks are split across its ranks, hits gathered on all
     kinds: tuple[str, ...] = ("bitmap", "minmax")  # index kinds a query may use, in order of preference
+    sub_slabs: bool = True  # False: zone maps per block and candidate blocks read whole (as index format 1)
 
     def __post_init__(self) -> None:
         if self.on_stale not in ("error", "scan", "rebuild"):
@@ -176,7 +177,7 @@ class Selection:
         self._count: int | None = None
         self.blocks_read = 0
         self.elements_read = 0  # positions evaluated in candidate blocks (per dataset the expression names)
-        self.sub = self.grid.clamp_sub(DEFAULT_SUB_BLOCKS)
+        self.sub = self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) if options.sub_slabs else 1
         self.sub_off = self.grid.sub_offsets(self.sub)
         self._cls = bitmap_class(self.grid.size)
         self._plan()
@@ -235,6 +236,9 @@ class Selection:
             # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
             name = f"write statistics ({zones.writes} writes)"
         if zones is not None:
+            if not self.options.sub_slabs and getattr(zones, "sub", 1) > 1:
+                zones = replace(zones, sub=1)  # the same zone maps, per block
+                name = "minmax (per block: sub_slabs=False)"
             all_ok, none = zones.status(c.op, c.value)  # per sub-slab (per block: format 1, write statistics)
             uoff = zones.unit_offsets()
             if all_ok.any():
