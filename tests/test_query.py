@@ -508,6 +508,25 @@ def test_sub_block_zone_maps_read_only_the_sub_slabs_that_can_match(tmp_path: Pa
         BuildConfig(sub_blocks=0)
 
 
+def test_a_filtered_chunk_is_decoded_once_for_all_its_candidate_sub_slabs(tmp_path: Path) -> None:
+    """Sub-slabs of a gzip chunk alternate between 'cannot match' and 'may match': the chunk is read
+    (decoded) once and its candidate runs sliced from it, not one hyperslab read (a whole decode) per run."""
+    rng = np.random.default_rng(5)
+    a = np.empty((64, 8, 8))
+    for r in range(64):
+        a[r] = ((r // 8) % 2) * 10 + rng.uniform(0, 0.5, (8, 8))  # sub-slabs of 8 rows: 0, 10, 0, 10, ...
+    p = tmp_path / "gz.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=a, chunks=(32, 8, 8), compression="gzip")
+    build_index(p, "/x", BuildConfig(kind="minmax", sub_blocks=4, progress=False))
+    with apply(p, "/x > 10.25") as r:
+        d = r.datasets[0]
+        assert d.count == int((a > 10.25).sum())
+        plan = d.selection.explain()
+        assert plan["candidate_blocks"] == 2 and plan["elements_read"] == 32 * 8 * 8, plan
+        assert plan["reads"] == 2, plan  # one per chunk, for its two candidate runs
+
+
 def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path: Path) -> None:
     """A sidecar written before sub-block zone maps (format 1: no sub_min/sub_max/sub_nan) still answers
     exactly, at chunk granularity, and says so in the plan; a sidecar from a newer h5flow is refused."""

@@ -434,6 +434,7 @@ class Selection:
                 "candidate_blocks": int(len(self.cand_blocks)), "candidates": self.candidates,
                 "sure": int(len(self.sure)), "blocks_read": self.blocks_read,
                 "elements_read": self.elements_read, "sub_blocks": self.sub,
+                "reads": sum(r.reads for r in self.readers.values()),
                 "leaves": [{"condition": str(p.cond), "index": p.index, "sure": p.sure, "maybe": p.maybe}
                            for p in self.leaves]}
 

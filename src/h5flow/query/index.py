@@ -102,6 +102,12 @@ class BlockReader:
                            and dset.id.get_create_plist().get_nfilters() == 0)
         except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
             self.direct = False
+        try:  # a filtered chunk is decoded whole for any part of it: read it once, slice the runs
+            self.filtered = dset.chunks is not None and native and dset.id.get_create_plist().get_nfilters() > 0
+        except Exception:  # noqa: BLE001
+            self.filtered = False
+        self._whole: tuple[int, np.ndarray] | None = None  # (block, values) of a filtered dataset's last block
+        self.reads = 0  # read requests made (chunk, pread or hyperslab)
         self._fd: int | None = None
         self._pread: bool | None = None  # None: not tried yet
         self._addr: dict[int, int | None] = {}
@@ -163,6 +169,7 @@ class BlockReader:
         if self._buf is None or self._buf.size < math.prod(block) * dt.itemsize:
             self._buf = np.empty(math.prod(block) * dt.itemsize, np.uint8)
         assert self._fd is not None
+        self.reads += 1
         if os.preadv(self._fd, [memoryview(self._buf)[:n]], addr + r0 * inner * dt.itemsize) != n:
             return None
         v = self._buf[:n].view(dt)
@@ -173,6 +180,7 @@ class BlockReader:
         return v
 
     def __call__(self, k: int) -> np.ndarray:
+        self.reads += 1
         if self.direct:
             v = self._chunk(k)
             if v is not None:
@@ -188,8 +196,14 @@ class BlockReader:
         v = self._pread_rows(k, r0, r1)
         if v is not None:
             return v.view(np.uint8) if v.dtype == np.bool_ else v
+        if self.filtered:
+            if self._whole is None or self._whole[0] != k:
+                self._whole = (k, self(k))
+            inner = math.prod(self.grid.extent(k)[1:])
+            return self._whole[1][r0 * inner:r1 * inner]
         sl = self.grid.slices(k)
         a = sl[0].start
+        self.reads += 1
         v = np.asarray(self.dset[(slice(a + r0, a + r1),) + sl[1:]]).reshape(-1)
         return v.view(np.uint8) if v.dtype == np.bool_ else v
 
