@@ -557,3 +557,26 @@ def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path
     with pytest.raises(IndexError_, match="newer h5flow"):  # a build would copy it into an older format
         build_index(p, "/be", BuildConfig(progress=False))
     forget_loaded()
+
+
+def test_a_chunk_read_whole_is_not_served_again_after_the_buffer_was_reused(tmp_path: Path) -> None:
+    """Without pread (the file is open with the core driver), a partly matching chunk is read whole into the
+    reader's reused buffer and its runs sliced from it; reading another chunk into that buffer must not
+    leave the first one's runs served from it (evaluated again when the memo of hits is off)."""
+    rng = np.random.default_rng(9)
+    a = np.empty((64, 8, 8))
+    for r in range(32):
+        a[r] = ((r // 8) % 2) * 10 + rng.uniform(0, 0.5, (8, 8))  # chunk 0: sub-slabs 0, 10, 0, 10
+    a[32:] = 10 + rng.uniform(0, 0.5, (32, 8, 8))  # chunk 1: every sub-slab may match
+    p = tmp_path / "w.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=a, chunks=(32, 8, 8))
+    build_index(p, "/x", BuildConfig(kind="minmax", sub_blocks=4, progress=False))
+    want = np.flatnonzero(a > 10.25)
+    with h5py.File(p, "r", driver="core") as h:
+        r = apply(h["/"], "/x > 10.25")
+        d = r.datasets[0]
+        d.selection.MEMO_ELEMENTS = 0  # every pass reads again
+        for _ in range(3):
+            np.testing.assert_array_equal(np.sort(np.concatenate(list(d.flat()))), want)
+        assert d.count == want.size

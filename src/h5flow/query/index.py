@@ -85,7 +85,9 @@ class BlockReader:
 
     :meth:`rows` reads a run of rows of a block (sub-slabs). Of an unfiltered chunk in a file opened
     read-only with the sec2 driver and no user block, those rows are one contiguous byte range of the
-    stored chunk, at the chunk's address (``H5Dget_chunk_info``): they are read with one ``pread``. The
+    stored chunk, at the chunk's address (``H5Dget_chunk_info``): they are read with one ``pread``.
+    Another chunk is read whole once (HDF5 decodes a filtered chunk whole for any part of it) and its runs
+    are sliced from it; blocks that are not chunks (slabs) are read per run as hyperslabs. The
     first such read of a dataset (per file version: inode, size, mtime) is checked against
     ``H5Dread_chunk`` of a whole chunk, and any mismatch or doubt turns this path off (then the rows come
     from a hyperslab read)."""
@@ -102,11 +104,11 @@ class BlockReader:
                            and dset.id.get_create_plist().get_nfilters() == 0)
         except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
             self.direct = False
-        try:  # a filtered chunk is decoded whole for any part of it: read it once, slice the runs
-            self.filtered = dset.chunks is not None and native and dset.id.get_create_plist().get_nfilters() > 0
+        try:  # a chunk is read (and decoded) whole for any part of it: read it once, slice the runs
+            self.whole_chunks = dset.chunks is not None and native and tuple(dset.chunks) == grid.block
         except Exception:  # noqa: BLE001
-            self.filtered = False
-        self._whole: tuple[int, np.ndarray] | None = None  # (block, values) of a filtered dataset's last block
+            self.whole_chunks = False
+        self._whole: tuple[int, np.ndarray] | None = None  # (block, values) of the last block read whole
         self.reads = 0  # read requests made (chunk, pread or hyperslab)
         self._fd: int | None = None
         self._pread: bool | None = None  # None: not tried yet
@@ -170,6 +172,7 @@ class BlockReader:
             self._buf = np.empty(math.prod(block) * dt.itemsize, np.uint8)
         assert self._fd is not None
         self.reads += 1
+        self._whole = None
         if os.preadv(self._fd, [memoryview(self._buf)[:n]], addr + r0 * inner * dt.itemsize) != n:
             return None
         v = self._buf[:n].view(dt)
@@ -181,6 +184,7 @@ class BlockReader:
 
     def __call__(self, k: int) -> np.ndarray:
         self.reads += 1
+        self._whole = None  # the reused buffer is about to be overwritten
         if self.direct:
             v = self._chunk(k)
             if v is not None:
@@ -196,9 +200,10 @@ class BlockReader:
         v = self._pread_rows(k, r0, r1)
         if v is not None:
             return v.view(np.uint8) if v.dtype == np.bool_ else v
-        if self.filtered:
+        if self.whole_chunks:  # no pread: one chunk read, the runs sliced from it
             if self._whole is None or self._whole[0] != k:
-                self._whole = (k, self(k))
+                v = self(k)
+                self._whole = (k, v)
             inner = math.prod(self.grid.extent(k)[1:])
             return self._whole[1][r0 * inner:r1 * inner]
         sl = self.grid.slices(k)
