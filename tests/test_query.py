@@ -580,3 +580,24 @@ def test_a_chunk_read_whole_is_not_served_again_after_the_buffer_was_reused(tmp_
         for _ in range(3):
             np.testing.assert_array_equal(np.sort(np.concatenate(list(d.flat()))), want)
         assert d.count == want.size
+
+
+def test_a_condition_the_indexes_decide_for_a_run_is_not_read_for_it(tmp_path: Path) -> None:
+    """H5Boss: inside the plate range the zone maps make ``plate`` conditions sure, so only ``fiber`` is
+    read there; ``plate`` is read only in the chunks at the range's ends."""
+    plate = np.repeat(np.arange(100, 140), 100).astype("i4")  # 4000 rows ordered by plate
+    fiber = np.tile(np.arange(1, 101), 40).astype("i2")
+    p = tmp_path / "boss.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("plate", data=plate, chunks=(500,))
+        h.create_dataset("fiber", data=fiber, chunks=(500,))
+    for ds in ("/plate", "/fiber"):
+        build_index(p, ds, BuildConfig(kind="minmax", sub_blocks=1, progress=False))
+    with apply(p, "/plate >= 112 & /plate < 133 & /fiber < 10") as r:  # rows 1200..3299: chunks 2..6
+        d = r.datasets[0]
+        want = np.flatnonzero((plate >= 112) & (plate < 133) & (fiber < 10))
+        np.testing.assert_array_equal(np.sort(np.concatenate(list(d.flat()))), want)
+        sel = d.selection
+        assert sel.explain()["candidate_blocks"] == 5
+        assert sel.readers["/fiber"].reads == 5 and sel.readers["/plate"].reads == 2, \
+            (sel.readers["/fiber"].reads, sel.readers["/plate"].reads)

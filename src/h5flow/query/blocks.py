@@ -91,6 +91,7 @@ class BlockGrid:
         e0 = self.extent(k)[0]
         return min(j * r, e0), min((j + 1) * r, e0)
 
+    @lru_cache(maxsize=64)  # noqa: B019 - read-only result, shared by the queries on one grid
     def sub_offsets(self, sub: int) -> np.ndarray:
         """Start position of every sub-slab (block k's sub-slab j is entry ``k * sub + j``; ``sub`` from
         :meth:`clamp_sub`) and the total at the end (int64, ``nblocks * sub + 1``)."""
@@ -102,7 +103,9 @@ class BlockGrid:
         e0 = np.minimum(self.block[0], self.shape[0] - first * self.block[0])
         inner = np.diff(off) // e0
         starts = off[:-1, None] + np.minimum(np.arange(sub) * r, e0[:, None]) * inner[:, None]
-        return np.concatenate([starts.reshape(-1), off[-1:]])
+        out = np.concatenate([starts.reshape(-1), off[-1:]])
+        out.flags.writeable = False
+        return out
 
     def block_of(self, positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, positions, side="right") - 1

@@ -20,6 +20,7 @@ the sure positions of its other sub-slabs are taken as they are. Stale indexes a
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -169,6 +170,7 @@ class Selection:
         # a block's values are used before the next block is read (only hit positions are kept): reuse buffers
         self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True) for p, d in dsets.items()}
         self.leaves: list[LeafPlan] = []
+        self._leafsets: dict[DataCond, tuple[Any, Any]] = {}  # each condition's (sure, maybe) positions
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}
         self._hits: dict[int, np.ndarray] | None = None  # materialized (MPI) hits
@@ -259,6 +261,7 @@ class Selection:
             plan.index = "none (its index has another block grid)"
         plan.sure, plan.maybe = len(sure), len(maybe)
         self.leaves.append(plan)
+        self._leafsets[c] = (sure, maybe)
         return sure, maybe
 
     def _combine(self, q: Query) -> tuple[Any, Any]:
@@ -292,8 +295,14 @@ class Selection:
     # -- evaluation
     def _eval_rows(self, k: int, r0: int, r1: int, shift: int = 0) -> np.ndarray:
         """Flat indices (relative to the first element of row r0, plus ``shift``) where the expression
-        holds in rows ``[r0, r1)`` of block k."""
+        holds in rows ``[r0, r1)`` of block k. A condition whose sure positions cover these rows is true
+        there and one whose possible positions miss them is false, without reading its dataset (in
+        ``plate`` range ``& fiber < 100`` only ``fiber`` is read inside the plate range)."""
         cache: dict[str, np.ndarray] = {}
+        ext = self.grid.extent(k)
+        inner = math.prod(ext[1:])
+        lo = int(self.grid.offsets[k]) + r0 * inner
+        hi = lo + ((r1 - r0) * inner if ext else 1)
 
         def values(p: str) -> np.ndarray:
             if p not in cache:
@@ -302,6 +311,11 @@ class Selection:
 
         def ev(q: Query) -> np.ndarray:
             if isinstance(q, DataCond):
+                sure, maybe = self._leafsets[q]
+                if sure.range_cardinality(lo, hi) == hi - lo:
+                    return np.ones(hi - lo, bool)
+                if not maybe.range_cardinality(lo, hi):
+                    return np.zeros(hi - lo, bool)
                 v = values(q.path)  # type: ignore[arg-type]
                 with np.errstate(invalid="ignore"):
                     return _OPS[q.op](v, q.value)
