@@ -185,8 +185,10 @@ def test_block_reads_and_flat_indices_agree_with_hyperslab_reads(tmp_path: Path)
     g = BlockGrid((9, 10, 11), (4, 3, 5))
     for k in range(g.nblocks):
         n = int(np.prod(g.extent(k)))
-        local = np.arange(n)[::2]
-        np.testing.assert_array_equal(g.flat(k, local), np.ravel_multi_index(tuple(g.coords(k, local).T), g.shape))
+        for local, asc in ((np.arange(n)[::2], False), (np.arange(n)[::2], True), (np.arange(n), True),
+                           (np.arange(n)[1:], True)):  # runs of consecutive indices are sliced when ascending
+            np.testing.assert_array_equal(g.flat(k, local, ascending=asc),
+                                          np.ravel_multi_index(tuple(g.coords(k, local).T), g.shape))
 
 
 def test_empty_results_empty_and_scalar_datasets(files: dict[str, Path]) -> None:

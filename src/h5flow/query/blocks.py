@@ -127,17 +127,21 @@ class BlockGrid:
             acc *= s
         return tuple(reversed(out))
 
-    def flat(self, k: int, local: np.ndarray) -> np.ndarray:
+    def flat(self, k: int, local: np.ndarray, ascending: bool = False) -> np.ndarray:
         """Global C-order flat indices (int64) of block-local flat indices ``local`` of block ``k``.
 
         The same answer as ``np.ravel_multi_index(coords(k, local).T, shape)`` with one gather: every
-        block of one extent shares a table of its elements' offsets from the block's origin."""
+        block of one extent shares a table of its elements' offsets from the block's origin.
+        ``ascending``: ``local`` is strictly increasing (then a run of consecutive indices is one slice)."""
         ext = self.extent(k)
         local = np.asarray(local, dtype=np.int64)
         if not ext:
             return np.zeros(len(local), dtype=np.int64)
         base = sum(o * st for o, st in zip(self.origin(k), self.strides))
-        out = _offset_table(ext, self.strides).take(local)
+        table = _offset_table(ext, self.strides)
+        if ascending and local.size and int(local[-1]) - int(local[0]) + 1 == local.size:  # a run: a slice
+            return table[int(local[0]):int(local[-1]) + 1] + base
+        out = table.take(local)
         out += base
         return out
 

@@ -352,8 +352,12 @@ class Selection:
                 if need[j]:
                     r0, r1 = self.grid.sub_rows(k, j, sub)[0], self.grid.sub_rows(k, j2 - 1, sub)[1]
                     pieces.append(self._eval_rows(k, r0, r1, lo - base))
-                elif self.sure.range_cardinality(lo, hi):
-                    pieces.append(self._sure_in(lo, hi, base))
+                else:
+                    n = self.sure.range_cardinality(lo, hi)
+                    if n == hi - lo:  # e.g. sub-slabs a zone map puts wholly inside the condition
+                        pieces.append(np.arange(lo - base, hi - base, dtype=np.int64))
+                    elif n:
+                        pieces.append(self._sure_in(lo, hi, base))
             j = j2
         return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
@@ -481,7 +485,7 @@ class DatasetHits:
         batch per block (block order; sorted in a block). The cheapest form of the hits."""
         grid = self.selection.grid
         for k, local in self.selection.blocks():
-            yield grid.flat(k, local)
+            yield grid.flat(k, local, ascending=True)
 
     def runs(self) -> Iterator[tuple[tuple[int, ...], int]]:
         """Hyperslab runs: (start coordinate, length along the last axis), block by block."""
