@@ -185,8 +185,10 @@ def test_block_reads_and_flat_indices_agree_with_hyperslab_reads(tmp_path: Path)
     g = BlockGrid((9, 10, 11), (4, 3, 5))
     for k in range(g.nblocks):
         n = int(np.prod(g.extent(k)))
-        local = np.arange(n)[::2]
-        np.testing.assert_array_equal(g.flat(k, local), np.ravel_multi_index(tuple(g.coords(k, local).T), g.shape))
+        for local, asc in ((np.arange(n)[::2], False), (np.arange(n)[::2], True), (np.arange(n), True),
+                           (np.arange(n)[1:], True)):  # runs of consecutive indices are sliced when ascending
+            np.testing.assert_array_equal(g.flat(k, local, ascending=asc),
+                                          np.ravel_multi_index(tuple(g.coords(k, local).T), g.shape))
 
 
 def test_empty_results_empty_and_scalar_datasets(files: dict[str, Path]) -> None:
@@ -460,3 +462,144 @@ def test_container_queries_use_the_connectors_write_statistics(tmp_path: Path) -
     # not read); the scan reads all 12
     assert res["v > 1100000 True"]["read"] == 2 and res["v > 1100000 False"]["read"] == 12
     assert res["v >= 1e9 True"]["read"] == 1 and res["i == 3 True"]["read"] == 1
+
+
+def _smooth_3d(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """Values rising along the slowest axis (a sub-slab of a chunk is a run of its first-axis rows), in
+    chunks with edge chunks cut on every axis; little-endian, big-endian and gzip copies."""
+    rng = np.random.default_rng(11)
+    a = np.arange(20.0)[:, None, None] + rng.uniform(0, 0.5, size=(20, 7, 9))
+    p = tmp_path / "sub.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("le", data=a, chunks=(16, 4, 5))
+        h.create_dataset("be", data=a.astype(">f8"), chunks=(16, 4, 5))
+        h.create_dataset("gz", data=a, chunks=(16, 4, 5), compression="gzip")
+    return p, a
+
+
+def test_sub_block_zone_maps_read_only_the_sub_slabs_that_can_match(tmp_path: Path) -> None:
+    """Zone maps per sub-slab (index format 2): of a partly matching chunk only the sub-slabs that can
+    match are read, those entirely inside the condition are sure without a read; answers stay exact."""
+    p, a = _smooth_3d(tmp_path)
+    for ds in ("le", "be", "gz"):
+        build_index(p, f"/{ds}", BuildConfig(kind="minmax", sub_blocks=8, progress=False))  # 2 rows per sub-slab
+        for text, ref in (("> 13.2", a > 13.2), ("< 3.3", a < 3.3), (">= 17", a >= 17), ("== 100", a == 100)):
+            with apply(p, f"/{ds} {text}") as r:
+                d = r.datasets[0]
+                flat = np.sort(np.concatenate(list(d.flat()) or [np.zeros(0, np.int64)]))
+                np.testing.assert_array_equal(flat, np.flatnonzero(ref), err_msg=f"{ds} {text}")
+        with apply(p, f"/{ds} > 13.2") as r:
+            d = r.datasets[0]
+            assert d.count == int((a > 13.2).sum())
+            plan = d.selection.explain()
+            # rows 14..19 are all > 13.2 (sure: 3 sub-slabs of 2 rows); rows 12..13 may match (candidates)
+            assert plan["sure"] == 6 * 7 * 9 and plan["candidates"] == 2 * 7 * 9, plan
+            assert plan["elements_read"] == 2 * 7 * 9, plan  # per chunk: only its candidate sub-slab
+    with apply(p, "/le > 13.2", ApplyOptions(sub_slabs=False)) as r:  # the same zone maps per chunk
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["sure"] == 4 * 7 * 9 and plan["elements_read"] == 16 * 7 * 9, plan
+    build_index(p, "/le", BuildConfig(kind="minmax", sub_blocks=16, progress=False))  # one row per sub-slab
+    with apply(p, "/le > 13.2") as r:  # evaluated at the index's finer sub-slabs: only row 13 is read
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["sub_blocks"] == 16 and plan["elements_read"] == 7 * 9 and plan["sure"] == 6 * 7 * 9, plan
+    with pytest.raises(ValueError, match="sub_blocks must be between 1"):
+        BuildConfig(sub_blocks=0)
+
+
+def test_a_filtered_chunk_is_decoded_once_for_all_its_candidate_sub_slabs(tmp_path: Path) -> None:
+    """Sub-slabs of a gzip chunk alternate between 'cannot match' and 'may match': the chunk is read
+    (decoded) once and its candidate runs sliced from it, not one hyperslab read (a whole decode) per run."""
+    rng = np.random.default_rng(5)
+    a = np.empty((64, 8, 8))
+    for r in range(64):
+        a[r] = ((r // 8) % 2) * 10 + rng.uniform(0, 0.5, (8, 8))  # sub-slabs of 8 rows: 0, 10, 0, 10, ...
+    p = tmp_path / "gz.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=a, chunks=(32, 8, 8), compression="gzip")
+    build_index(p, "/x", BuildConfig(kind="minmax", sub_blocks=4, progress=False))
+    with apply(p, "/x > 10.25") as r:
+        d = r.datasets[0]
+        assert d.count == int((a > 10.25).sum())
+        plan = d.selection.explain()
+        assert plan["candidate_blocks"] == 2 and plan["elements_read"] == 32 * 8 * 8, plan
+        assert plan["reads"] == 2, plan  # one per chunk, for its two candidate runs
+
+
+def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path: Path) -> None:
+    """A sidecar written before sub-block zone maps (format 1: no sub_min/sub_max/sub_nan) still answers
+    exactly, at chunk granularity, and says so in the plan; a sidecar from a newer h5flow is refused."""
+    from h5flow.query.index import IndexError_, forget_loaded
+
+    p, a = _smooth_3d(tmp_path)
+    build_index(p, "/le", BuildConfig(kind="minmax", progress=False))
+    side = sidecar_path(p)
+    forget_loaded()
+    with h5py.File(side, "r+") as h:
+        h.attrs["h5flow_index_format"] = 1
+        g = h["/datasets/le/minmax"]
+        for name in ("sub_min", "sub_max", "sub_nan"):
+            del g[name]
+        del g.attrs["sub_blocks"]
+    with apply(p, "/le > 13.2") as r:
+        d = r.datasets[0]
+        assert d.count == int((a > 13.2).sum())
+        plan = d.selection.explain()
+        assert plan["leaves"][0]["index"].startswith("minmax (per block: format 1"), plan
+        # per chunk: the edge chunk (rows 16..19) is sure, the first (rows 0..15) is read whole
+        assert plan["sure"] == 4 * 7 * 9 and plan["candidates"] == 16 * 7 * 9, plan
+    forget_loaded()
+    with h5py.File(side, "r+") as h:
+        h.attrs["h5flow_index_format"] = 3
+    with pytest.raises(IndexError_, match="newer h5flow"):
+        apply(p, "/le > 13.2")
+    with pytest.raises(IndexError_, match="newer h5flow"):  # a build would copy it into an older format
+        build_index(p, "/be", BuildConfig(progress=False))
+    forget_loaded()
+
+
+def test_a_chunk_read_whole_is_not_served_again_after_the_buffer_was_reused(tmp_path: Path) -> None:
+    """Without pread (the file is open with the core driver), a partly matching chunk is read whole into the
+    reader's reused buffer and its runs sliced from it; reading another chunk into that buffer must not
+    leave the first one's runs served from it (evaluated again when the memo of hits is off)."""
+    rng = np.random.default_rng(9)
+    a = np.empty((64, 8, 8))
+    for r in range(32):
+        a[r] = ((r // 8) % 2) * 10 + rng.uniform(0, 0.5, (8, 8))  # chunk 0: sub-slabs 0, 10, 0, 10
+    a[32:] = 10 + rng.uniform(0, 0.5, (32, 8, 8))  # chunk 1: every sub-slab may match
+    p = tmp_path / "w.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=a, chunks=(32, 8, 8))
+    build_index(p, "/x", BuildConfig(kind="minmax", sub_blocks=4, progress=False))
+    want = np.flatnonzero(a > 10.25)
+    with h5py.File(p, "r", driver="core") as h:
+        r = apply(h["/"], "/x > 10.25")
+        d = r.datasets[0]
+        d.selection.MEMO_ELEMENTS = 0  # every pass reads again
+        for _ in range(3):
+            np.testing.assert_array_equal(np.sort(np.concatenate(list(d.flat()))), want)
+        assert d.count == want.size
+
+
+def test_a_condition_the_indexes_decide_for_a_run_is_not_read_for_it(tmp_path: Path) -> None:
+    """H5Boss: inside the plate range the zone maps make ``plate`` conditions sure, so only ``fiber`` is
+    read there; ``plate`` is read only in the chunks at the range's ends."""
+    plate = np.repeat(np.arange(100, 140), 100).astype("i4")  # 4000 rows ordered by plate
+    fiber = np.tile(np.arange(1, 101), 40).astype("i2")
+    p = tmp_path / "boss.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("plate", data=plate, chunks=(500,))
+        h.create_dataset("fiber", data=fiber, chunks=(500,))
+    for ds in ("/plate", "/fiber"):
+        build_index(p, ds, BuildConfig(kind="minmax", sub_blocks=1, progress=False))
+    with apply(p, "/plate >= 112 & /plate < 133 & /fiber < 10") as r:  # rows 1200..3299: chunks 2..6
+        d = r.datasets[0]
+        want = np.flatnonzero((plate >= 112) & (plate < 133) & (fiber < 10))
+        np.testing.assert_array_equal(np.sort(np.concatenate(list(d.flat()))), want)
+        sel = d.selection
+        assert sel.explain()["candidate_blocks"] == 5
+        assert sel.readers["/fiber"].reads == 5 and sel.readers["/plate"].reads == 2, \
+            (sel.readers["/fiber"].reads, sel.readers["/plate"].reads)

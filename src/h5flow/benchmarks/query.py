@@ -12,8 +12,9 @@ Queries at each selectivity (0.01 %, 0.1 %, 1 %, 10 % by default): ``temp > t`` 
 order, the hard case for every index). Methods, all producing the matching coordinates from a warm
 page cache: h5py read + numpy mask (full scan); PyTables ``Table.get_where_list`` without and with its
 OPSI index (``create_index()``: kind medium, optlevel 6) — installed from PyPI into a private venv and
-run in a subprocess, since its wheel carries its own HDF5; h5flow with zone maps only; h5flow with
-bitmaps. Every answer is checked against the numpy one. Also measured: index build time and size, the
+run in a subprocess, since its wheel carries its own HDF5; h5flow with zone maps per chunk (candidate
+chunks read whole: ``ApplyOptions(sub_slabs=False)``, as before index format 2); h5flow with zone maps
+per sub-slab (the default); h5flow with bitmaps. Every answer is checked against the numpy one. Also measured: index build time and size, the
 bitmap build and a 1 % query on 1, 2, 4 MPI ranks, and Roaring vs a numpy encoding of the same bins.
 """
 
@@ -38,7 +39,7 @@ from h5flow.benchmarks import perf
 from h5flow.benchmarks._args import csv_list
 
 WORKER_PREFIX = "H5FLOW_QUERYBENCH "
-METHODS = ("numpy scan", "pytables", "pytables indexed", "h5flow zonemap", "h5flow bitmap")
+METHODS = ("numpy scan", "pytables", "pytables indexed", "h5flow zonemap/chunk", "h5flow zonemap", "h5flow bitmap")
 PT_VENV = "h5flow-bench-pytables-venv"
 
 
@@ -180,12 +181,14 @@ def numpy_scan(path: Path, expr: str) -> np.ndarray:
         return np.flatnonzero(ev(q))
 
 
-def h5flow_query(path: Path, expr: str, kinds: tuple[str, ...], comm: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+def h5flow_query(path: Path, expr: str, kinds: tuple[str, ...], comm: Any = None, sub_slabs: bool = True
+                 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Apply with the given index kinds; C-order flat indices of the hits in h5flow's block order (the
-    caller sorts them, outside the timed region, to compare with numpy's C-order answer), and the plan."""
+    caller sorts them, outside the timed region, to compare with numpy's C-order answer), and the plan.
+    ``sub_slabs=False``: zone maps per chunk, candidate chunks read whole (the method before format 2)."""
     from h5flow.query import ApplyOptions, apply
 
-    with apply(path, expr, ApplyOptions(kinds=kinds, comm=comm)) as r:
+    with apply(path, expr, ApplyOptions(kinds=kinds, comm=comm, sub_slabs=sub_slabs)) as r:
         d = r.datasets[0]
         parts = list(d.flat())
         flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
@@ -402,7 +405,7 @@ def _plot(path: Path, rows: list[Row], queries: list[str]) -> bool:
     except ImportError:
         return False
     fig, axes = plt.subplots(1, len(queries), figsize=(5.2 * len(queries), 4.2), squeeze=False)
-    colors = dict(zip(METHODS, ("tab:gray", "tab:orange", "tab:red", "tab:cyan", "tab:blue")))
+    colors = dict(zip(METHODS, ("tab:gray", "tab:orange", "tab:red", "tab:olive", "tab:cyan", "tab:blue")))
     for ax, q in zip(axes[0], queries):
         sels = sorted({r.selectivity for r in rows if r.query == q})
         width = 0.8 / len(METHODS)
@@ -471,15 +474,17 @@ def launch(args: argparse.Namespace) -> int:
                 numpy_scan(path, expr)  # warm the page cache
                 nsec, ref = _median_time(lambda: numpy_scan(path, expr), args.reps)
                 rows.append(Row(qname, s, int(ref.size), "numpy scan", nsec, 1.0, detail={"expr": expr}))
-                for method, kinds in (("h5flow zonemap", ("minmax",)), ("h5flow bitmap", ("bitmap", "minmax"))):
-                    sec, (flat, plan) = _median_time(lambda: h5flow_query(path, expr, kinds), args.reps)
+                for method, kinds, sub in (("h5flow zonemap/chunk", ("minmax",), False), ("h5flow zonemap", ("minmax",), True),
+                                           ("h5flow bitmap", ("bitmap", "minmax"), True)):
+                    sec, (flat, plan) = _median_time(lambda: h5flow_query(path, expr, kinds, sub_slabs=sub), args.reps)
                     flat = np.sort(flat)  # block order -> C order, only to compare (not timed)
                     if not np.array_equal(flat, ref):
                         raise RuntimeError(f"{method} {expr}: {flat.size} hits, numpy {ref.size}: answers differ")
                     rows.append(Row(qname, s, int(ref.size), method, sec, nsec / sec,
                                     detail={"blocks": plan["blocks"], "candidate_blocks": plan["candidate_blocks"],
+                                            "elements_read": plan["elements_read"],
                                             "leaves": [lf["index"] for lf in plan["leaves"]]}))
-                rows[-3].detail["check"] = _checksum(ref)
+                rows[-4].detail["check"] = _checksum(ref)
         # PyTables
         if "pytables" not in args.skip:
             with console.status("PyTables: installing into its own venv / copying the data / indexing (OPSI)"):

@@ -6,6 +6,11 @@ append logs) is cut along its first axis into slabs of about :data:`SLAB_ELEMENT
 
 Element *positions* are block-major: block k's elements are ``offsets[k] .. offsets[k+1]-1`` in the C
 order of the block. Bitmap indexes store positions, so one block is one contiguous position range.
+
+*Sub-slabs* cut a block along its first (slowest) axis into ``sub`` runs of ``ceil(block[0] / sub)``
+rows (the last ones of a short edge block may be empty). A sub-slab is a contiguous position range too
+(:meth:`BlockGrid.sub_offsets`) and a hyperslab of the dataset, so zone maps kept per sub-slab let a query
+read only the parts of a partly matching chunk that can match.
 """
 
 from __future__ import annotations
@@ -43,10 +48,12 @@ class BlockGrid:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @lru_cache(maxsize=4096)  # noqa: B019 - grids are few and immutable; queries ask for the same blocks often
     def origin(self, k: int) -> tuple[int, ...]:
         idx = np.unravel_index(k, self.counts) if self.shape else ()
         return tuple(int(i) * b for i, b in zip(idx, self.block))
 
+    @lru_cache(maxsize=4096)  # noqa: B019
     def extent(self, k: int) -> tuple[int, ...]:
         o = self.origin(k)
         return tuple(min(b, s - a) for a, b, s in zip(o, self.block, self.shape))
@@ -72,6 +79,34 @@ class BlockGrid:
         np.cumsum(sizes, out=out[1:])
         return out
 
+    def clamp_sub(self, sub: int) -> int:
+        """``sub`` limited to the rows of a block (at least 1)."""
+        return max(1, min(int(sub), self.block[0] if self.block else 1))
+
+    def sub_rows(self, k: int, j: int, sub: int) -> tuple[int, int]:
+        """Rows ``[r0, r1)`` (along the first axis, relative to the block's origin) of block k's sub-slab j."""
+        if not self.block:
+            return (0, 1) if j == 0 else (1, 1)
+        r = -(-self.block[0] // sub)
+        e0 = self.extent(k)[0]
+        return min(j * r, e0), min((j + 1) * r, e0)
+
+    @lru_cache(maxsize=64)  # noqa: B019 - read-only result, shared by the queries on one grid
+    def sub_offsets(self, sub: int) -> np.ndarray:
+        """Start position of every sub-slab (block k's sub-slab j is entry ``k * sub + j``; ``sub`` from
+        :meth:`clamp_sub`) and the total at the end (int64, ``nblocks * sub + 1``)."""
+        off = self.offsets
+        if sub == 1 or self.nblocks == 0:
+            return off
+        r = -(-self.block[0] // sub)
+        first = np.arange(self.nblocks) // math.prod(self.counts[1:])  # block index along the first axis
+        e0 = np.minimum(self.block[0], self.shape[0] - first * self.block[0])
+        inner = np.diff(off) // e0
+        starts = off[:-1, None] + np.minimum(np.arange(sub) * r, e0[:, None]) * inner[:, None]
+        out = np.concatenate([starts.reshape(-1), off[-1:]])
+        out.flags.writeable = False
+        return out
+
     def block_of(self, positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, positions, side="right") - 1
 
@@ -92,17 +127,23 @@ class BlockGrid:
             acc *= s
         return tuple(reversed(out))
 
-    def flat(self, k: int, local: np.ndarray) -> np.ndarray:
+    def flat(self, k: int, local: np.ndarray, ascending: bool = False) -> np.ndarray:
         """Global C-order flat indices (int64) of block-local flat indices ``local`` of block ``k``.
 
         The same answer as ``np.ravel_multi_index(coords(k, local).T, shape)`` with one gather: every
-        block of one extent shares a table of its elements' offsets from the block's origin."""
+        block of one extent shares a table of its elements' offsets from the block's origin.
+        ``ascending``: ``local`` is strictly increasing (then a run of consecutive indices is one slice)."""
         ext = self.extent(k)
         local = np.asarray(local, dtype=np.int64)
         if not ext:
             return np.zeros(len(local), dtype=np.int64)
         base = sum(o * st for o, st in zip(self.origin(k), self.strides))
-        return _offset_table(ext, self.strides)[local] + base
+        table = _offset_table(ext, self.strides)
+        if ascending and local.size and int(local[-1]) - int(local[0]) + 1 == local.size:  # a run: a slice
+            return table[int(local[0]):int(local[-1]) + 1] + base
+        out = table.take(local)
+        out += base
+        return out
 
     def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
         """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""

@@ -134,7 +134,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         if not args.datasets:
             raise ValueError("name the dataset(s) to index: h5flow index build FILE DATASET [DATASET...]")
         for d in args.datasets:
-            r = build_index(args.file, d, BuildConfig(kind=args.kind, bins=args.bins, progress=comm is None or comm.rank == 0),
+            r = build_index(args.file, d, BuildConfig(kind=args.kind, bins=args.bins, sub_blocks=args.sub_blocks, progress=comm is None or comm.rank == 0),
                             comm=comm)
             pct = 100.0 * r.index_bytes / r.data_bytes if r.data_bytes else 0.0
             _print(comm, f"{r.dataset}: {r.kind} index, {r.blocks} blocks" + (f", {r.bins} bins" if r.bins else "")
@@ -229,6 +229,9 @@ def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # t
     pi.add_argument("file", metavar="FILE")
     pi.add_argument("datasets", nargs="*", metavar="DATASET")
     pi.add_argument("--kind", choices=("minmax", "bitmap"), default="minmax", help="build: index kind (default minmax)")
+    pi.add_argument("--sub-blocks", type=int, default=8,
+                    help="build: zone maps per chunk, cut into this many slabs along its slowest axis "
+                         "(1 to 64, capped at the chunk's rows; 1 = per chunk; default 8)")
     pi.add_argument("--bins", type=int, default=64, help="build --kind bitmap: bins (default 64; integer datasets with "
                                                          "fewer distinct values get one bin per value)")
     pi.add_argument("--only", dest="kind_filter", choices=("minmax", "bitmap"), default=None,

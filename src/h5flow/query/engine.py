@@ -12,15 +12,18 @@ Evaluation is per block (blocks.py). Each condition gives two position sets: *su
 matching, from bitmap bins or zone maps entirely inside the condition) and *maybe* (not excluded); AND
 and OR combine them. Blocks holding positions in ``maybe - sure`` are read and evaluated exactly with
 numpy (the candidate check), so answers are exact. Blocks with only sure positions are never read to
-count or locate hits. Stale indexes are never used (:data:`StalePolicy`).
+count or locate hits; of a candidate block only the sub-slabs (blocks.py) holding candidates are read,
+the sure positions of its other sub-slabs are taken as they are. Stale indexes are never used
+(:data:`StalePolicy`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
@@ -28,14 +31,16 @@ import numpy as np
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
-from h5flow.query.index import (BlockReader, DatasetIndex, IndexStore, bitmap_class, build_index, BuildConfig,
-                                is_numeric, stats_zones)
+from h5flow.query.index import (DEFAULT_SUB_BLOCKS, BlockReader, DatasetIndex, IndexStore, bitmap_class,
+                                build_index, BuildConfig, is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
     import h5py
 
 StalePolicy = Literal["error", "scan", "rebuild"]
+_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
 Location = Union[str, "os.PathLike[str]", "h5py.Group"]
 
 
@@ -51,6 +56,7 @@ class ApplyOptions:
     on_stale: StalePolicy = "error"  # stale index: refuse, ignore it and scan, or rebuild it first
     comm: Any = None  # an mpi4py communicator: blocks are split across its ranks, hits gathered on all
     kinds: tuple[str, ...] = ("bitmap", "minmax")  # index kinds a query may use, in order of preference
+    sub_slabs: bool = True  # False: zone maps per block and candidate blocks read whole (as index format 1)
 
     def __post_init__(self) -> None:
         if self.on_stale not in ("error", "scan", "rebuild"):
@@ -126,6 +132,18 @@ def _split(q: Query) -> Query:
 # ---------------------------------------------------------------- one evaluation of a bound expression
 
 
+def _ranges(cls: Any, mask: np.ndarray, offsets: np.ndarray) -> Any:
+    """The positions of the units (position ranges ``offsets[i] .. offsets[i+1]-1``) where ``mask`` is
+    true, one ``add_range`` per run of consecutive units."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    out = cls()
+    for a, z in zip(offsets[np.flatnonzero(edges == 1)].tolist(), offsets[np.flatnonzero(edges == -1)].tolist()):
+        if z > a:
+            out.add_range(a, z)
+    return out
+
+
+
 @dataclass
 class LeafPlan:
     cond: DataCond
@@ -152,6 +170,7 @@ class Selection:
         # a block's values are used before the next block is read (only hit positions are kept): reuse buffers
         self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True) for p, d in dsets.items()}
         self.leaves: list[LeafPlan] = []
+        self._leafsets: dict[DataCond, tuple[Any, Any]] = {}  # each condition's (sure, maybe) positions
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}
         self._hits: dict[int, np.ndarray] | None = None  # materialized (MPI) hits
@@ -159,6 +178,10 @@ class Selection:
         self._memo_elems = 0
         self._count: int | None = None
         self.blocks_read = 0
+        self.elements_read = 0  # positions evaluated in candidate blocks (per dataset the expression names)
+        self.sub = self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) if options.sub_slabs else 1
+        self.sub_off = self.grid.sub_offsets(self.sub)
+        self._cls = bitmap_class(self.grid.size)
         self._plan()
 
     # -- planning
@@ -215,18 +238,20 @@ class Selection:
             # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
             name = f"write statistics ({zones.writes} writes)"
         if zones is not None:
-            all_ok, none = zones.status(c.op, c.value)
-            off = self.grid.offsets
+            if not self.options.sub_slabs and getattr(zones, "sub", 1) > 1:
+                zones = replace(zones, sub=1)  # the same zone maps, per block
+                name = "minmax (per block: sub_slabs=False)"
+            all_ok, none = zones.status(c.op, c.value)  # per sub-slab (per block: format 1, write statistics)
+            uoff = zones.unit_offsets()
             if all_ok.any():
-                zsure = cls()
-                for k in np.flatnonzero(all_ok):
-                    zsure.add_range(int(off[k]), int(off[k + 1]))
-                sure = sure | zsure
+                sure = sure | _ranges(cls, all_ok, uoff)
             if none.any():
-                zmaybe = cls()
-                for k in np.flatnonzero(~none):
-                    zmaybe.add_range(int(off[k]), int(off[k + 1]))
-                maybe = maybe & zmaybe
+                maybe = maybe & _ranges(cls, ~none, uoff)
+            if getattr(zones, "sub", 1) > self.sub:  # evaluate at the finest zone maps in use
+                self.sub = zones.sub
+                self.sub_off = self.grid.sub_offsets(self.sub)
+            if getattr(zones, "sub", 1) == 1 and name == "minmax" and self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) > 1:
+                name = "minmax (per block: format 1, rebuild for sub-block zone maps)"
             used.append(name)
         if used:
             plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
@@ -236,6 +261,7 @@ class Selection:
             plan.index = "none (its index has another block grid)"
         plan.sure, plan.maybe = len(sure), len(maybe)
         self.leaves.append(plan)
+        self._leafsets[c] = (sure, maybe)
         return sure, maybe
 
     def _combine(self, q: Query) -> tuple[Any, Any]:
@@ -252,6 +278,7 @@ class Selection:
         sure, maybe = self._combine(self.expr)
         cands = maybe - sure
         self.sure = sure
+        self.cands = cands
         off = self.grid.offsets
         nb = self.grid.nblocks
         if len(cands) <= 4 * max(nb, 1):
@@ -266,27 +293,73 @@ class Selection:
         self.candidates = int(len(cands))
 
     # -- evaluation
-    def _eval_block(self, k: int) -> np.ndarray:
+    def _eval_rows(self, k: int, r0: int, r1: int, shift: int = 0) -> np.ndarray:
+        """Flat indices (relative to the first element of row r0, plus ``shift``) where the expression
+        holds in rows ``[r0, r1)`` of block k. A condition whose sure positions cover these rows is true
+        there and one whose possible positions miss them is false, without reading its dataset (in
+        ``plate`` range ``& fiber < 100`` only ``fiber`` is read inside the plate range)."""
         cache: dict[str, np.ndarray] = {}
+        ext = self.grid.extent(k)
+        inner = math.prod(ext[1:])
+        lo = int(self.grid.offsets[k]) + r0 * inner
+        hi = lo + ((r1 - r0) * inner if ext else 1)
 
         def values(p: str) -> np.ndarray:
             if p not in cache:
-                cache[p] = self.readers[p](k)
+                cache[p] = self.readers[p].rows(k, r0, r1)
             return cache[p]
 
         def ev(q: Query) -> np.ndarray:
             if isinstance(q, DataCond):
+                sure, maybe = self._leafsets[q]
+                if sure.range_cardinality(lo, hi) == hi - lo:
+                    return np.ones(hi - lo, bool)
+                if not maybe.range_cardinality(lo, hi):
+                    return np.zeros(hi - lo, bool)
                 v = values(q.path)  # type: ignore[arg-type]
                 with np.errstate(invalid="ignore"):
-                    return {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-                            ">": np.greater, ">=": np.greater_equal}[q.op](v, q.value)
+                    return _OPS[q.op](v, q.value)
             assert isinstance(q, (And, Or))
             a = ev(q.left)
             b = ev(q.right)
-            return (a & b) if isinstance(q, And) else (a | b)
+            return np.logical_and(a, b, out=a) if isinstance(q, And) else np.logical_or(a, b, out=a)
 
+        m = ev(self.expr)
+        self.elements_read += m.size
+        idx = np.flatnonzero(m)
+        if shift:
+            idx += shift
+        return idx
+
+    def _eval_block(self, k: int) -> np.ndarray:
+        """Sorted block-local hits of candidate block k: the sub-slabs holding candidates are read and
+        evaluated (consecutive ones in one read), the others contribute their sure positions."""
         self.blocks_read += 1
-        return np.flatnonzero(ev(self.expr))
+        sub, off = self.sub, self.sub_off
+        bounds = off[k * sub:(k + 1) * sub + 1].tolist()
+        base = bounds[0]
+        need = [b > a and self.cands.range_cardinality(a, b) > 0 for a, b in zip(bounds[:-1], bounds[1:])]
+        if all(n or b == a for n, a, b in zip(need, bounds[:-1], bounds[1:])):
+            return self._eval_rows(k, 0, self.grid.extent(k)[0] if self.grid.block else 1)
+        pieces: list[np.ndarray] = []
+        j = 0
+        while j < sub:
+            j2 = j
+            while j2 < sub and need[j2] == need[j]:
+                j2 += 1
+            lo, hi = bounds[j], bounds[j2]
+            if hi > lo:
+                if need[j]:
+                    r0, r1 = self.grid.sub_rows(k, j, sub)[0], self.grid.sub_rows(k, j2 - 1, sub)[1]
+                    pieces.append(self._eval_rows(k, r0, r1, lo - base))
+                else:
+                    n = self.sure.range_cardinality(lo, hi)
+                    if n == hi - lo:  # e.g. sub-slabs a zone map puts wholly inside the condition
+                        pieces.append(np.arange(lo - base, hi - base, dtype=np.int64))
+                    elif n:
+                        pieces.append(self._sure_in(lo, hi, base))
+            j = j2
+        return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
     MEMO_ELEMENTS = 1 << 22  # keep up to 4 Mi evaluated hits, so count() then coords() reads blocks once
 
@@ -301,13 +374,17 @@ class Selection:
 
     SURE_SPLIT_ELEMENTS = 1 << 25  # up to 32 Mi sure positions are listed at once and cut at block bounds
 
+    def _sure_in(self, lo: int, hi: int, origin: int | None = None) -> np.ndarray:
+        """Sure positions in ``[lo, hi)``, minus ``origin`` (default ``lo``; int64, sorted)."""
+        part = self.sure & self._cls(range(lo, hi)) if hi - lo else self._cls()
+        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+        out = arr.astype(np.int64)
+        out -= lo if origin is None else origin
+        return out
+
     def _sure_local(self, k: int) -> np.ndarray:
         off = self.grid.offsets
-        lo, hi = int(off[k]), int(off[k + 1])
-        cls = bitmap_class(self.grid.size)
-        part = self.sure & cls(range(lo, hi)) if hi - lo else cls()
-        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
-        return arr.astype(np.int64) - lo
+        return self._sure_in(int(off[k]), int(off[k + 1]))
 
     def _sure_all(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Every sure position (sorted, int64) and where each block's start in it, when few enough to
@@ -374,6 +451,8 @@ class Selection:
                 "block_shape": list(self.grid.block), "blocks": self.grid.nblocks,
                 "candidate_blocks": int(len(self.cand_blocks)), "candidates": self.candidates,
                 "sure": int(len(self.sure)), "blocks_read": self.blocks_read,
+                "elements_read": self.elements_read, "sub_blocks": self.sub,
+                "reads": sum(r.reads for r in self.readers.values()),
                 "leaves": [{"condition": str(p.cond), "index": p.index, "sure": p.sure, "maybe": p.maybe}
                            for p in self.leaves]}
 
@@ -406,7 +485,7 @@ class DatasetHits:
         batch per block (block order; sorted in a block). The cheapest form of the hits."""
         grid = self.selection.grid
         for k, local in self.selection.blocks():
-            yield grid.flat(k, local)
+            yield grid.flat(k, local, ascending=True)
 
     def runs(self) -> Iterator[tuple[tuple[int, ...], int]]:
         """Hyperslab runs: (start coordinate, length along the last axis), block by block."""

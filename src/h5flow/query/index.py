@@ -5,8 +5,9 @@ native HDF5 file that h5dump and h5py read like any other. The indexed file is n
 h5dump output and checksums do not change, read-only files can be indexed, and h5flow_log containers
 (directories owned by their connector) stay untouched. Layout::
 
-    /                        attrs h5flow_index_format=1, source (absolute path at build time)
-    /datasets/<dataset path>/minmax/   min, max (dataset dtype), nan (int64), crc32 (uint32), per block
+    /                        attrs h5flow_index_format=2, source (absolute path at build time)
+    /datasets/<dataset path>/minmax/   min, max (dataset dtype), nan (int64), crc32 (uint32), per block;
+                                       sub_min, sub_max, sub_nan per sub-slab (format 2, attr sub_blocks)
     /datasets/<dataset path>/bitmap/   bin_min, bin_max (dataset dtype), bin_count (int64), offsets (uint64),
                                        blob (uint8: the bins' portable Roaring bitmaps, one after another)
 
@@ -22,6 +23,7 @@ import array
 import math
 import os
 import time
+import weakref
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
     import h5py
 
 SUFFIX = ".h5flow-index.h5"
-FORMAT = 1
+FORMAT = 2  # 2: zone maps also per sub-slab (sub_min/sub_max/sub_nan, attr sub_blocks); 1: per block only
+DEFAULT_SUB_BLOCKS = 8  # sub-slabs per block along its first axis (measured: docs/QUERY.md "Indexes")
+MAX_SUB_BLOCKS = 64
 KINDS = ("minmax", "bitmap")
 Kind = Literal["minmax", "bitmap"]
 DEFAULT_BINS = 64
@@ -64,6 +68,10 @@ def is_numeric(dtype: np.dtype) -> bool:
     return dtype.kind in "biuf"
 
 
+#: (file, dataset, inode, size, mtime_ns) -> whether pread at H5Dget_chunk_info's address gives the chunk
+_PREAD_CHECKED: dict[tuple[Any, ...], bool] = {}
+
+
 class BlockReader:
     """Reads the blocks of one dataset as flat arrays in the block's C order (bool read as uint8).
 
@@ -73,7 +81,16 @@ class BlockReader:
     connector take the hyperslab read, so the values are the same either way.
 
     ``reuse``: stored chunks are read into one buffer that the next read overwrites (no page faults on
-    fresh memory per block); only for a caller that is done with a block before it reads the next."""
+    fresh memory per block); only for a caller that is done with a block before it reads the next.
+
+    :meth:`rows` reads a run of rows of a block (sub-slabs). Of an unfiltered chunk in a file opened
+    read-only with the sec2 driver and no user block, those rows are one contiguous byte range of the
+    stored chunk, at the chunk's address (``H5Dget_chunk_info``): they are read with one ``pread``.
+    Another chunk is read whole once (HDF5 decodes a filtered chunk whole for any part of it) and its runs
+    are sliced from it; blocks that are not chunks (slabs) are read per run as hyperslabs. The
+    first such read of a dataset (per file version: inode, size, mtime) is checked against
+    ``H5Dread_chunk`` of a whole chunk, and any mismatch or doubt turns this path off (then the rows come
+    from a hyperslab read)."""
 
     def __init__(self, dset: h5py.Dataset, grid: BlockGrid, native: bool, reuse: bool = False) -> None:
         self.dset, self.grid = dset, grid
@@ -87,13 +104,112 @@ class BlockReader:
                            and dset.id.get_create_plist().get_nfilters() == 0)
         except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
             self.direct = False
+        try:  # a chunk is read (and decoded) whole for any part of it: read it once, slice the runs
+            self.whole_chunks = dset.chunks is not None and native and tuple(dset.chunks) == grid.block
+        except Exception:  # noqa: BLE001
+            self.whole_chunks = False
+        self._whole: tuple[int, np.ndarray] | None = None  # (block, values) of the last block read whole
+        self.reads = 0  # read requests made (chunk, pread or hyperslab)
+        self._fd: int | None = None
+        self._pread: bool | None = None  # None: not tried yet
+        self._addr: dict[int, int | None] = {}
+
+    def _pread_ok(self) -> bool:
+        if self._pread is None:
+            self._pread = False
+            if self.direct and self.reuse:
+                try:
+                    f = self.dset.file
+                    if f.mode == "r" and f.driver == "sec2" and f.id.get_create_plist().get_userblock() == 0:
+                        fd = os.open(f.filename, os.O_RDONLY)
+                        self._fd = fd
+                        weakref.finalize(self, os.close, fd)
+                        st = os.fstat(fd)
+                        key = (f.filename, self.dset.name, st.st_ino, st.st_size, st.st_mtime_ns)
+                        if key not in _PREAD_CHECKED:
+                            _PREAD_CHECKED[key] = self._check_pread()
+                        self._pread = _PREAD_CHECKED[key]
+                except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
+                    self._pread = False
+        return bool(self._pread)
+
+    def _check_pread(self) -> bool:
+        """pread of the first allocated chunk equals H5Dread_chunk of it."""
+        for k in range(self.grid.nblocks):
+            addr = self._address(k)
+            if addr is None:
+                continue
+            nbytes = math.prod(self.grid.block) * self.dset.dtype.itemsize
+            mask, raw = self.dset.id.read_direct_chunk(self.grid.origin(k))
+            assert self._fd is not None
+            return mask == 0 and len(raw) == nbytes and os.pread(self._fd, nbytes, addr) == bytes(raw)
+        return False
+
+    def _address(self, k: int) -> int | None:
+        """File address of block k's stored chunk; None unless it is allocated, unfiltered and full size."""
+        if k not in self._addr:
+            addr = None
+            try:
+                info = self.dset.id.get_chunk_info_by_coord(self.grid.origin(k))
+                nbytes = math.prod(self.grid.block) * self.dset.dtype.itemsize
+                if info.byte_offset is not None and info.filter_mask == 0 and info.size == nbytes:
+                    addr = int(info.byte_offset)
+            except Exception:  # noqa: BLE001 - e.g. a chunk never written
+                addr = None
+            self._addr[k] = addr
+        return self._addr[k]
+
+    def _pread_rows(self, k: int, r0: int, r1: int) -> np.ndarray | None:
+        if not self._pread_ok():
+            return None
+        addr = self._address(k)
+        if addr is None:
+            return None
+        block, dt = self.grid.block, self.dset.dtype
+        inner = math.prod(block[1:])
+        n = (r1 - r0) * inner * dt.itemsize
+        if self._buf is None or self._buf.size < math.prod(block) * dt.itemsize:
+            self._buf = np.empty(math.prod(block) * dt.itemsize, np.uint8)
+        assert self._fd is not None
+        self.reads += 1
+        self._whole = None
+        if os.preadv(self._fd, [memoryview(self._buf)[:n]], addr + r0 * inner * dt.itemsize) != n:
+            return None
+        v = self._buf[:n].view(dt)
+        ext = self.grid.extent(k)
+        if tuple(ext[1:]) != tuple(block[1:]):
+            v = v.reshape((r1 - r0,) + tuple(block[1:]))[(slice(None),) + tuple(slice(0, e) for e in ext[1:])]
+            v = v.reshape(-1)
+        return v
 
     def __call__(self, k: int) -> np.ndarray:
+        self.reads += 1
+        self._whole = None  # the reused buffer is about to be overwritten
         if self.direct:
             v = self._chunk(k)
             if v is not None:
                 return v.view(np.uint8) if v.dtype == np.bool_ else v
         v = np.asarray(self.dset[self.grid.slices(k)]).reshape(-1)
+        return v.view(np.uint8) if v.dtype == np.bool_ else v
+
+    def rows(self, k: int, r0: int, r1: int) -> np.ndarray:
+        """Rows ``[r0, r1)`` of block k (relative to its origin, along the first axis) as a flat array in
+        C order: the block's positions ``r0 * inner .. r1 * inner - 1``. The whole block when that is all."""
+        if not self.grid.block or (r0 == 0 and r1 >= self.grid.extent(k)[0]):
+            return self(k)
+        v = self._pread_rows(k, r0, r1)
+        if v is not None:
+            return v.view(np.uint8) if v.dtype == np.bool_ else v
+        if self.whole_chunks:  # no pread: one chunk read, the runs sliced from it
+            if self._whole is None or self._whole[0] != k:
+                v = self(k)
+                self._whole = (k, v)
+            inner = math.prod(self.grid.extent(k)[1:])
+            return self._whole[1][r0 * inner:r1 * inner]
+        sl = self.grid.slices(k)
+        a = sl[0].start
+        self.reads += 1
+        v = np.asarray(self.dset[(slice(a + r0, a + r1),) + sl[1:]]).reshape(-1)
         return v.view(np.uint8) if v.dtype == np.bool_ else v
 
     def _chunk(self, k: int) -> np.ndarray | None:
@@ -125,6 +241,27 @@ def block_stats(v: np.ndarray) -> tuple[Any, Any, int]:
     if v.dtype.kind == "f":
         return (np.fmin.reduce(v), np.fmax.reduce(v), int(np.count_nonzero(np.isnan(v))))
     return (v.min(), v.max(), 0)
+
+
+def sub_stats(v: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(min, max, NaN count) of each piece ``v[bounds[j]:bounds[j+1]]`` of a flat block (NaN ignored;
+    an empty or all-NaN piece gets min/max NaN for floats, 0 for integers: its size or NaN count rules it out)."""
+    n = len(bounds) - 1
+    sizes = np.diff(bounds)
+    ne = np.flatnonzero(sizes)
+    lo, hi = np.zeros(n, v.dtype), np.zeros(n, v.dtype)
+    nan = np.zeros(n, np.int64)
+    if v.dtype.kind == "f":
+        lo[:], hi[:] = np.nan, np.nan
+    if ne.size:
+        starts = bounds[ne]
+        if v.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                lo[ne], hi[ne] = np.fmin.reduceat(v, starts), np.fmax.reduceat(v, starts)
+            nan[ne] = np.add.reduceat(np.isnan(v).view(np.uint8), starts, dtype=np.int64)
+        else:
+            lo[ne], hi[ne] = np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)
+    return lo, hi, nan
 
 
 def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.ndarray, op: str, v: float | int
@@ -167,6 +304,9 @@ def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.nda
 
 @dataclass
 class MinMax:
+    """Zone maps: per block (``min``, ``max``, ``nan``, ``crc32``) and per sub-slab (``sub_*``, ``sub``
+    sub-slabs per block; an index of format 1 has none, then ``sub == 1`` and they are the block's)."""
+
     grid: BlockGrid
     min: np.ndarray
     max: np.ndarray
@@ -175,10 +315,21 @@ class MinMax:
     fingerprint: str
     built_unix: float
     build_seconds: float
+    sub: int = 1
+    sub_min: np.ndarray | None = None
+    sub_max: np.ndarray | None = None
+    sub_nan: np.ndarray | None = None
+
+    def unit_offsets(self) -> np.ndarray:
+        """Position ranges of the units :meth:`status` speaks of (sub-slabs, or blocks)."""
+        return self.grid.sub_offsets(self.sub)
 
     def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
-        sizes = np.diff(self.grid.offsets)
-        return interval_status(self.min, self.max, self.nan, sizes, op, v)
+        """Per sub-slab (per block when ``sub == 1``): certainly all match, certainly none does."""
+        sizes = np.diff(self.unit_offsets())
+        if self.sub == 1 or self.sub_min is None:
+            return interval_status(self.min, self.max, self.nan, sizes, op, v)
+        return interval_status(self.sub_min, self.sub_max, self.sub_nan, sizes, op, v)
 
 
 @dataclass
@@ -196,6 +347,10 @@ class StatsZones:
     nan: np.ndarray  # 1 where a NaN may be present
     unknown: np.ndarray  # bool: no bounds for this block
     writes: int
+    grid: BlockGrid
+
+    def unit_offsets(self) -> np.ndarray:
+        return self.grid.offsets
 
     def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
         # count + 1: every block may hold a number (conservative for interval_status)
@@ -272,7 +427,7 @@ def stats_zones(dset: h5py.Dataset, grid: BlockGrid) -> StatsZones | None:
             lo, hi = lo.astype(dtype), hi.astype(dtype)
         except (TypeError, OverflowError, ValueError):
             return None
-    return StatsZones(lo, hi, nan, unknown, len(shards))
+    return StatsZones(lo, hi, nan, unknown, len(shards), grid)
 
 
 @dataclass
@@ -421,6 +576,11 @@ class IndexStore:
             entry = (key, f, {})
             _LOADED[str(self.path)] = entry
         _, f, cache = entry
+        fmt = int(f.attrs.get("h5flow_index_format", 1))
+        if fmt > FORMAT:
+            raise IndexError_(f"{self.path} has index format {fmt}, written by a newer h5flow (this one reads "
+                              f"formats 1 to {FORMAT}): upgrade h5flow, or rebuild the index with "
+                              f"`h5flow index build {self.source.path} {dset_path}`")
         ck = (dset_path, grid.shape, grid.block)
         if ck not in cache:
             cache[ck] = self._read(f, dset_path, grid)
@@ -441,6 +601,9 @@ class IndexStore:
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
                 mm = MinMax(grid, m["min"][()], m["max"][()], m["nan"][()], m["crc32"][()],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
+                sub = int(a.get("sub_blocks", 1))  # format 1: none (zone maps per block)
+                if sub > 1 and "sub_min" in m and len(m["sub_min"]) == grid.nblocks * sub:
+                    mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, m["sub_min"][()], m["sub_max"][()], m["sub_nan"][()]
         if "bitmap" in g:
             b = g["bitmap"]
             a = dict(b.attrs)
@@ -495,6 +658,11 @@ class IndexStore:
                 out.attrs["about"] = "h5flow query indexes (zone maps, bitmaps) of the file named in 'source'; docs/QUERY.md"
                 if self.path.exists():
                     with native_file(self.path, "r") as old:
+                        fmt = int(old.attrs.get("h5flow_index_format", 1))
+                        if fmt > FORMAT:
+                            raise IndexError_(f"{self.path} has index format {fmt}, written by a newer h5flow "
+                                              f"(this one writes {FORMAT}): upgrade h5flow, or remove the sidecar "
+                                              "and build the indexes again")
                         for row in IndexStore(self.source).rows():
                             key = (row.dataset, row.kind)
                             if key in drop or key in add:
@@ -531,12 +699,16 @@ class BuildConfig:
     kind: Kind = "minmax"
     bins: int = DEFAULT_BINS
     progress: bool = True
+    sub_blocks: int = DEFAULT_SUB_BLOCKS  # zone maps per block: sub-slabs along its first axis (capped at its rows)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"index kind {self.kind!r}: choose minmax or bitmap")
         if not 2 <= self.bins <= MAX_BINS:
             raise ValueError(f"bins must be between 2 and {MAX_BINS}, got {self.bins}")
+        if not 1 <= self.sub_blocks <= MAX_SUB_BLOCKS:
+            raise ValueError(f"sub_blocks must be between 1 (zone maps per block) and {MAX_SUB_BLOCKS}, "
+                             f"got {self.sub_blocks}")
 
 
 @dataclass
@@ -626,12 +798,14 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
                 if comm is not None:
                     sample = np.concatenate(comm.allgather(sample))
                 edges = _edges(sample, vdtype, config.bins)
-            payload = _build_share(BlockReader(dset, grid, not source.container), mine, vdtype, edges,
+            sub = grid.clamp_sub(config.sub_blocks)
+            payload = _build_share(BlockReader(dset, grid, not source.container), mine, vdtype, edges, sub,
                                    config.progress and rank == 0)
             fp1 = source.fingerprint(dset_path)
             if fp1 != fp0:
                 raise IndexError_(f"{path}: the data changed while the index was being built; build it again")
-            meta = {"shape": grid.shape, "block": grid.block, "dtype": str(vdtype), "fp": fp0, "edges": edges}
+            meta = {"shape": grid.shape, "block": grid.block, "dtype": str(vdtype), "fp": fp0, "edges": edges,
+                    "sub": sub}
     except Exception as e:  # noqa: BLE001 - reported on every rank below
         if comm is None:
             raise
@@ -660,7 +834,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
     return result
 
 
-def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: np.ndarray | None,
+def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: np.ndarray | None, sub: int,
                  progress: bool) -> dict[str, Any]:
     dset, grid = reader.dset, reader.grid
     n = len(ids)
@@ -668,7 +842,10 @@ def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: 
     maxs = np.zeros(n, vdtype)
     nans = np.zeros(n, np.int64)
     crcs = np.zeros(n, np.uint32)
-    out: dict[str, Any] = {"ids": ids, "min": mins, "max": maxs, "nan": nans, "crc32": crcs}
+    smin, smax, snan = np.zeros((n, sub), vdtype), np.zeros((n, sub), vdtype), np.zeros((n, sub), np.int64)
+    sub_off = grid.sub_offsets(sub)
+    out: dict[str, Any] = {"ids": ids, "min": mins, "max": maxs, "nan": nans, "crc32": crcs,
+                           "sub_min": smin, "sub_max": smax, "sub_nan": snan}
     if edges is not None:
         nb = len(edges) + (1 if vdtype.kind == "f" else 0)  # the last bin holds NaNs
         cls = bitmap_class(grid.size)
@@ -683,6 +860,7 @@ def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: 
     for i, k in enumerate(_iterate(ids, progress, f"indexing {dset.name}")):
         v = reader(k)
         mins[i], maxs[i], nans[i] = block_stats(v)
+        smin[i], smax[i], snan[i] = sub_stats(v, sub_off[k * sub:(k + 1) * sub + 1] - sub_off[k * sub])
         crcs[i] = zlib.crc32(np.ascontiguousarray(v).view(np.uint8))
         if edges is None or v.size == 0:
             continue
@@ -720,15 +898,19 @@ def _write(source: Source, dset_path: str, config: BuildConfig, parts: list[tupl
     grid = BlockGrid(tuple(meta["shape"]), tuple(meta["block"]))
     vdtype = np.dtype(meta["dtype"])
     nb = grid.nblocks
+    sub = int(meta["sub"])
     arrays = {"min": np.zeros(nb, vdtype), "max": np.zeros(nb, vdtype), "nan": np.zeros(nb, np.int64),
-              "crc32": np.zeros(nb, np.uint32)}
+              "crc32": np.zeros(nb, np.uint32), "sub_min": np.zeros((nb, sub), vdtype),
+              "sub_max": np.zeros((nb, sub), vdtype), "sub_nan": np.zeros((nb, sub), np.int64)}
     for p, _ in parts:
         for key in arrays:
             arrays[key][p["ids"]] = p[key]
+    for key in ("sub_min", "sub_max", "sub_nan"):
+        arrays[key] = arrays[key].reshape(-1)  # sub-slab j of block k at k * sub_blocks + j
     attrs = {"fingerprint": meta["fp"], "shape": np.asarray(grid.shape, np.int64),
              "block_shape": np.asarray(grid.block, np.int64), "dtype": str(vdtype), "nblocks": nb,
              "built_unix": time.time(), "build_seconds": seconds, "ranks": ranks}
-    add = {(dset_path, "minmax"): {"arrays": arrays, "attrs": dict(attrs)}}
+    add = {(dset_path, "minmax"): {"arrays": arrays, "attrs": dict(attrs, sub_blocks=sub)}}
     nbins = 0
     if config.kind == "bitmap":
         cls = bitmap_class(grid.size)
