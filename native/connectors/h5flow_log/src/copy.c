@@ -19,7 +19,7 @@ static bool container_only(const char *name)
 {
     return !strcmp(name, H5FL_MARKER) || !strcmp(name, H5FL_EPOCH_DIR) ||
            !strncmp(name, H5FL_ANON_PREFIX, strlen(H5FL_ANON_PREFIX)) ||
-           !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX));
+           !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX)) || !strcmp(name, H5FL_STORE_DIR);
 }
 
 static int copy_file(const char *from, const char *to, bool sync)
@@ -286,8 +286,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!c->logs && !strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)))
             continue;
-        if (!strcmp(n, H5FL_ID_FILE))
-            continue; /* the copy is another object: it gets an id of its own when referenced */
+        if (!strcmp(n, H5FL_ID_FILE) || !strcmp(n, H5FL_NLINK_FILE))
+            continue; /* the copy is another object: it gets an id of its own when referenced, one name */
         if (!c->same && !strcmp(n, H5FL_DTYPE_USE_FILE))
             continue; /* a committed type's id means nothing in another container */
         char *src = h5fl_join(from, n), *dst = h5fl_join(to, n);
@@ -303,7 +303,14 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 ; /* not a link: a creation that never completed */
             else if (c->shallow && depth >= 1)
                 ; /* a member of a member of the top group: the member group is copied empty */
-            else if (t == H5FL_I_EXT && c->expand_ext) {
+            else if (t == H5FL_I_HARD) {
+                h5fl_err("cannot copy '%s': it holds '%s', a second hard link to an object, and h5flow_log does "
+                         "not copy objects with several names inside a copied group yet (a copy would split "
+                         "them into separate objects); copy the objects one by one and link them again with "
+                         "H5Lcreate_hard",
+                         spath, n);
+                st = -1;
+            } else if (t == H5FL_I_EXT && c->expand_ext) {
                 h5fl_err("cannot copy '%s': expanding external links into objects "
                          "(H5O_COPY_EXPAND_EXT_LINK_FLAG) is not supported by h5flow_log; copy without it (the "
                          "link is copied) or copy the linked object itself",
