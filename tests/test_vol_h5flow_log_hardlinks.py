@@ -200,25 +200,44 @@ def test_steps_stopped_half_way_leave_a_readable_container(tmp_path: Path) -> No
     assert got["sid"] in got["left"]
 
 
-def test_copying_a_group_with_a_second_hard_link_refuses_clearly(tmp_path: Path) -> None:
-    """Native H5Ocopy copies an object with two names inside the copied group once and links it twice;
-    h5flow_log refuses such a copy with a message that says why (never two separate copies), leaving nothing."""
+def test_copying_a_group_with_hard_links_copies_each_object_once_like_native(tmp_path: Path) -> None:
+    """H5Ocopy of a group holding two names of one object copies the object once and links the copy twice
+    (as native), within a container and into another one."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f, check_connector(h5py.File("o.h5", "w")) as o:
+            f["g/a"] = np.arange(3)
+            f["g/b"] = f["g/a"]; f["g/s/c"] = f["g/a"]
+            f.copy("g", "g2"); f.copy("g", o, "x")
+            for h, n in ((f, "g2"), (o, "x")):
+                out(n, [sorted(h[n].keys()), h[n + "/a"].id == h[n + "/b"].id, h[n + "/a"].id == h[n + "/s/c"].id,
+                        h5py.h5o.get_info(h[n + "/a"].id).rc])
+            out("not_the_original", f["g2/a"].id != f["g/a"].id)
+            f["g2/b"][0] = 9
+            out("copy_written", f["g2/s/c"][...]); out("original", f["g/a"][...])
+            f.copy("g/a", "single")                             # the object itself: one new object, one name
+            out("single", [f["single"][...].tolist(), h5py.h5o.get_info(f["single"].id).rc])
+    """, tmp_path)
+    assert got["g2"] == [["a", "b", "s"], True, True, 3] and got["copy_written"] == [9, 1, 2]
+    assert got["original"] == [0, 1, 2] and got["single"] == [[0, 1, 2], 1]
+
+
+def test_copying_a_group_linked_into_itself_refuses_clearly(tmp_path: Path) -> None:
+    """Native H5Ocopy links the copy of a group into itself where the original is; h5flow_log refuses that copy
+    with a message naming the link (never a second, separate copy of the group), and leaves nothing."""
     got = _run_log("""
         with check_connector(h5py.File("c.h5", "w")) as f:
             f["g/a"] = np.arange(3)
-            f["g/b"] = f["g/a"]
+            f["g/self"] = f["g"]
             try:
                 f.copy("g", "g2")
                 out("copy", "done")
             except Exception as e:
                 out("copy", str(e))
-            out("keys", sorted(f.keys()))
-            f.copy("g/a", "single")                             # the object itself copies (one name)
-            out("single", f["single"][...]); out("single_rc", h5py.h5o.get_info(f["single"].id).rc)
-            out("differs", f["single"].id != f["g/a"].id)
+            out("keys", sorted(f.keys())); out("store", len(os.listdir("c.h5/@objects")))
+            out("tmp", [n for n in os.listdir("c.h5") if n.startswith("@tmp")])
     """, tmp_path)
-    assert "second hard link" in got["copy"] and got["keys"] == ["g"], got
-    assert got["single"] == [0, 1, 2] and got["single_rc"] == 1 and got["differs"] is True
+    assert "reached again inside itself" in got["copy"] and "/g/self" in got["copy"], got
+    assert got["keys"] == ["g"] and got["store"] == 1 and got["tmp"] == []
 
 
 def test_pack_and_unpack_keep_hard_links(tmp_path: Path) -> None:
@@ -242,3 +261,73 @@ def test_pack_and_unpack_keep_hard_links(tmp_path: Path) -> None:
     native = _run(check.replace("NAME", repr(str(tmp_path / "p.h5"))), tmp_path / "n", connector=False)
     back = _run(check.replace("NAME", repr(str(tmp_path / "u.h5"))), tmp_path / "u", connector=True)
     assert native == back == {"same": True, "self": True, "rc": 2, "val": [0, 1, 2, 3, 4]}
+
+
+def test_incr_decr_refcount_like_native(tmp_path: Path) -> None:
+    """H5Oincr_refcount/H5Odecr_refcount change the count H5Oget_info reports; an object whose count is above
+    its names outlives their deletion and is still reached by a reference, as in native HDF5."""
+    got = same_as_native("""
+        import ctypes
+        lib = _hdf5lib.lib()
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["d"] = np.arange(3); g = f.create_group("g")
+            d = f["d"]
+            out("incr", lib.H5Oincr_refcount(ctypes.c_int64(d.id.id)))
+            out("rc", h5py.h5o.get_info(d.id).rc)
+            out("decr", lib.H5Odecr_refcount(ctypes.c_int64(d.id.id)))
+            out("rc2", h5py.h5o.get_info(d.id).rc)
+            out("gincr", lib.H5Oincr_refcount(ctypes.c_int64(g.id.id))); out("grc", h5py.h5o.get_info(g.id).rc)
+            r = d.ref
+            lib.H5Oincr_refcount(ctypes.c_int64(d.id.id))
+            del d
+            del f["d"]                                          # its only name; the count keeps it
+            out("keys", sorted(f.keys()))
+            out("by_ref", f[r][...]); out("rc3", h5py.h5o.get_info(f[r].id).rc)
+            out("g_value", sorted(f["g"].keys()))
+    """, tmp_path)
+    assert got["incr"] >= 0 and got["rc"] == 2 and got["rc2"] == 1 and got["by_ref"] == [0, 1, 2]
+
+
+def test_copy_committed_datatype_like_native(tmp_path: Path) -> None:
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f, check_connector(h5py.File("o.h5", "w")) as o:
+            f["t"] = np.dtype([("a", "i4"), ("b", "f8")])
+            f["t"].attrs["note"] = "x"
+            f.copy("t", "t2"); f.copy("t", o, "t3")
+            for h, n in ((f, "t2"), (o, "t3")):
+                out(n, [str(h[n].dtype), type(h[n]).__name__, h[n].attrs["note"]])
+            out("differs", f["t"].id != f["t2"].id)
+            f.create_dataset("d", (2,), dtype=f["t2"])
+            out("uses", f["d"].dtype == f["t2"].dtype)
+    """, tmp_path)
+    assert got["t2"][1:] == ["Datatype", "x"]
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_hard_links_agree_on_every_rank(comm, mpi_tmp_path: Path) -> None:
+    """A second name created collectively while every rank holds the dataset open (with buffered writes): the
+    open handles follow the object into the store on every rank, each rank's writes reach it, and deleting
+    the names agrees on every rank."""
+    import h5py
+    import numpy as np
+
+    from h5flow.testing.pytest_mpi import mpi_assert
+
+    path = mpi_tmp_path / "hard.h5"
+    r = comm.rank
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("g/x", shape=(comm.size, 2), dtype="i8", fillvalue=-1)
+        d[r] = r + 1                                  # buffered on each rank
+        f["h"] = f["g"]                               # g (holding the open x) moves into the store
+        d[r, 1] = 50 + r                              # written through the handle opened before
+        f["y"] = f["h/x"]                             # x itself gets a second name
+        f.flush()
+        got = f["y"][...]
+        rc = (h5py.h5o.get_info(f["g"].id).rc, h5py.h5o.get_info(f["y"].id).rc)
+        del f["g"]
+        keys = sorted(f.keys())
+        via = f["h/x"][...]
+    want = np.array([[k + 1, 50 + k] for k in range(comm.size)])
+    mpi_assert(comm, np.array_equal(got, want), f"rank {r} read {got.tolist()}")
+    mpi_assert(comm, rc == (2, 2), f"rank {r} counts {rc}")
+    mpi_assert(comm, keys == ["h", "y"] and np.array_equal(via, want), f"rank {r} keys {keys} via {via.tolist()}")

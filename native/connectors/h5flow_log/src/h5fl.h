@@ -420,10 +420,15 @@ char *h5fl_hard_store_dir(const char *root, uint64_t id);
  * *t by the object's type (H5I_BADID if the object is missing); *ldir receives the stub's directory when
  * ldir is not NULL (else it is freed). Nothing is done for other types. */
 int h5fl_hard_follow(const char *root, char **dir, H5I_type_t *t, char **ldir);
+/* Write the stub file of a hard link to object `id` into the (new) directory `dir`. */
+int h5fl_hard_write_stub(const char *dir, uint64_t id, bool sync);
 /* The link count of the object at `dir` (1 outside the store). */
 unsigned h5fl_hard_nlink(const char *dir);
 /* Collective (every rank): give the object `target` (a location in f) a new hard link `name` (lp) at `o`. */
 int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
+/* Collective: H5Oincr_refcount/H5Odecr_refcount of open object `o` (its @nlink; moved into the store by an
+ * increment, so that its count keeps it when its names are deleted; never below 1). */
+int h5fl_hard_adjust(h5fl_obj_t *o, int delta);
 /* Rank 0: the ids of the stubs at or under `dir` (not following them); *ids malloc'd. */
 int h5fl_hard_collect(const char *dir, uint64_t **ids, size_t *n);
 /* Rank 0: drop one link of each object `ids` names (a stub of it was removed); an object left without

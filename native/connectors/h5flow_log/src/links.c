@@ -590,7 +590,7 @@ static bool in_store(const char *root, const char *dir)
     return !strncmp(dir, root, rl) && !strncmp(dir + rl, "/" H5FL_STORE_DIR "/", sl) && !strchr(dir + rl + sl, '/');
 }
 
-static int write_stub(const char *dir, uint64_t id, bool sync)
+int h5fl_hard_write_stub(const char *dir, uint64_t id, bool sync)
 {
     uint8_t b[12];
     h5fl_put_u64(b, id);
@@ -619,7 +619,7 @@ static int hard_convert(h5fl_file_t *f, const char *odir, const char *path, uint
         st = -1;
     }
     if (st == 0)
-        st = write_stub(sd, id, f->fsync);
+        st = h5fl_hard_write_stub(sd, id, f->fsync);
     if (st == 0 && h5fl_exists(odir, H5FL_CRT_FILE)) { /* the name's creation order stays with the name */
         uint64_t crt;
         st = read_u64(odir, H5FL_CRT_FILE, &crt);
@@ -818,6 +818,41 @@ static int rebase(char **p, const char *from, const char *to)
     return 0;
 }
 
+/* Rank 0: *id and *sd (the object's directory from now on) of `target`, which moves into the store first
+ * unless it is there already (`store`) or is the root group (`root`). */
+static int hard_prepare(h5fl_file_t *f, const h5fl_loc_t *target, bool root, bool store, uint64_t *id, char **sd)
+{
+    int st;
+    if (root) { /* the container directory: it stays where it is; its stubs name it by its id */
+        *id = H5FL_ROOT_ID;
+        st = h5fl_marker_upgrade(f);
+    } else if ((st = h5fl_ref_object_id(f, target->dir, target->path, id)) == 0 && !store) {
+        return hard_convert(f, target->dir, target->path, *id, sd);
+    }
+    if (st == 0 && !(*sd = h5fl_strdup(target->dir)))
+        st = -1;
+    return st;
+}
+
+/* Every rank, after the collective status `st` of a change that may have moved `target` into the store:
+ * open objects at or under its old directory follow it. */
+static int hard_finish(h5fl_file_t *f, const h5fl_loc_t *target, bool store, int st, uint64_t id)
+{
+    st = h5fl_collective(f, st);
+    if (st == 0 && f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
+    if (st == 0 && !store) {
+        size_t rl = strlen(f->o.dir);
+        char *sd = h5fl_hard_store_dir(f->o.dir, id);
+        st = sd ? h5fl_reg_moved(f->fileno, target->dir + rl, sd + rl, target->path, target->path) : -1;
+        free(sd);
+    }
+    return st;
+}
+
 int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl)
 {
     h5fl_file_t *f = o->file;
@@ -846,16 +881,11 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
         if (access(dir, F_OK) == 0 && h5fl_dir_type(dir, false) != H5I_BADID) {
             h5fl_err("cannot create hard link '%s': a link with this name already exists", path);
             st = -1;
-        } else if (root) { /* the container directory: it stays where it is; its stubs name it by its id */
-            id = H5FL_ROOT_ID;
-            st = h5fl_marker_upgrade(f);
-        } else if ((st = h5fl_ref_object_id(f, target->dir, target->path, &id)) == 0 && !store) {
-            st = hard_convert(f, target->dir, target->path, id, &sd);
-            /* the new name may lie in the object that just moved (a group linked into itself) */
-            if (st == 0 && (rebase(&dir, target->dir, sd) != 0 || rebase(&parent.dir, target->dir, sd) != 0))
-                st = -1;
+        } else {
+            st = hard_prepare(f, target, root, store, &id, &sd);
         }
-        if (st == 0 && !sd && !(sd = h5fl_strdup(target->dir)))
+        /* the new name may lie in the object that just moved (a group linked into itself) */
+        if (st == 0 && !store && (rebase(&dir, target->dir, sd) != 0 || rebase(&parent.dir, target->dir, sd) != 0))
             st = -1;
         if (st == 0 && (st = read_nlink(sd, &cnt)) == 0)
             st = write_u64(sd, H5FL_NLINK_FILE, cnt + 1, f->fsync);
@@ -864,27 +894,55 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
             st = -1;
         }
         if (st == 0)
-            st = write_stub(dir, id, f->fsync);
+            st = h5fl_hard_write_stub(dir, id, f->fsync);
         if (st == 0)
             st = h5fl_corder_assign(parent.dir, dir, f->fsync);
     }
-    st = h5fl_collective(f, st);
-    if (st == 0 && f->comm != MPI_COMM_NULL && f->size > 1) {
-        MPI_Request req;
-        MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, f->comm, &req);
-        h5fl_mpi_wait(&req);
-    }
-    if (st == 0 && !store) { /* open objects at or under the old directory follow it into the store */
-        free(sd);
-        size_t rl = strlen(f->o.dir);
-        sd = h5fl_hard_store_dir(f->o.dir, id);
-        st = sd ? h5fl_reg_moved(f->fileno, target->dir + rl, sd + rl, target->path, target->path) : -1;
-    }
+    st = hard_finish(f, target, store, st, id);
     free(sd);
     free(dir);
     free(path);
     free(leafname);
     h5fl_loc_free(&parent);
+    return st;
+}
+
+int h5fl_hard_adjust(h5fl_obj_t *o, int delta)
+{
+    h5fl_file_t *f = o->file;
+    h5fl_loc_t target = {.dir = o->dir, .path = o->path, .type = o->type == H5I_FILE ? H5I_GROUP : o->type};
+    bool root = !strcmp(o->dir, f->o.dir), store = root || in_store(f->o.dir, o->dir);
+    uint64_t id = 0, cnt = 0;
+    char *sd = NULL;
+    int st = 0;
+    h5fl_collective_begin(f);
+    if (!h5fl_writable(f))
+        st = -1;
+    else if (o->gone || o->anon || (o->type != H5I_GROUP && o->type != H5I_DATASET && o->type != H5I_DATATYPE &&
+                                    o->type != H5I_FILE)) {
+        h5fl_err("cannot change the reference count of '%s': h5flow_log counts the names of linked groups, "
+                 "datasets and committed datatypes only",
+                 o->path ? o->path : "?");
+        st = -1;
+    }
+    if (st == 0 && f->rank == 0) {
+        if ((st = read_nlink(o->dir, &cnt)) == 0 && (delta < 0 ? cnt <= (uint64_t)-delta : cnt > UINT32_MAX)) {
+            h5fl_err(delta < 0 ? "cannot lower the reference count of '%s' to 0: h5flow_log removes an object "
+                                 "with its last name (H5Ldelete), not by its count"
+                               : "the reference count of '%s' is at its maximum",
+                     o->path);
+            st = -1;
+        }
+        /* a count above the names keeps the object when they are deleted: it must live in the store */
+        if (st == 0 && delta > 0)
+            st = hard_prepare(f, &target, root, store, &id, &sd);
+        if (st == 0)
+            st = write_u64(sd ? sd : o->dir, H5FL_NLINK_FILE, (uint64_t)((int64_t)cnt + delta), f->fsync);
+    }
+    if (delta < 0)
+        store = true; /* nothing moved */
+    st = hard_finish(f, &target, store, st, id);
+    free(sd);
     return st;
 }
 

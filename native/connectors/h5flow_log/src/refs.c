@@ -251,6 +251,17 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
         h5fl_loc_free(out);
         return -1;
     }
+    if (found == 0) { /* an object in the store kept by its count (H5Oincr_refcount) after its names went */
+        char *sd = h5fl_hard_store_dir(f->o.dir, id);
+        uint64_t v;
+        if (sd && read_id(sd, &v) == 1 && v == id && (out->path = h5fl_strdup(""))) {
+            out->dir = sd;
+            out->type = h5fl_dir_type(sd, false);
+            return 0;
+        }
+        free(sd);
+        h5fl_err_clear();
+    }
     if (found == 0) {
         h5fl_err("the object this reference points to (id %016llx) does not exist in %s any more (it was "
                  "deleted, or the reference was made in another container)",

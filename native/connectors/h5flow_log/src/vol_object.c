@@ -618,8 +618,15 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
                  loc.path);
         st = -1;
     }
-    if (st == 0 && loc.ldir) { /* a name of an object in the store (links.c): the stub goes, then a link */
-        if (f->rank == 0) {
+    /* rank 0 decides (the others may look after it removed the name) */
+    int stub = st == 0 && loc.ldir;
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Ibcast(&stub, 1, MPI_INT, 0, f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
+    if (stub) { /* a name of an object in the store (links.c): the stub goes, then a link */
+        if (f->rank == 0 && st == 0) {
             uint64_t id;
             char *hf = h5fl_join(loc.ldir, H5FL_HARD_FILE);
             st = hf && h5fl_hard_read(loc.ldir, &id) == 0 ? 0 : -1;
@@ -833,6 +840,12 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
                 return rc;
             goto fail;
         }
+        case H5VL_OBJECT_CHANGE_REF_COUNT: /* H5Oincr_refcount / H5Odecr_refcount (links.c) */
+            if (lp->type != H5VL_OBJECT_BY_SELF)
+                h5fl_err("H5Oincr_refcount/H5Odecr_refcount take an open object");
+            else
+                rc = h5fl_hard_adjust(o, args->args.change_rc.delta);
+            break;
         case H5VL_OBJECT_FLUSH:
             rc = h5fl_file_flush(o->file, true);
             break;
