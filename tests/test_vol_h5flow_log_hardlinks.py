@@ -331,3 +331,40 @@ def test_mpi_hard_links_agree_on_every_rank(comm, mpi_tmp_path: Path) -> None:
     mpi_assert(comm, np.array_equal(got, want), f"rank {r} read {got.tolist()}")
     mpi_assert(comm, rc == (2, 2), f"rank {r} counts {rc}")
     mpi_assert(comm, keys == ["h", "y"] and np.array_equal(via, want), f"rank {r} keys {keys} via {via.tolist()}")
+
+
+def test_anonymous_committed_datatype_like_native(tmp_path: Path) -> None:
+    """H5Tcommit_anon + H5Olink names an anonymous committed datatype (one never linked goes away at close,
+    as native)."""
+    got = same_as_native("""
+        import ctypes
+        lib = _hdf5lib.lib()
+        for fn in (lib.H5Tcommit_anon, lib.H5Olink):
+            fn.restype = ctypes.c_int
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            t = h5py.h5t.py_create(np.dtype("<i2")).copy()
+            out("commit_anon", lib.H5Tcommit_anon(ctypes.c_int64(f.id.id), ctypes.c_int64(t.id), 0, 0))
+            out("committed", t.committed())
+            out("olink", lib.H5Olink(ctypes.c_int64(t.id), ctypes.c_int64(f.id.id), b"named", 0, 0))
+            out("named", [type(f["named"]).__name__, str(f["named"].dtype)])
+            u = h5py.h5t.py_create(np.dtype("<f4")).copy()
+            lib.H5Tcommit_anon(ctypes.c_int64(f.id.id), ctypes.c_int64(u.id), 0, 0)
+            u.close()                                           # never linked: gone
+        out("_leftovers", [n for n in os.listdir("c.h5") if n.startswith("@anon")] if os.path.isdir("c.h5") else [])
+    """, tmp_path)
+    assert got["commit_anon"] >= 0 and got["olink"] >= 0 and got["named"] == ["Datatype", "int16"]
+    assert got["_leftovers"] == []
+
+
+def test_visit_from_an_attribute_like_native(tmp_path: Path) -> None:
+    """H5Ovisit started from an attribute visits from the object holding it (native)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f.create_group("g/h"); f["g/d"] = 1
+            f["g"].attrs["a"] = 1
+            a = h5py.h5a.open(f["g"].id, b"a")
+            seen = []
+            h5py.h5o.visit(a, lambda n: seen.append(n.decode()))
+            out("visit_from_attr", seen)
+    """, tmp_path)
+    assert got["visit_from_attr"] == ["d", "h"]

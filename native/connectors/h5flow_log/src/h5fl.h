@@ -466,6 +466,8 @@ herr_t h5fl_object_copy(void *, const H5VL_loc_params_t *, const char *, void *,
                         const char *, hid_t, hid_t, hid_t, void **);
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
 int h5fl_make_group_dir(const char *dir, bool sync);
+/* The directory of the next anonymous object of f (@anon.<epoch>.<n>; every rank counts alike), malloc'd. */
+char *h5fl_anon_dir(h5fl_file_t *f);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
 unsigned long h5fl_objno(const char *dir);
 

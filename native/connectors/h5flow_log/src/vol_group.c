@@ -421,6 +421,14 @@ static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5
     return -1;
 }
 
+char *h5fl_anon_dir(h5fl_file_t *f)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->anon_counter++);
+    return h5fl_join(f->o.dir, leaf);
+}
+
 static h5fl_obj_t *group_new(h5fl_file_t *f, const char *path, const char *dir)
 {
     h5fl_obj_t *g = calloc(1, sizeof *g);
@@ -494,10 +502,7 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
         h5fl_check_no_crt_order(gcpl, true) != 0)
         goto fail;
     if (!name) { /* anonymous: lives under @anon.* until H5Olink names it (or goes away at close) */
-        char leafa[64];
-        snprintf(leafa, sizeof leafa, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-                 (unsigned long long)f->anon_counter++);
-        char *adir = h5fl_join(f->o.dir, leafa);
+        char *adir = h5fl_anon_dir(f);
         int sta = adir ? 0 : -1;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);

@@ -832,6 +832,8 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
             H5VL_object_visit_args_t *a = &args->args.visit;
             if (h5fl_loc_from_params(o, lp, &loc) != 0)
                 break;
+            if (loc.type == H5I_ATTR) /* H5Ovisit on an attribute visits from the object holding it (native) */
+                loc.type = h5fl_dir_type(loc.dir, !strcmp(loc.dir, o->file->o.dir));
             iter_t it = {.recursive = true, .objects = true, .order = a->order, .fields = a->fields,
                          .oop = a->op, .op_data = a->op_data, .crt = a->idx_type == H5_INDEX_CRT_ORDER};
             rc = iterate(o, &loc, &it, NULL);
