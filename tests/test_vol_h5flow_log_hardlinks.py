@@ -368,3 +368,30 @@ def test_visit_from_an_attribute_like_native(tmp_path: Path) -> None:
             out("visit_from_attr", seen)
     """, tmp_path)
     assert got["visit_from_attr"] == ["d", "h"]
+
+
+def test_attribute_creation_order_on_a_committed_datatype_like_native(tmp_path: Path) -> None:
+    """A committed datatype's creation list asking for attribute creation order is honoured (H5Aiterate by
+    creation order on it), named or anonymous."""
+    got = same_as_native("""
+        import ctypes
+        lib = _hdf5lib.lib()
+        lib.H5Pcreate.restype = ctypes.c_int64
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            tcpl = lib.H5Pcreate(ctypes.c_int64.in_dll(lib, "H5P_CLS_DATATYPE_CREATE_ID_g"))
+            out("set", lib.H5Pset_attr_creation_order(ctypes.c_int64(tcpl), 1))
+            t = h5py.h5t.py_create(np.dtype("<i8")).copy()
+            out("commit", lib.H5Tcommit2(ctypes.c_int64(f.id.id), b"t", ctypes.c_int64(t.id), ctypes.c_int64(0),
+                                         ctypes.c_int64(tcpl), ctypes.c_int64(0)))
+            u = h5py.h5t.py_create(np.dtype("<i4")).copy()
+            lib.H5Tcommit_anon(ctypes.c_int64(f.id.id), ctypes.c_int64(u.id), ctypes.c_int64(tcpl), ctypes.c_int64(0))
+            lib.H5Olink(ctypes.c_int64(u.id), ctypes.c_int64(f.id.id), b"u", 0, 0)
+            for n in ("t", "u"):
+                for a in ("zz", "aa", "mm"):
+                    f[n].attrs[a] = 1
+                names = []
+                h5py.h5a.iterate(f[n].id, lambda name, *rest: names.append(name.decode()),
+                                 index_type=h5py.h5.INDEX_CRT_ORDER)
+                out(n, names)
+    """, tmp_path)
+    assert got["t"] == got["u"] == ["zz", "aa", "mm"]

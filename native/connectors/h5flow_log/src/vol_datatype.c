@@ -130,7 +130,11 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
                 h5fl_err("cannot commit an anonymous datatype: cannot create %s: %s", adir, strerror(errno));
                 sta = -1;
             } else {
+                unsigned crt_links, crt_attrs;
+                h5fl_crt_flags(tcpl, &crt_links, &crt_attrs);
                 sta = store(adir, type_id, f->fsync);
+                if (sta == 0)
+                    sta = h5fl_corder_enable(adir, 0, crt_attrs, f->fsync);
             }
         }
         sta = h5fl_collective(f, sta);
@@ -161,7 +165,10 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
                      path, strerror(errno));
             st = -1;
         }
-        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
+        unsigned crt_links, crt_attrs; /* attribute creation order asked for in the tcpl (links.c) */
+        h5fl_crt_flags(tcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_enable(dir, 0, crt_attrs, f->fsync) != 0 ||
+                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
             st = -1;
     }
     st = h5fl_collective(f, st);
