@@ -395,3 +395,17 @@ def test_attribute_creation_order_on_a_committed_datatype_like_native(tmp_path: 
                 out(n, names)
     """, tmp_path)
     assert got["t"] == got["u"] == ["zz", "aa", "mm"]
+
+
+def test_h5flow_ls_lists_each_object_once_and_its_other_names(tmp_path: Path) -> None:
+    """`h5flow ls` reads the container's directories without HDF5: format 4, each object under its first
+    name in name order, further names as hard links to it, a group linked into itself without looping."""
+    from h5flow.connectors import h5flow_log
+
+    _run_log("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["a"] = np.arange(4); f["g/b"] = f["a"]; f["g/self"] = f["g"]; f["g/r"] = f["/"]
+    """, tmp_path)
+    got = [(e.path, e.kind, e.target) for e in h5flow_log.scan(tmp_path / "c.h5")]
+    assert got == [("/", "group", None), ("/a", "dataset", None), ("/g", "group", None),
+                   ("/g/b", "hardlink", "/a"), ("/g/r", "hardlink", "/"), ("/g/self", "hardlink", "/g")], got
