@@ -409,3 +409,28 @@ def test_h5flow_ls_lists_each_object_once_and_its_other_names(tmp_path: Path) ->
     got = [(e.path, e.kind, e.target) for e in h5flow_log.scan(tmp_path / "c.h5")]
     assert got == [("/", "group", None), ("/a", "dataset", None), ("/g", "group", None),
                    ("/g/b", "hardlink", "/a"), ("/g/r", "hardlink", "/"), ("/g/self", "hardlink", "/g")], got
+
+
+def test_hdf5_tools_see_hard_links_as_native(tmp_path: Path) -> None:
+    """h5ls/h5dump show a second name as a hard link ("same as", HARDLINK), and h5repack keeps it both ways
+    (container -> native -> container), h5diff finding no difference."""
+    from test_vol_h5flow_log_links import _run_tool
+
+    _run_log("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["a"] = np.arange(5); f["g/b"] = f["a"]; f["g/self"] = f["g"]; f["g/c"] = np.arange(2)
+    """, tmp_path)
+    c, n, back = tmp_path / "c.h5", tmp_path / "n.h5", tmp_path / "back.h5"
+    ls = _run_tool(["h5ls", "-r", str(c)]).stdout
+    assert "/g/b                     Dataset, same as /a" in ls and "/g/self                  Group, same as /g" in ls
+    assert 'HARDLINK "/a"' in _run_tool(["h5dump", "-H", str(c)]).stdout
+    _run_tool(["h5repack", "--dst-vol-value=0", "--dst-vol-name=native", str(c), str(n)])
+    _run_tool(["h5repack", "--src-vol-value=0", "--src-vol-name=native", str(n), str(back)])
+    _run_tool(["h5diff", "--vol-value-2=0", "--vol-name-2=native", str(c), str(n)])
+    _run_tool(["h5diff", str(c), str(back)])
+    check = """
+        with h5py.File(NAME, "r") as f:
+            out("same", [f["a"].id == f["g/b"].id, f["g"].id == f["g/self"].id, h5py.h5o.get_info(f["a"].id).rc])
+    """
+    assert _run(check.replace("NAME", repr(str(n))), tmp_path / "x", connector=False)["same"] == [True, True, 2]
+    assert _run(check.replace("NAME", repr(str(back))), tmp_path / "y", connector=True)["same"] == [True, True, 2]
