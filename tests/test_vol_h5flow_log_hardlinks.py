@@ -92,10 +92,13 @@ def test_object_references_resolve_from_any_name(tmp_path: Path) -> None:
             out("deref", f[r1][...]); out("deref2", f[f.attrs["r"]][...])
             g = f.create_group("g"); rg = g.ref; f["g2"] = g
             out("group_deref", sorted(f[rg].keys()) == sorted(f["g2"].keys()))
+            f["r"] = f["/"]                                     # the root group by a second name
+            rr = f["r"].ref
+            out("root_ref", [f[rr].id == f["/"].id, f[rr].id == f["r"].id])
         with check_connector(h5py.File("c.h5", "r")) as f:
             out("reopen_deref", f[f.attrs["r"]][...])
     """, tmp_path)
-    assert got["same_ref_target"] is True and got["deref"] == [0, 1, 2, 3]
+    assert got["same_ref_target"] is True and got["deref"] == [0, 1, 2, 3] and got["root_ref"] == [True, True]
 
 
 def test_link_copy_of_a_hard_link_and_creation_order(tmp_path: Path) -> None:

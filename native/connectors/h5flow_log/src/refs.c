@@ -140,7 +140,7 @@ int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok)
 {
     uint64_t id = REF_ROOT; /* the root group is one per container: a fixed id, nothing to store */
-    if (strcmp(path, "/") != 0 && h5fl_ref_object_id(f, dir, path, &id) != 0)
+    if (strcmp(path, "/") != 0 && strcmp(dir, f->o.dir) != 0 && h5fl_ref_object_id(f, dir, path, &id) != 0)
         return -1;
     memset(tok, 0, sizeof *tok);
     memcpy(tok->__data, &id, sizeof id); /* native byte order, as the inode tokens */

@@ -26,9 +26,7 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
 {
     int e = errno; /* callers report the errno of the mkdir before this look */
     H5I_type_t t = H5I_BADID;
-    if (!is_root && h5fl_exists(dir, H5FL_HARD_FILE)) /* links.c */
-        t = H5FL_I_HARD;
-    else if (!is_root && h5fl_exists(dir, H5FL_SOFT_FILE))
+    if (!is_root && h5fl_exists(dir, H5FL_SOFT_FILE))
         t = H5FL_I_SOFT;
     else if (!is_root && h5fl_exists(dir, H5FL_EXT_FILE))
         t = H5FL_I_EXT;
@@ -38,6 +36,8 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
         t = H5I_DATATYPE;
     else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
         t = H5I_GROUP;
+    else if (!is_root && h5fl_exists(dir, H5FL_HARD_FILE)) /* links.c; last: other lookups pay nothing */
+        t = H5FL_I_HARD;
     errno = e;
     return t;
 }
