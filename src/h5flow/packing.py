@@ -381,8 +381,8 @@ class _Copier:
                     dgid.links.create_hard(name, self.df.id, self.objmap[key].encode("utf-8", "surrogateescape"))
                 except Exception as e:
                     raise PackError(f"{child} is a second hard link to {self.objmap[key]}, which the destination "
-                                    f"refuses ({e}); h5flow_log containers allow one name per object: replace "
-                                    "it by a soft link in the source") from e
+                                    f"refuses ({e}); a container before format 4 allows one name per object: "
+                                    "replace it by a soft link in the source") from e
                 self.report.hard_links += 1
                 continue
             self.objmap[key] = child

@@ -27,7 +27,9 @@ FORMAT_VERSION_VDS = 3  # ... of a virtual dataset (no logs of its own)
 FORMAT_VERSION_FILTER = 4  # ... of a dataset with filters (docs/FORMAT.md "Filters")
 FORMAT_VERSION_LAYOUT = 5  # ... of a restructured dataset (docs/FORMAT.md "Restructured datasets")
 LAYOUT_ORDERS = {1: "row", 2: "column", 3: "chunks"}
-CONTAINER_FORMATS = (1, 2, 3)  # the marker's "format" line: the versions this reader understands
+CONTAINER_FORMATS = (1, 2, 3, 4)  # the marker's "format" line: the versions this reader understands
+HARD_FILE = "@hardlink"  # format 4: a directory holding it is a name of an object in the store (its id)
+STORE_DIR = "@objects"  # format 4: objects with several names, one directory per id (16 hex digits)
 EPOCH_MAX = (1 << 63) - 1
 MARKER_RE = re.compile(rb"h5flow_log\nformat (0|[1-9][0-9]{0,19})\nepoch (0|[1-9][0-9]{0,19})\n")
 REC_MAGIC = 0x58494C48
@@ -139,14 +141,14 @@ def check_index(path: Path) -> tuple[int, bool]:
 @dataclass(frozen=True)
 class Entry:
     path: str
-    kind: str  # "group", "dataset" or "softlink"
+    kind: str  # "group", "dataset", "softlink" or "hardlink" (a further name of an object listed before)
     shape: tuple[int, ...] | None = None
     maxshape: tuple[int | None, ...] | None = None
     dtype: str | None = None
     writers: int = 0
     data_bytes: int = 0
     attrs: int = 0
-    target: str | None = None  # soft links: the target path
+    target: str | None = None  # soft links: the target path; hard links: the name the object is listed under
     layout: str | None = None  # restructured datasets: order, shard shape, generation
 
 
@@ -199,8 +201,24 @@ def scan(container: str | Path) -> list[Entry]:
                              "was it written with HDF5_VOL_CONNECTOR=h5flow_log?")
     read_marker(root)
     entries: list[Entry] = []
+    first_name: dict[int, str] = {}  # object id -> the name it was listed under (each object listed once)
 
     def visit(d: Path, path: str) -> None:
+        if d != root and (d / HARD_FILE).is_file():
+            raw = (d / HARD_FILE).read_bytes()
+            if len(raw) != 12 or _crc32c(raw[:8]) != int.from_bytes(raw[8:], "little"):
+                raise ContainerError(f"{d / HARD_FILE} is damaged (expected an object id and its CRC32C)")
+            oid = int.from_bytes(raw[:8], "little")
+            if oid in first_name:
+                entries.append(Entry(path, "hardlink", target=first_name[oid]))
+                return
+            first_name[oid] = path
+            d = root if oid == 1 << 63 else root / STORE_DIR / f"{oid:016x}"
+            if not d.is_dir():
+                raise ContainerError(f"{path}: hard link to object {oid:016x}, missing from {root / STORE_DIR}")
+            if d == root:
+                entries.append(Entry(path, "hardlink", target="/"))
+                return
         if d != root and (d / SOFT_FILE).is_file():
             entries.append(Entry(path, "softlink", target=(d / SOFT_FILE).read_bytes().decode("utf-8", "replace")))
             return
@@ -237,6 +255,8 @@ def format_entries(entries: list[Entry]) -> str:
     for e in entries:
         if e.kind == "softlink":
             lines.append(f"{e.path:<{width}}  soft link -> {e.target}")
+        elif e.kind == "hardlink":
+            lines.append(f"{e.path:<{width}}  hard link -> {e.target} (listed there)")
         elif e.kind == "group":
             lines.append(f"{e.path:<{width}}  group" + (f"  attrs={e.attrs}" if e.attrs else ""))
         else:

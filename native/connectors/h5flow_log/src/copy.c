@@ -19,7 +19,7 @@ static bool container_only(const char *name)
 {
     return !strcmp(name, H5FL_MARKER) || !strcmp(name, H5FL_EPOCH_DIR) ||
            !strncmp(name, H5FL_ANON_PREFIX, strlen(H5FL_ANON_PREFIX)) ||
-           !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX));
+           !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX)) || !strcmp(name, H5FL_STORE_DIR);
 }
 
 static int copy_file(const char *from, const char *to, bool sync)
@@ -74,7 +74,18 @@ typedef struct copy_opts {
     bool expand_ext; /* H5O_COPY_EXPAND_EXT_LINK_FLAG: refused when the copy meets an external link */
     bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
+    struct hard_map *hm; /* objects with several names met so far (copy_hard) */
 } copy_opts_t;
+
+/* Objects with several names (links.c "Hard links") inside the copied tree are copied once, into the
+ * destination's object store, and every name met becomes a stub of the copy, as native H5Ocopy links one
+ * copy twice. */
+typedef struct hard_map {
+    h5fl_ids_t src, dst; /* source object ids and their copies' ids (same index) */
+    uint64_t *names;     /* stubs made for each copy: its link count, written before the copy is named */
+    uint64_t top_ino;    /* the copied object's directory: met again inside itself, the copy is refused */
+    unsigned long tmps;
+} hard_map_t;
 
 /* Cross-container: write the data of dataset `from` (HDF5 path `spath`) into the dataset `to` (`dpath`),
  * whose directory already holds the copied sidecar, in blocks of at most 64 MiB along the first axis. */
@@ -201,6 +212,80 @@ static char *hpath_join(const char *path, const char *comp)
 static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, const char *to,
                     const char *dpath, bool root, int depth);
 
+/* The name `dst` (HDF5 path `dpath`) of the copy is a hard link to source object `sid`, copied once. */
+static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, const char *dst, const char *dpath,
+                     int depth)
+{
+    hard_map_t *m = c->hm;
+    h5fl_file_t *df = c->df;
+    if (sid == H5FL_ROOT_ID) {
+        h5fl_err("cannot copy '%s': it is a hard link to the root group, which h5flow_log does not copy into "
+                 "a group; copy without it (delete or replace the link) or copy the root group itself",
+                 spath);
+        return -1;
+    }
+    size_t k = 0;
+    while (k < m->src.n && m->src.v[k] != sid)
+        k++;
+    int st = 0;
+    if (k == m->src.n) { /* first met: the copy gets its id, then its contents, then its store slot */
+        char n1[96], n2[96];
+        snprintf(n1, sizeof n1, "@tmp.copyid.%ld.%lu", (long)getpid(), ++m->tmps);
+        snprintf(n2, sizeof n2, "@tmp.copyobj.%ld.%lu", (long)getpid(), m->tmps);
+        char *sobj = h5fl_hard_store_dir(c->sf->o.dir, sid), *tid = h5fl_join(df->o.dir, n1),
+             *tobj = h5fl_join(df->o.dir, n2), *store = h5fl_join(df->o.dir, H5FL_STORE_DIR), *slot = NULL,
+             *idf = NULL, *idt = NULL;
+        uint64_t nid = 0, *nn = realloc(m->names, (m->src.n + 1) * sizeof *nn);
+        if (nn)
+            m->names = nn;
+        st = sobj && tid && tobj && store && nn ? 0 : -1;
+        if (st == 0 && mkdir(store, 0755) != 0 && errno != EEXIST) {
+            h5fl_err("cannot create the object store %s: %s", store, strerror(errno));
+            st = -1;
+        }
+        if (st == 0)
+            st = h5fl_marker_upgrade(df);
+        if (st == 0 && mkdir(tid, 0755) != 0) {
+            h5fl_err("cannot create %s: %s", tid, strerror(errno));
+            st = -1;
+        }
+        if (st == 0)
+            st = h5fl_ref_object_id(df, tid, dpath, &nid);
+        if (st == 0 && (h5fl_ids_add(&m->src, sid) != 0 || h5fl_ids_add(&m->dst, nid) != 0))
+            st = -1;
+        if (st == 0) {
+            m->names[k] = 0;
+            st = copy_dir(c, sobj, spath, tobj, dpath, false, depth + 1);
+        }
+        if (st == 0 && (!(slot = h5fl_hard_store_dir(df->o.dir, nid)) || !(idf = h5fl_join(tid, H5FL_ID_FILE)) ||
+                        !(idt = h5fl_join(tobj, H5FL_ID_FILE))))
+            st = -1;
+        if (st == 0 && (rename(idf, idt) != 0 || rename(tobj, slot) != 0)) {
+            h5fl_err("cannot copy '%s' into the object store %s: %s", spath, slot, strerror(errno));
+            st = -1;
+        }
+        if (tid)
+            h5fl_rm_rf(tid);
+        if (st != 0 && tobj)
+            h5fl_rm_rf(tobj);
+        free(sobj);
+        free(tid);
+        free(tobj);
+        free(store);
+        free(slot);
+        free(idf);
+        free(idt);
+        if (st != 0)
+            return -1;
+    }
+    if (mkdir(dst, 0755) != 0) {
+        h5fl_err("cannot create %s: %s", dst, strerror(errno));
+        return -1;
+    }
+    m->names[k]++;
+    return h5fl_hard_write_stub(dst, m->dst.v[k], c->sync);
+}
+
 /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: the soft link `link` (entry `n` of group `gdir`, HDF5 path `gpath`) is
  * copied as the object it names; a dangling one stays a soft link (as native HDF5). */
 static int copy_expanded(const copy_opts_t *c, const char *gdir, const char *gpath, const char *link,
@@ -226,6 +311,9 @@ static int copy_expanded(const copy_opts_t *c, const char *gdir, const char *gpa
                  "H5O_COPY_EXPAND_SOFT_LINK_FLAG",
                  dp, loc.path);
         st = -1;
+    } else if (loc.ldir) { /* the soft link names an object with several names: one more name of its copy */
+        uint64_t id;
+        st = h5fl_hard_read(loc.ldir, &id) == 0 ? copy_hard(c, id, loc.path, dst, dp, depth) : -1;
     } else if (loc.type == H5I_GROUP || loc.type == H5I_DATASET)
         st = copy_dir(c, loc.dir, loc.path, dst, dp, false, depth + 1);
     else
@@ -267,6 +355,12 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
         own.logs = false;
         c = &own;
     }
+    if (depth > 0 && c->hm && h5fl_objno(from) == c->hm->top_ino) {
+        h5fl_err("cannot copy '%s': it is reached again inside itself through a hard link (%s); native HDF5 "
+                 "links the copy to itself there, which h5flow_log does not do: copy without that link",
+                 spath, dpath);
+        return -1;
+    }
     if (mkdir(to, 0755) != 0) {
         h5fl_err("cannot create %s: %s", to, strerror(errno));
         return -1;
@@ -286,8 +380,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             continue;
         if (!c->logs && (!strncmp(n, H5FL_LOG_PREFIX, strlen(H5FL_LOG_PREFIX)) || !strncmp(n, "@shards.", 8)))
             continue; /* the data is written anew (restructured shards too: the copy is not restructured) */
-        if (!strcmp(n, H5FL_ID_FILE))
-            continue; /* the copy is another object: it gets an id of its own when referenced */
+        if (!strcmp(n, H5FL_ID_FILE) || !strcmp(n, H5FL_NLINK_FILE))
+            continue; /* the copy is another object: it gets an id of its own when referenced, one name */
         if (!c->same && !strcmp(n, H5FL_DTYPE_USE_FILE))
             continue; /* a committed type's id means nothing in another container */
         char *src = h5fl_join(from, n), *dst = h5fl_join(to, n);
@@ -303,7 +397,13 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 ; /* not a link: a creation that never completed */
             else if (c->shallow && depth >= 1)
                 ; /* a member of a member of the top group: the member group is copied empty */
-            else if (t == H5FL_I_EXT && c->expand_ext) {
+            else if (t == H5FL_I_HARD) {
+                uint64_t id;
+                char *sp = hpath_join(spath, n), *dp = hpath_join(dpath, n);
+                st = sp && dp && h5fl_hard_read(src, &id) == 0 ? copy_hard(c, id, sp, dst, dp, depth) : -1;
+                free(sp);
+                free(dp);
+            } else if (t == H5FL_I_EXT && c->expand_ext) {
                 h5fl_err("cannot copy '%s': expanding external links into objects "
                          "(H5O_COPY_EXPAND_EXT_LINK_FLAG) is not supported by h5flow_log; copy without it (the "
                          "link is copied) or copy the linked object itself",
@@ -376,7 +476,7 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
         H5Pget_create_intermediate_group(lcpl, &crt);
     h5fl_collective_begin(df);
     st = h5fl_resolve(so, src_name, &src);
-    if (st == 0 && src.type != H5I_GROUP && src.type != H5I_DATASET) {
+    if (st == 0 && src.type != H5I_GROUP && src.type != H5I_DATASET && src.type != H5I_DATATYPE) {
         h5fl_err("object '%s' does not exist", src_name);
         st = -1;
     }
@@ -416,7 +516,24 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                              .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0,
                              .expand_ext = (flags & H5O_COPY_EXPAND_EXT_LINK_FLAG) != 0,
                              .same = sf->fileno == df->fileno, .sf = sf, .df = df};
+            hard_map_t hm = {.top_ino = h5fl_objno(src.dir)};
+            c.hm = &hm;
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
+            for (size_t i = 0; st == 0 && i < hm.dst.n; i++) { /* the copies' link counts, before their names */
+                char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]), txt[32];
+                int n = snprintf(txt, sizeof txt, "%llu\n", (unsigned long long)hm.names[i]);
+                st = slot ? h5fl_write_file_atomic(slot, H5FL_NLINK_FILE, txt, (size_t)n, df->fsync) : -1;
+                free(slot);
+            }
+            for (size_t i = 0; st != 0 && i < hm.dst.n; i++) { /* a failed copy leaves no copied object */
+                char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]);
+                if (slot)
+                    h5fl_rm_rf(slot);
+                free(slot);
+            }
+            free(hm.src.v);
+            free(hm.dst.v);
+            free(hm.names);
             if (st == 0 && rename(tmp, to) != 0) {
                 h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));
                 st = -1;

@@ -21,8 +21,12 @@
 /* Container format written (the marker's "format" line); H5FL_FORMAT_OLDEST.. are read. Format 2 added
  * the epoch claims (@epochs/), commit records and data checksums in the index logs; format 3 the per-write
  * statistics sidecars (@stats.<epoch>.<writer>) and user data functions (@udf) (docs/FORMAT.md). */
-#define H5FL_FORMAT_VERSION 3
+#define H5FL_FORMAT_VERSION 4
 #define H5FL_FORMAT_OLDEST 1
+/* ... written by every writable open of a container without hard links (older connectors keep reading it);
+ * format 4 (H5FL_FORMAT_VERSION) is written when the first second hard link is created (links.c), so a
+ * connector that does not know @hardlink stubs refuses the container instead of showing half of it. */
+#define H5FL_FORMAT_BASE 3
 #define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
 /* ... 2 for an object whose datatype has variable-length parts (blob.c): older connectors refuse such a
  * dataset instead of misreading its data */
@@ -58,6 +62,15 @@
 #define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
 #define H5FL_EXT_FILE "@extlink" /* a directory holding this file is an external link (its H5Lget_val bytes) */
 #define H5FL_I_EXT ((H5I_type_t)1001)
+/* Hard links (links.c, docs/FORMAT.md "Hard links"): an object with two or more names lives in the object
+ * store @objects/<id as 16 hex digits> at the container root, and each of its names is a directory holding
+ * @hardlink (the id, as @id holds it); the object holds its link count in @nlink. */
+#define H5FL_HARD_FILE "@hardlink"
+#define H5FL_I_HARD ((H5I_type_t)1002)
+#define H5FL_STORE_DIR "@objects"
+#define H5FL_NLINK_FILE "@nlink"
+/* The root group's persistent id (refs.c): its stubs name the container directory; it never moves. */
+#define H5FL_ROOT_ID (UINT64_C(1) << 63)
 #define H5FL_SOFT_DEPTH 16             /* soft links followed per resolution, as HDF5's H5L_NUM_LINKS */
 /* Creation order (links.c): @corder in a group that tracks it for links, @acorder in an object that tracks
  * it for attributes (the next order to give); @crt in a link's directory, @acrt.<name> beside an attribute. */
@@ -367,6 +380,7 @@ typedef struct h5fl_loc {
     char *dir;  /* file-system directory */
     char *path; /* HDF5 path */
     H5I_type_t type; /* H5I_GROUP or H5I_DATASET, H5I_BADID if it does not exist */
+    char *ldir; /* the last name is a hard link stub (links.c): its directory (dir is the object's), else NULL */
     struct h5fl_file *file; /* reached through an external link: that container (a reference), else NULL */
 } h5fl_loc_t;
 void h5fl_loc_free(h5fl_loc_t *l);
@@ -396,6 +410,43 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
 char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
 /* Rank 0: create the soft link directory `dir` with `target`. */
 int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
+/* A growing set of 64-bit values (ids, inodes): small, searched linearly (links.c). */
+typedef struct h5fl_ids {
+    uint64_t *v;
+    size_t n, cap;
+} h5fl_ids_t;
+int h5fl_ids_add(h5fl_ids_t *l, uint64_t id);
+bool h5fl_ids_has(const h5fl_ids_t *l, uint64_t id);
+/* Hard links (links.c). The id in the stub `stubdir`: 0, or -1 with an error recorded. */
+int h5fl_hard_read(const char *stubdir, uint64_t *id);
+/* The store directory of object `id` of the container at `root` (malloc'd). */
+char *h5fl_hard_store_dir(const char *root, uint64_t id);
+/* `*dir` (of type *t) is a stub: replace it by its object's directory in the store of container `root` and
+ * *t by the object's type (H5I_BADID if the object is missing); *ldir receives the stub's directory when
+ * ldir is not NULL (else it is freed). Nothing is done for other types. */
+int h5fl_hard_follow(const char *root, char **dir, H5I_type_t *t, char **ldir);
+/* Write the stub file of a hard link to object `id` into the (new) directory `dir`. */
+int h5fl_hard_write_stub(const char *dir, uint64_t id, bool sync);
+/* The link count of the object at `dir` (1 outside the store). */
+unsigned h5fl_hard_nlink(const char *dir);
+/* Collective (every rank): give the object `target` (a location in f) a new hard link `name` (lp) at `o`. */
+int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
+/* Collective: H5Oincr_refcount/H5Odecr_refcount of open object `o` (its @nlink; moved into the store by an
+ * increment, so that its count keeps it when its names are deleted; never below 1). */
+int h5fl_hard_adjust(h5fl_obj_t *o, int delta);
+/* Rank 0: the ids of the stubs at or under `dir` (not following them); *ids malloc'd. */
+int h5fl_hard_collect(const char *dir, uint64_t **ids, size_t *n);
+/* Rank 0: drop one link of each object `ids` names (a stub of it was removed); an object left without
+ * links is deleted: renamed to @gone.hl.<id> (removed by the next writable open). */
+int h5fl_hard_unref(h5fl_file_t *f, const uint64_t *ids, size_t n);
+/* Every rank, after h5fl_hard_unref: open objects whose object was deleted become unnamed (@gone.hl.*). */
+int h5fl_hard_sweep(h5fl_file_t *f);
+/* Rank 0: the marker says format H5FL_FORMAT_VERSION (vol_file.c). */
+int h5fl_marker_upgrade(h5fl_file_t *f);
+/* Visit every object at or under `dir` once (following hard links, each object once; cycle-safe): `cb`
+ * returns 0 to go on, 1 to stop (returned), -1 on error. */
+typedef int (*h5fl_tree_cb)(const char *dir, const char *path, H5I_type_t t, void *arg);
+int h5fl_tree_walk(const char *root, const char *dir, const char *path, h5fl_tree_cb cb, void *arg);
 /* Creation order (links.c). What `ocpl` asks to track (links, attributes). */
 int h5fl_crt_flags(hid_t ocpl, unsigned *links, unsigned *attrs); /* H5P_CRT_ORDER_* flags, 0: not tracked */
 int h5fl_corder_enable(const char *dir, unsigned links, unsigned attrs, bool sync); /* rank 0, at creation */
@@ -405,6 +456,9 @@ uint64_t h5fl_corder_next(const char *dir, bool attrs); /* the next order to giv
 /* Rank 0: give the new link `child_dir` of group `gdir` the next order (nothing if not tracked). */
 int h5fl_corder_assign(const char *gdir, const char *child_dir, bool sync);
 uint64_t h5fl_corder_of(const char *child_dir);
+/* Rank 0, after the link at `link_dir` was deleted or moved away: its group's order restarts at 0 when the
+ * group has no link left (as native HDF5). */
+int h5fl_corder_reset_if_empty(const char *link_dir, bool sync);
 int h5fl_acorder_assign(const char *odir, const char *name, bool sync);
 int h5fl_acorder_drop(const char *odir, const char *name);
 int h5fl_acorder_rename(const char *odir, const char *from, const char *to);
@@ -417,6 +471,8 @@ herr_t h5fl_object_copy(void *, const H5VL_loc_params_t *, const char *, void *,
                         const char *, hid_t, hid_t, hid_t, void **);
 void *h5fl_open_loc(h5fl_file_t *f, const h5fl_loc_t *loc, H5I_type_t *opened_type);
 int h5fl_make_group_dir(const char *dir, bool sync);
+/* The directory of the next anonymous object of f (@anon.<epoch>.<n>; every rank counts alike), malloc'd. */
+char *h5fl_anon_dir(h5fl_file_t *f);
 void h5fl_token_of(const char *dir, H5O_token_t *tok);
 unsigned long h5fl_objno(const char *dir);
 
@@ -425,6 +481,8 @@ unsigned long h5fl_objno(const char *dir);
 bool h5fl_ref_is_id(const H5O_token_t *tok);
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok);
 int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
+/* The persistent id of the object at `dir`, minted if it has none (refs.c). */
+int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id);
 /* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
  * object (`what` "dataset"/"attribute", `name`). */
 int h5fl_check_ref_types(hid_t type, const char *what, const char *name);

@@ -33,7 +33,7 @@
 #define REF_EPOCH_BITS 23
 #define REF_WRITER_BITS 20
 #define REF_COUNT_BITS 20
-#define REF_ROOT REF_BIT /* the root group's id: epoch 0 is never claimed, so no minted id is this */
+#define REF_ROOT H5FL_ROOT_ID /* the root group's id: epoch 0 is never claimed, so no minted id is this */
 
 bool h5fl_ref_is_id(const H5O_token_t *tok)
 {
@@ -94,7 +94,7 @@ static int mint(h5fl_file_t *f, uint64_t *id)
 }
 
 /* The id of the object at `dir`, minted if it has none (the container must be writable then). */
-static int object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id)
+int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id)
 {
     int r = read_id(dir, id);
     if (r != 0)
@@ -140,49 +140,43 @@ static int object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok)
 {
     uint64_t id = REF_ROOT; /* the root group is one per container: a fixed id, nothing to store */
-    if (strcmp(path, "/") != 0 && object_id(f, dir, path, &id) != 0)
+    if (strcmp(path, "/") != 0 && strcmp(dir, f->o.dir) != 0 && h5fl_ref_object_id(f, dir, path, &id) != 0)
         return -1;
     memset(tok, 0, sizeof *tok);
     memcpy(tok->__data, &id, sizeof id); /* native byte order, as the inode tokens */
     return 0;
 }
 
-/* Depth-first over the container: count the directories whose id is `id`, keep the first in *out. */
-static int scan(const char *dir, const char *path, uint64_t id, h5fl_loc_t *out, int *found)
+/* Over the container, every object once (hard links followed once: refs.c sees an object in the store
+ * through its first name): count the objects whose id is `id`, keep the first in *out. */
+typedef struct scan_arg {
+    uint64_t id;
+    h5fl_loc_t *out;
+    int found;
+} scan_arg_t;
+
+static int scan_cb(const char *dir, const char *path, H5I_type_t t, void *arg)
 {
-    h5fl_names_t kids;
-    if (h5fl_list_children(dir, &kids) != 0)
+    scan_arg_t *a = arg;
+    uint64_t v;
+    int r = read_id(dir, &v);
+    if (r < 0)
         return -1;
-    int rc = 0;
-    for (size_t i = 0; i < kids.n && rc == 0; i++) {
-        char esc[NAME_MAX + 1];
-        if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
-            continue;
-        char *cd = h5fl_join(dir, esc), *cp = h5fl_path_join(path, kids.v[i]);
-        if (!cd || !cp) {
-            h5fl_err("out of memory");
-            rc = -1;
-        } else {
-            H5I_type_t t = h5fl_dir_type(cd, false);
-            uint64_t v;
-            int r = read_id(cd, &v);
-            if (r < 0) {
-                rc = -1;
-            } else if (r == 1 && v == id) {
-                if ((*found)++ == 0) {
-                    out->dir = cd;
-                    out->path = cp;
-                    out->type = t;
-                    cd = cp = NULL;
-                }
-            }
-            if (rc == 0 && t == H5I_GROUP && cd)
-                rc = scan(cd, cp, id, out, found);
-        }
-        free(cd);
-        free(cp);
+    if (r == 1 && v == a->id && a->found++ == 0) {
+        a->out->dir = h5fl_strdup(dir);
+        a->out->path = h5fl_strdup(path);
+        a->out->type = t;
+        if (!a->out->dir || !a->out->path)
+            return -1;
     }
-    h5fl_names_free(&kids);
+    return 0;
+}
+
+static int scan(const char *root, uint64_t id, h5fl_loc_t *out, int *found)
+{
+    scan_arg_t a = {.id = id, .out = out};
+    int rc = h5fl_tree_walk(root, root, "/", scan_cb, &a);
+    *found = a.found;
     return rc;
 }
 
@@ -253,9 +247,20 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
     }
     if (cache_get(f->fileno, id, out))
         return 0;
-    if (scan(f->o.dir, "/", id, out, &found) != 0) {
+    if (scan(f->o.dir, id, out, &found) != 0) {
         h5fl_loc_free(out);
         return -1;
+    }
+    if (found == 0) { /* an object in the store kept by its count (H5Oincr_refcount) after its names went */
+        char *sd = h5fl_hard_store_dir(f->o.dir, id);
+        uint64_t v;
+        if (sd && read_id(sd, &v) == 1 && v == id && (out->path = h5fl_strdup(""))) {
+            out->dir = sd;
+            out->type = h5fl_dir_type(sd, false);
+            return 0;
+        }
+        free(sd);
+        h5fl_err_clear();
     }
     if (found == 0) {
         h5fl_err("the object this reference points to (id %016llx) does not exist in %s any more (it was "

@@ -120,13 +120,31 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
         h5fl_check_plist(tapl, H5P_DATATYPE_ACCESS, "datatype access property list") ||
         h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list"))
         goto fail;
-    if (!name) {
-        h5fl_err("h5flow_log does not support anonymous committed datatypes (H5Tcommit_anon): commit the "
-                 "datatype with a name (H5Tcommit2)");
+    if (h5fl_check_ref_types(type_id, "committed datatype", name ? name : "(anonymous)") != 0)
+        goto fail;
+    if (!name) { /* H5Tcommit_anon: lives under @anon.* until H5Olink names it (or goes away at close) */
+        char *adir = h5fl_anon_dir(f);
+        int sta = adir ? 0 : -1;
+        if (sta == 0 && f->rank == 0) {
+            if (mkdir(adir, 0755) != 0) {
+                h5fl_err("cannot commit an anonymous datatype: cannot create %s: %s", adir, strerror(errno));
+                sta = -1;
+            } else {
+                unsigned crt_links, crt_attrs;
+                h5fl_crt_flags(tcpl, &crt_links, &crt_attrs);
+                sta = store(adir, type_id, f->fsync);
+                if (sta == 0)
+                    sta = h5fl_corder_enable(adir, 0, crt_attrs, f->fsync);
+            }
+        }
+        sta = h5fl_collective(f, sta);
+        if (sta == 0 && (t = dtype_new(f, "", adir, H5Tcopy(type_id))))
+            t->o.anon = true;
+        free(adir);
+        if (t)
+            return t;
         goto fail;
     }
-    if (h5fl_check_ref_types(type_id, "committed datatype", name) != 0)
-        goto fail;
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
@@ -147,7 +165,10 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
                      path, strerror(errno));
             st = -1;
         }
-        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
+        unsigned crt_links, crt_attrs; /* attribute creation order asked for in the tcpl (links.c) */
+        h5fl_crt_flags(tcpl, &crt_links, &crt_attrs);
+        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_enable(dir, 0, crt_attrs, f->fsync) != 0 ||
+                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
             st = -1;
     }
     st = h5fl_collective(f, st);
@@ -247,6 +268,8 @@ herr_t h5fl_datatype_close(void *obj, hid_t dxpl, void **req)
     h5fl_dtype_t *t = obj;
     if (--t->o.rc > 0)
         return 0;
+    if (t->o.anon && t->o.file->rank == 0) /* never linked: like HDF5, the type goes away */
+        h5fl_rm_rf(t->o.dir);
     H5Tclose(t->type);
     h5fl_obj_release(&t->o);
     free(t);

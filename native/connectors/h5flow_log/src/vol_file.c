@@ -146,12 +146,12 @@ int h5fl_file_flush(h5fl_file_t *f, bool sync)
 /* ---------------------------------------------------------------- the marker and the epoch claims */
 /* Write the marker through a temporary file named after the epoch this process just claimed (unique: no
  * two writers hold one epoch, whatever host or pid they have), then rename(2) it over the marker. */
-static int write_marker(const char *dir, uint64_t epoch, bool sync)
+static int write_marker(const char *dir, uint64_t epoch, uint64_t version, uint64_t mine, bool sync)
 {
     char buf[128], tmp[64];
-    int n = snprintf(buf, sizeof buf, "%s\nformat %d\nepoch %llu\n", H5FL_NAME, H5FL_FORMAT_VERSION,
+    int n = snprintf(buf, sizeof buf, "%s\nformat %llu\nepoch %llu\n", H5FL_NAME, (unsigned long long)version,
                      (unsigned long long)epoch);
-    snprintf(tmp, sizeof tmp, "@tmp.%llu" H5FL_MARKER, (unsigned long long)epoch);
+    snprintf(tmp, sizeof tmp, "@tmp.%llu" H5FL_MARKER, (unsigned long long)mine);
     char *tpath = h5fl_join(dir, tmp), *path = h5fl_join(dir, H5FL_MARKER);
     int rc = -1, fd = -1;
     if (!tpath || !path) {
@@ -205,7 +205,7 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 /* The marker is exactly "h5flow_log\nformat <V>\nepoch <N>\n"; every field is checked, nothing is
  * guessed: an epoch outside 1..H5FL_EPOCH_MAX would make the next writer's epoch wrap (its writes would
  * order before every earlier one and read back as the old values). */
-static int read_marker(const char *dir, uint64_t *epoch)
+static int read_marker(const char *dir, uint64_t *epoch, uint64_t *format)
 {
     char *path = h5fl_join(dir, H5FL_MARKER);
     void *buf = NULL;
@@ -256,11 +256,21 @@ static int read_marker(const char *dir, uint64_t *epoch)
         goto done;
     }
     *epoch = e;
+    *format = version;
     rc = 0;
 done:
     free(buf);
     free(path);
     return rc;
+}
+
+/* Format 4 (hard links) from now on: the marker is rewritten with the epoch it holds (a hint only). */
+int h5fl_marker_upgrade(h5fl_file_t *f)
+{
+    uint64_t epoch, version;
+    if (read_marker(f->o.dir, &epoch, &version) != 0)
+        return -1;
+    return version >= H5FL_FORMAT_VERSION ? 0 : write_marker(f->o.dir, epoch, H5FL_FORMAT_VERSION, f->epoch, f->fsync);
 }
 
 /* Claim a writer epoch: create @epochs/<N> with O_CREAT|O_EXCL, which succeeds for exactly one process
@@ -456,7 +466,7 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
         h5fl_crt_flags(fcpl, &crt_links, &crt_attrs);
         if (st == 0 && (claim_epoch(name, 1, f->fsync, &first) != 0 ||
                         h5fl_corder_enable(name, crt_links, crt_attrs, f->fsync) != 0 ||
-                        write_marker(name, first, f->fsync) != 0))
+                        write_marker(name, first, H5FL_FORMAT_BASE, first, f->fsync) != 0))
             st = -1;
         if (st == 0 && first != 1) {
             h5fl_err("cannot create %s: another process created it at the same time", name);
@@ -495,7 +505,8 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     uint64_t epoch = 0;
     int st = 0;
     if (f->rank == 0) {
-        st = read_marker(name, &epoch);
+        uint64_t format = 0;
+        st = read_marker(name, &epoch, &format);
         /* Every writable open starts a new epoch, its own: its writes order after all earlier ones, and
          * its logs (@log.<epoch>.<rank>.*) belong to it alone. The claim is what makes an epoch one
          * writer's; the marker is the hint where to start looking (two writers may rewrite it in either
@@ -504,7 +515,11 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
             uint64_t mine = 0;
             st = claim_epoch(name, epoch + 1, f->fsync, &mine);
             if (st == 0)
-                st = write_marker(name, mine, f->fsync);
+                st = write_marker(name, mine,
+                                  h5fl_exists(name, H5FL_STORE_DIR) ? H5FL_FORMAT_VERSION /* hard links */
+                                  : format > H5FL_FORMAT_BASE       ? format
+                                                                    : H5FL_FORMAT_BASE,
+                                  mine, f->fsync);
             epoch = mine;
         }
     }

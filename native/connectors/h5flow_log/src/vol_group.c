@@ -15,7 +15,8 @@ void h5fl_loc_free(h5fl_loc_t *l)
 {
     free(l->dir);
     free(l->path);
-    l->dir = l->path = NULL;
+    free(l->ldir);
+    l->dir = l->path = l->ldir = NULL;
     if (l->file)
         h5fl_file_decref(l->file);
     l->file = NULL;
@@ -35,6 +36,8 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
         t = H5I_DATATYPE;
     else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
         t = H5I_GROUP;
+    else if (!is_root && h5fl_exists(dir, H5FL_HARD_FILE)) /* links.c; last: other lookups pay nothing */
+        t = H5FL_I_HARD;
     errno = e;
     return t;
 }
@@ -48,6 +51,7 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
     h5fl_file_t *f = o->file;
     bool abs = name[0] == '/';
     out->file = NULL;
+    out->ldir = NULL;
     out->dir = h5fl_strdup(abs ? f->o.dir : o->dir);
     out->path = h5fl_strdup(abs ? "/" : o->path);
     out->type = abs ? H5I_GROUP : (o->type == H5I_FILE ? H5I_GROUP : o->type);
@@ -101,6 +105,8 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
         char *nd = h5fl_join(out->dir, esc), *np = h5fl_path_join(out->path, comps[i]);
         free(out->dir);
         free(out->path);
+        free(out->ldir);
+        out->ldir = NULL;
         out->dir = nd;
         out->path = np;
         if (!nd || !np) {
@@ -110,6 +116,13 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
         /* H5FL_COMPUTE (ranks other than 0 while rank 0 may be creating missing groups): every component
          * is taken as a group, except links, which exist before the collective call and are followed */
         out->type = h5fl_dir_type(nd, false);
+        if (out->type == H5FL_I_HARD) { /* a name of an object in the store: the object, wherever named */
+            if (h5fl_hard_follow((out->file ? out->file : f)->o.dir, &out->dir, &out->type, &out->ldir) != 0) {
+                free(copy);
+                goto fail;
+            }
+            nd = out->dir;
+        }
         if (mode == H5FL_COMPUTE && out->type != H5FL_I_SOFT && out->type != H5FL_I_EXT) {
             out->type = H5I_GROUP;
             continue;
@@ -288,39 +301,27 @@ void h5fl_token_of(const char *dir, H5O_token_t *tok)
     }
 }
 
-/* Find the object whose directory has inode `ino` under `dir` (depth-first). */
-static int find_ino(const char *dir, const char *path, uint64_t ino, h5fl_loc_t *out)
+/* Find the object whose directory has inode `ino` in the container (every object once, cycle-safe). */
+typedef struct ino_arg {
+    uint64_t ino;
+    h5fl_loc_t *out;
+} ino_arg_t;
+
+static int ino_cb(const char *dir, const char *path, H5I_type_t t, void *arg)
 {
-    h5fl_names_t kids;
-    if (h5fl_list_children(dir, &kids) != 0)
-        return -1;
-    int found = 0;
-    for (size_t i = 0; i < kids.n && !found; i++) {
-        char esc[NAME_MAX + 1];
-        if (h5fl_escape(kids.v[i], esc, sizeof esc) != 0)
-            continue;
-        char *cd = h5fl_join(dir, esc), *cp = h5fl_path_join(path, kids.v[i]);
-        if (!cd || !cp) {
-            free(cd);
-            free(cp);
-            found = -1;
-            break;
-        }
-        H5I_type_t t = h5fl_dir_type(cd, false);
-        if (h5fl_objno(cd) == ino) {
-            out->dir = cd;
-            out->path = cp;
-            out->type = t;
-            found = 1;
-            break;
-        }
-        if (t == H5I_GROUP)
-            found = find_ino(cd, cp, ino, out);
-        free(cd);
-        free(cp);
-    }
-    h5fl_names_free(&kids);
-    return found;
+    ino_arg_t *a = arg;
+    if (h5fl_objno(dir) != a->ino)
+        return 0;
+    a->out->dir = h5fl_strdup(dir);
+    a->out->path = h5fl_strdup(path);
+    a->out->type = t;
+    return a->out->dir && a->out->path ? 1 : -1;
+}
+
+static int find_ino(const char *root, uint64_t ino, h5fl_loc_t *out)
+{
+    ino_arg_t a = {.ino = ino, .out = out};
+    return h5fl_tree_walk(root, root, "/", ino_cb, &a);
 }
 
 int h5fl_loc_from_params(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5fl_loc_t *out)
@@ -361,6 +362,8 @@ static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5
             return follow ? h5fl_resolve(o, lp->loc_data.loc_by_name.name, out)
                           : h5fl_resolve_link(o, lp->loc_data.loc_by_name.name, out);
         case H5VL_OBJECT_BY_IDX: {
+            if (h5fl_check_plist(lp->loc_data.loc_by_idx.lapl_id, H5P_LINK_ACCESS, "link access property list"))
+                return -1;
             h5fl_loc_t g;
             if (h5fl_resolve(o, lp->loc_data.loc_by_idx.name, &g) != 0)
                 return -1;
@@ -408,7 +411,7 @@ static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5
                 out->type = H5I_GROUP;
                 return out->dir && out->path ? 0 : -1;
             }
-            int r = find_ino(o->file->o.dir, "/", ino, out);
+            int r = find_ino(o->file->o.dir, ino, out);
             if (r == 0)
                 h5fl_err("no object with this token in the container");
             return r == 1 ? 0 : -1;
@@ -416,6 +419,14 @@ static int loc_from_params_(const h5fl_obj_t *o, const H5VL_loc_params_t *lp, h5
     }
     h5fl_err("unknown location type");
     return -1;
+}
+
+char *h5fl_anon_dir(h5fl_file_t *f)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->anon_counter++);
+    return h5fl_join(f->o.dir, leaf);
 }
 
 static h5fl_obj_t *group_new(h5fl_file_t *f, const char *path, const char *dir)
@@ -491,10 +502,7 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
         h5fl_check_no_crt_order(gcpl, true) != 0)
         goto fail;
     if (!name) { /* anonymous: lives under @anon.* until H5Olink names it (or goes away at close) */
-        char leafa[64];
-        snprintf(leafa, sizeof leafa, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-                 (unsigned long long)f->anon_counter++);
-        char *adir = h5fl_join(f->o.dir, leafa);
+        char *adir = h5fl_anon_dir(f);
         int sta = adir ? 0 : -1;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
@@ -655,7 +663,7 @@ herr_t h5fl_group_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, vo
                     memset(s, 0, sizeof *s);
                     s->fileno[0] = o->file->fileno;
                     s->objno[0] = h5fl_objno(loc.dir);
-                    s->nlink = 1;
+                    s->nlink = h5fl_hard_nlink(loc.dir);
                     s->type = loc.type == H5I_GROUP ? H5G_GROUP : H5G_DATASET;
                     H5O_info2_t oi; /* its times: 0 for a dataset created with track_times off */
                     if (h5fl_fill_oinfo(loc.dir, loc.type, o->file->fileno, H5O_INFO_TIME, &oi) == 0)

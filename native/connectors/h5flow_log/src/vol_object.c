@@ -24,7 +24,7 @@ int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsi
     oi->fileno = fileno;
     h5fl_token_of(dir, &oi->token);
     oi->type = otype(type);
-    oi->rc = 1;
+    oi->rc = h5fl_hard_nlink(dir); /* links.c: the object's names */
     struct stat st;
     bool times = true;
     if ((fields & H5O_INFO_TIME) && type == H5I_DATASET) { /* created with track_times off: 0, as native */
@@ -108,8 +108,9 @@ static int soft_create2(h5fl_obj_t *o, const char *target, const void *ebuf, siz
     return st;
 }
 
-/* Fill link info for the link whose directory is `dir` and type `t`. */
-static int link_info(const char *dir, H5I_type_t t, H5L_info2_t *li)
+/* Fill link info for the link whose directory is `dir` and type `t`; `odir`: its object's directory (a
+ * hard link stub's object is in the store, links.c), NULL: `dir`. */
+static int link_info(const char *dir, const char *odir, H5I_type_t t, H5L_info2_t *li)
 {
     memset(li, 0, sizeof *li);
     li->cset = H5T_CSET_ASCII;
@@ -147,7 +148,7 @@ static int link_info(const char *dir, H5I_type_t t, H5L_info2_t *li)
         return 0;
     }
     li->type = H5L_TYPE_HARD;
-    h5fl_token_of(dir, &li->u.token);
+    h5fl_token_of(odir ? odir : dir, &li->u.token);
     return 0;
 }
 herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc_params_t *lp, hid_t lcpl,
@@ -157,18 +158,41 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
     (void)req;
     h5fl_err_clear();
     h5fl_obj_t *o = obj, *target = args->op_type == H5VL_LINK_CREATE_HARD ? args->args.hard.curr_obj : NULL;
+    if (args->op_type == H5VL_LINK_CREATE_HARD && !target)
+        target = o; /* H5L_SAME_LOC as the object's location: its name is relative to the new link's */
     if (args->op_type == H5VL_LINK_CREATE_SOFT && o)
         return soft_create(o, args->args.soft.target, lp, lcpl, lapl);
     if (args->op_type == H5VL_LINK_CREATE_UD && o && args->args.ud.type == H5L_TYPE_EXTERNAL)
         return soft_create2(o, NULL, args->args.ud.buf, args->args.ud.buf_size, lp, lcpl, lapl);
-    if (!target || !target->anon || (target->type != H5I_DATASET && target->type != H5I_GROUP) ||
-        args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
-        h5fl_err(args->op_type == H5VL_LINK_CREATE_HARD
-                     ? "h5flow_log stores every object in exactly one directory: a hard link can only name "
-                       "an anonymous object, not add a second name to an object"
-                     : "user-defined links are not supported by h5flow_log (soft and external links are)");
+    if (!target) {
+        h5fl_err("user-defined links are not supported by h5flow_log (hard, soft and external links are)");
         h5fl_err_push(__func__);
         return -1;
+    }
+    if (!target->anon || args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
+        /* a second name of an object (links.c) */
+        h5fl_loc_t tl = {0};
+        int st = h5fl_loc_from_params(target, &args->args.hard.curr_loc_params, &tl);
+        if (st == 0 && tl.type == H5I_BADID) {
+            h5fl_err("cannot create hard link: object '%s' does not exist", tl.path);
+            st = -1;
+        }
+        if (st == 0 && o && o->file != target->file && o->file->fileno != target->file->fileno) {
+            h5fl_err("cannot create hard link: the link and its object are in different files (a hard link "
+                     "cannot cross files; use an external link)");
+            st = -1;
+        }
+        if (st == 0) {
+            h5fl_collective_begin((o ? o : target)->file);
+            if (!h5fl_writable((o ? o : target)->file))
+                st = -1;
+            else
+                st = h5fl_hard_create(o ? o : target, lp, &tl, lcpl);
+        }
+        h5fl_loc_free(&tl);
+        if (st != 0)
+            h5fl_err_push(__func__);
+        return st;
     }
     if (!o)
         o = target;
@@ -238,7 +262,7 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
 }
 
 /* H5Lcopy: a soft link is created anew with the same value (in this or another container); a hard link
- * would give its object a second name, which h5flow_log cannot store (H5Ocopy copies the object). */
+ * gives its object one more name (links.c). */
 herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const H5VL_loc_params_t *lp2,
                       hid_t lcpl, hid_t lapl, hid_t dxpl, void **req)
 {
@@ -262,11 +286,24 @@ herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
         st = soft_create2(dobj, NULL, b, l, lp2, lcpl, lapl);
         free(b);
         return st;
-    } else if (from.type != H5FL_I_SOFT)
-        h5fl_err("'%s' is a hard link: copying it would give its object a second name, which h5flow_log "
-                 "cannot store (each object is one directory); copy the object with H5Ocopy instead",
-                 from.path);
-    else
+    } else if (from.type != H5FL_I_SOFT) { /* a hard link: another name of its object (links.c) */
+        int st = -1;
+        if (dobj->file->fileno != so->file->fileno && !from.file)
+            h5fl_err("cannot copy hard link '%s' into another file: a hard link cannot cross files", from.path);
+        else if (from.file)
+            h5fl_err("'%s' is reached through an external link: h5flow_log does not copy hard links through "
+                     "external links",
+                     from.path);
+        else {
+            h5fl_collective_begin(dobj->file);
+            if (h5fl_writable(dobj->file))
+                st = h5fl_hard_create(dobj, lp2, &from, lcpl);
+        }
+        h5fl_loc_free(&from);
+        if (st != 0)
+            goto fail;
+        return 0;
+    } else
         target = h5fl_softlink_read(from.dir);
     h5fl_loc_free(&from);
     if (!target)
@@ -282,7 +319,6 @@ fail:
 herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const H5VL_loc_params_t *lp2,
                       hid_t lcpl, hid_t lapl, hid_t dxpl, void **req)
 {
-    (void)lapl;
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
@@ -295,6 +331,9 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
         h5fl_err("link move needs names");
         goto done;
     }
+    if (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") != 0 ||
+        h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
+        goto done;
     if (dobj->file->fileno != f->fileno) {
         h5fl_err("links cannot be moved between containers");
         goto done;
@@ -325,20 +364,23 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     if (st == 0 && f->rank == 0) {
         {
             char *to = h5fl_join(parent.dir, leaf);
-            size_t lf = strlen(from.dir);
+            const char *fd = from.ldir ? from.ldir : from.dir; /* a hard link's stub holds nothing */
+            size_t lf = strlen(fd);
             if (!to)
                 st = -1;
-            else if (!strncmp(to, from.dir, lf) && to[lf] == '/') {
+            else if (!strncmp(to, fd, lf) && to[lf] == '/') {
                 h5fl_err("cannot move '%s' into itself", from.path);
                 st = -1;
             } else if (access(to, F_OK) == 0) {
                 h5fl_err("destination '%s' already exists", lp2->loc_data.loc_by_name.name);
                 st = -1;
-            } else if (rename(from.dir, to) != 0) {
+            } else if (rename(from.ldir ? from.ldir : from.dir, to) != 0) { /* a hard link: its stub */
                 h5fl_err("cannot move '%s': %s", from.path, strerror(errno));
                 st = -1;
             } else {
                 st = h5fl_corder_assign(parent.dir, to, f->fsync); /* a new link of its new group */
+                if (st == 0)
+                    st = h5fl_corder_reset_if_empty(from.ldir ? from.ldir : from.dir, f->fsync);
             }
             free(to);
         }
@@ -352,7 +394,8 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
             st = -1;
         else {
             sprintf(np, "%s%s%s", parent.path, a == 1 ? "" : "/", leafname);
-            st = h5fl_reg_moved(f->fileno, rel_dir(f, from.dir), rel_dir(dobj->file, to), from.path, np);
+            st = from.ldir ? 0 /* the object stays in the store */
+                           : h5fl_reg_moved(f->fileno, rel_dir(f, from.dir), rel_dir(dobj->file, to), from.path, np);
         }
         free(to);
         free(np);
@@ -380,7 +423,7 @@ herr_t h5fl_link_get(void *obj, const H5VL_loc_params_t *lp, H5VL_link_get_args_
     if (loc.type == H5I_BADID) {
         h5fl_err("link '%s' does not exist", loc.path);
     } else if (args->op_type == H5VL_LINK_GET_INFO) {
-        rc = link_info(loc.dir, loc.type, args->args.get_info.linfo);
+        rc = link_info(loc.ldir ? loc.ldir : loc.dir, loc.dir, loc.type, args->args.get_info.linfo);
     } else if (args->op_type == H5VL_LINK_GET_VAL && loc.type == H5FL_I_EXT) {
         void *b = NULL;
         size_t l = 0;
@@ -434,7 +477,15 @@ typedef struct iter {
     H5L_iterate2_t lop;
     H5O_iterate2_t oop;
     void *op_data;
+    h5fl_ids_t seen; /* inodes of the objects visited that can have several names (cycle-safe, once each) */
 } iter_t;
+
+/* Whether object `dir` was visited; else it is recorded (1: seen, 0: first visit, -1: out of memory). */
+static int seen_before(iter_t *it, const char *dir)
+{
+    uint64_t ino = h5fl_objno(dir);
+    return h5fl_ids_has(&it->seen, ino) ? 1 : h5fl_ids_add(&it->seen, ino);
+}
 
 /* Visit the links of directory `dir` (HDF5 path `path`), names relative to the iteration root. */
 static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p)
@@ -468,7 +519,16 @@ static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p
         }
         sprintf(cr, "%s%s%s", rel ? rel : "", rel ? "/" : "", name);
         H5I_type_t t = h5fl_dir_type(cd, false);
-        if (it->objects && (t == H5FL_I_SOFT || t == H5FL_I_EXT)) {
+        char *ld = NULL; /* a hard link's stub (links.c); cd becomes its object's directory */
+        int seen = 0;    /* an object with several names met before: H5Ovisit skips it, nobody recurses */
+        if (t == H5FL_I_HARD) {
+            ret = h5fl_hard_follow(it->f->o.dir, &cd, &t, &ld);
+            if (ret == 0 && it->recursive && (seen = seen_before(it, cd)) < 0)
+                ret = -1;
+        }
+        if (ret != 0 || seen) {
+            ;
+        } else if (it->objects && (t == H5FL_I_SOFT || t == H5FL_I_EXT)) {
             ; /* H5Ovisit follows hard links only */
         } else if (it->objects) {
             H5O_info2_t oi;
@@ -476,14 +536,16 @@ static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p
                 ret = -1;
             else
                 ret = it->oop(it->gid, cr, &oi, it->op_data);
-        } else {
+        }
+        if (ret == 0 && !it->objects) { /* H5Lvisit: every link, also a second one to an object */
             H5L_info2_t li;
-            ret = link_info(cd, t, &li);
+            ret = link_info(ld ? ld : cd, cd, t, &li);
             if (ret == 0)
                 ret = it->lop(it->gid, cr, &li, it->op_data);
         }
-        if (ret == 0 && it->recursive && t == H5I_GROUP)
+        if (ret == 0 && it->recursive && t == H5I_GROUP && !seen)
             ret = iter_dir(it, cd, cr, NULL);
+        free(ld);
         free(cd);
         free(cr);
     }
@@ -503,8 +565,8 @@ static int iterate(h5fl_obj_t *o, const h5fl_loc_t *loc, iter_t *it, hsize_t *id
     it->gid = h5fl_register_for_callback(o->file, loc);
     if (it->gid < 0)
         return -1;
-    int ret = 0;
-    if (it->objects) { /* H5Ovisit: the starting object itself first, as "." */
+    int ret = it->recursive && seen_before(it, loc->dir) < 0 ? -1 : 0; /* a group linked into itself */
+    if (ret == 0 && it->objects) { /* H5Ovisit: the starting object itself first, as "." */
         H5O_info2_t oi;
         ret = h5fl_fill_oinfo(loc->dir, loc->type, o->file->fileno, it->fields, &oi);
         if (ret == 0)
@@ -513,6 +575,8 @@ static int iterate(h5fl_obj_t *o, const h5fl_loc_t *loc, iter_t *it, hsize_t *id
     if (ret == 0 && loc->type == H5I_GROUP)
         ret = iter_dir(it, loc->dir, NULL, idx_p);
     H5Idec_ref(it->gid);
+    free(it->seen.v);
+    it->seen.v = NULL;
     if (ret < 0 && !h5fl_err_msg()[0])
         h5fl_err("iteration callback failed");
     return ret;
@@ -554,8 +618,42 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
                  loc.path);
         st = -1;
     }
+    /* rank 0 decides (the others may look after it removed the name) */
+    int stub = st == 0 && loc.ldir;
+    if (f->comm != MPI_COMM_NULL && f->size > 1) {
+        MPI_Request req;
+        MPI_Ibcast(&stub, 1, MPI_INT, 0, f->comm, &req);
+        h5fl_mpi_wait(&req);
+    }
+    if (stub) { /* a name of an object in the store (links.c): the stub goes, then a link */
+        if (f->rank == 0 && st == 0) {
+            uint64_t id;
+            char *hf = h5fl_join(loc.ldir, H5FL_HARD_FILE);
+            st = hf && h5fl_hard_read(loc.ldir, &id) == 0 ? 0 : -1;
+            if (st == 0 && unlink(hf) != 0) {
+                h5fl_err("cannot delete '%s': %s", loc.path, strerror(errno));
+                st = -1;
+            }
+            free(hf);
+            if (st == 0)
+                h5fl_rm_rf(loc.ldir); /* what is left is no link: an incomplete creation, ignored */
+            if (st == 0)
+                st = h5fl_hard_unref(f, &id, 1);
+            if (st == 0)
+                st = h5fl_corder_reset_if_empty(loc.ldir, f->fsync);
+        }
+        st = h5fl_collective(f, st);
+        if (st == 0)
+            st = h5fl_hard_sweep(f);
+        h5fl_loc_free(&loc);
+        return st;
+    }
     const char *rel = st == 0 ? rel_dir(f, loc.dir) : "";
     bool busy = busy_anywhere(f, rel); /* collective: every rank reaches it */
+    uint64_t *ids = NULL; /* the hard links under it: their objects lose a name */
+    size_t nids = 0;
+    if (st == 0 && f->rank == 0)
+        st = h5fl_hard_collect(loc.dir, &ids, &nids);
     char gone[64];
     snprintf(gone, sizeof gone, "/" H5FL_GONE_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
              (unsigned long long)f->gone_counter++);
@@ -577,9 +675,16 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
             }
         }
     }
+    if (st == 0 && nids > 0)
+        st = h5fl_hard_unref(f, ids, nids);
+    if (st == 0 && f->rank == 0)
+        st = h5fl_corder_reset_if_empty(loc.dir, f->fsync);
+    free(ids);
     st = h5fl_collective(f, st);
     if (st == 0 && busy)
         st = h5fl_reg_moved(f->fileno, rel, gone, loc.path, NULL);
+    if (st == 0)
+        st = h5fl_hard_sweep(f);
     h5fl_loc_free(&loc);
     return st;
 }
@@ -727,6 +832,8 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
             H5VL_object_visit_args_t *a = &args->args.visit;
             if (h5fl_loc_from_params(o, lp, &loc) != 0)
                 break;
+            if (loc.type == H5I_ATTR) /* H5Ovisit on an attribute visits from the object holding it (native) */
+                loc.type = h5fl_dir_type(loc.dir, !strcmp(loc.dir, o->file->o.dir));
             iter_t it = {.recursive = true, .objects = true, .order = a->order, .fields = a->fields,
                          .oop = a->op, .op_data = a->op_data, .crt = a->idx_type == H5_INDEX_CRT_ORDER};
             rc = iterate(o, &loc, &it, NULL);
@@ -735,6 +842,12 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
                 return rc;
             goto fail;
         }
+        case H5VL_OBJECT_CHANGE_REF_COUNT: /* H5Oincr_refcount / H5Odecr_refcount (links.c) */
+            if (lp->type != H5VL_OBJECT_BY_SELF)
+                h5fl_err("H5Oincr_refcount/H5Odecr_refcount take an open object");
+            else
+                rc = h5fl_hard_adjust(o, args->args.change_rc.delta);
+            break;
         case H5VL_OBJECT_FLUSH:
             rc = h5fl_file_flush(o->file, true);
             break;

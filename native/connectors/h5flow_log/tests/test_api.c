@@ -97,11 +97,23 @@ int main(int argc, char **argv)
         CHECK(H5Lget_val(f, "soft", val, sizeof val, H5P_DEFAULT) >= 0 && !strcmp(val, "/x/y"));
         CHECK(H5Oexists_by_name(f, "soft/d", H5P_DEFAULT) > 0);
     }
+    /* a second hard link (format 4): one object, two names, a link count; deleting one name keeps it */
+    {
+        H5O_info2_t o1, o2;
+        CHECK(H5Lcreate_hard(f, "x", f, "again", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+        CHECK(H5Oget_info_by_name3(f, "x", &o1, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 && o1.rc == 2);
+        CHECK(H5Oget_info_by_name3(f, "again/y", &o2, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+        CHECK(H5Oget_info_by_name3(f, "again", &o2, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+        int cmp = 1;
+        CHECK(H5Otoken_cmp(f, &o1.token, &o2.token, &cmp) >= 0 && cmp == 0);
+        CHECK(H5Ldelete(f, "again", H5P_DEFAULT) >= 0);
+        CHECK(H5Oget_info_by_name3(f, "x", &o1, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 && o1.rc == 1);
+    }
     /* what is not supported fails cleanly */
     H5E_BEGIN_TRY
     {
         CHECK(H5Lcreate_soft("/x", f, "soft", H5P_DEFAULT, H5P_DEFAULT) < 0); /* exists */
-        CHECK(H5Lcreate_hard(f, "x", f, "again", H5P_DEFAULT, H5P_DEFAULT) < 0);
+        CHECK(H5Lcreate_hard(f, "x", f, "soft", H5P_DEFAULT, H5P_DEFAULT) < 0); /* exists */
         CHECK(H5Gcreate2(f, "missing/parent", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) < 0);
         CHECK(H5Dopen2(f, "x", H5P_DEFAULT) < 0);
     }
