@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
 
+from h5flow._mpi import sleepy_allgather
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
@@ -437,7 +438,7 @@ class Selection:
         mine = self.grid.split(comm.size, comm.rank, self.cand_blocks)
         part = {int(k): self._eval_block(int(k)) for k in mine}
         hits: dict[int, np.ndarray] = {}
-        for d in comm.allgather(part):
+        for d in sleepy_allgather(comm, part):
             hits.update(d)
         cand = set(self.cand_blocks.tolist())
         for k in np.flatnonzero(self.sure_counts).tolist():

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from h5flow._mpi import sleepy_allgather, sleepy_bcast, sleepy_gather
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.source import Source, native_file
 
@@ -796,7 +797,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
                 part = [p[:: max(1, p.size // per_block)] for p in part]
                 sample = np.concatenate(part) if part else np.zeros(0, vdtype)
                 if comm is not None:
-                    sample = np.concatenate(comm.allgather(sample))
+                    sample = np.concatenate(sleepy_allgather(comm, sample))
                 edges = _edges(sample, vdtype, config.bins)
             sub = grid.clamp_sub(config.sub_blocks)
             payload = _build_share(BlockReader(dset, grid, not source.container), mine, vdtype, edges, sub,
@@ -811,10 +812,10 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
             raise
         error = f"rank {rank}: {type(e).__name__}: {e}"
     if comm is not None:
-        errors = [e for e in comm.allgather(error) if e]
+        errors = [e for e in sleepy_allgather(comm, error) if e]
         if errors:
             raise IndexError_("index build failed: " + "; ".join(errors))
-        parts = comm.gather((payload, meta), root=0)
+        parts = sleepy_gather(comm, (payload, meta), root=0)
     else:
         parts = [(payload, meta)]
     result: BuildResult | None = None
@@ -827,7 +828,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
                 raise
             error = f"{type(e).__name__}: {e}"
     if comm is not None:
-        result, error = comm.bcast((result, error), root=0)
+        result, error = sleepy_bcast(comm, (result, error), root=0)
         if error:
             raise IndexError_(f"index build failed writing {sidecar_path(source.path)}: {error}")
     assert result is not None

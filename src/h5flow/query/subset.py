@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from h5flow._mpi import sleepy_allgather, sleepy_bcast, sleepy_gather
 from h5flow.query.engine import ApplyOptions, DatasetHits, apply
 from h5flow.query.expr import Query, QueryError
 from h5flow.query.source import container_env_active, native_file
@@ -90,7 +91,7 @@ def subset(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], que
         parallel = comm is not None and size > 1 and h5py.get_config().mpi and not container_env_active()
         counts: dict[str, int] = {}
         if parallel:
-            sizes = comm.allgather([len(v) for _, v in parts])
+            sizes = sleepy_allgather(comm, [len(v) for _, v in parts])
             with h5py.File(out, "w", driver="mpio", comm=comm) as fo:
                 _root_attrs(fo, text, result)
                 for j, (name, d, src) in enumerate(todo):
@@ -107,7 +108,7 @@ def subset(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], que
                         cd[start:start + len(v)] = c
                     counts[name] = n
         else:
-            gathered = comm.gather(parts, root=0) if comm is not None else [parts]
+            gathered = sleepy_gather(comm, parts, root=0) if comm is not None else [parts]
             error = None
             if rank == 0:
                 try:
@@ -126,7 +127,7 @@ def subset(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], que
                         raise
                     error = f"{type(e).__name__}: {e}"
             if comm is not None:
-                counts, error = comm.bcast((counts, error), root=0)
+                counts, error = sleepy_bcast(comm, (counts, error), root=0)
                 if error:
                     raise RuntimeError(f"subset: writing {out} failed on rank 0: {error}")
     return SubsetReport(out, counts, size)

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from h5flow._mpi import sleepy_wait
 
-def sleepy_wait(comm: Any, period: float = 0.0005) -> None:
-    """A barrier that sleeps instead of spinning.
-
-    MPICH busy-polls inside blocking collectives; ranks waiting there while rank 0 polls the file
-    system (or waits on backpressure) would burn a core each, which on an oversubscribed node starves
-    the very processes they are waiting for.
-    """
-    if comm.size == 1:
-        return
-    req = comm.Ibarrier()
-    while not req.Test():
-        time.sleep(period)
+__all__ = ["bcast_from_root", "sleepy_wait"]
 
 
 def bcast_from_root(comm: Any, value: Any) -> Any:
