@@ -160,3 +160,22 @@ def test_api_write_errors(comm, mpi_tmp_path: Path) -> None:
     with h5flow.open(str(mpi_tmp_path / "none"), "r", comm=comm) as s:
         with pytest.raises(h5flow.StreamTimeout, match="no step within 0.2 s"):
             next(iter(s.steps(timeout=0.2)))
+
+
+@pytest.mark.mpi(n=1, timeout=60)
+def test_api_refuses_shared_file_settings_on_another_layout(comm, mpi_tmp_path: Path) -> None:
+    """Collective transfers only act on layout n-1: h5flow.open keywords that ask for them with n-n are refused,
+    and so are settings changed to that after they were built (the writer checks again); none is ignored."""
+    import h5flow
+    from h5flow.config import TransportConfig
+    from h5flow.transports import TransportError
+
+    name = str(mpi_tmp_path / "s")
+    with pytest.raises(ValueError, match='collective="true" only acts on a shared file .*layout="n-n"'):
+        h5flow.open(name, "w", comm=comm, layout="n-n", collective=True)
+    cfg = TransportConfig.of("hdf5", name)
+    assert cfg.settings.layout == "n-n"  # the default
+    cfg.settings.collective = True
+    with pytest.raises(TransportError, match='collective="true" only acts on a shared file.*give layout="n-1"'):
+        h5flow.open(cfg, "w", comm=comm)
+    assert not (mpi_tmp_path / "s.h5flow").exists()

@@ -37,10 +37,10 @@ def test_run_seed_producer_config_with_sensei_style_consumer_files(tmp_path: Pat
                    "-N", "2", "--steps", "3", "--shape", "16", "16", "16", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(out.read_text())
-    for key, value in (("transport", "hdf5"), ("producers", 2), ("consumers", 2), ("steps", 3), ("layout", "n-1"),
-                       ("driver", "mpio")):
+    for key, value in (("transport", "hdf5"), ("producers", 2), ("consumers", 2), ("steps", 3), ("layout", "n-n"),
+                       ("driver", "mpio")):  # the seed's producer.xml gives no layout: the default, n-n
         assert record[key] == value
-    assert record["settings"]["layout"] == "n-1" and record["settings"]["queue_limit"] == 0  # hdf5's own settings
+    assert record["settings"]["layout"] == "n-n" and record["settings"]["queue_limit"] == 0  # hdf5's own settings
     assert record["bytes"] > 16**3 * 4 * 3 and record["time_to_solution"] > 0
     assert record["latency"]["count"] == 3 and record["latency"]["median_s"] >= 0
     for r in record["producer"]["ranks"] + record["consumer"]["ranks"]:

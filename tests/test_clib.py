@@ -7,6 +7,7 @@ consumers run as two concurrent ``mpiexec`` jobs, as a user runs them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -203,6 +204,41 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
     assert res.returncode != 0
     assert "heat2d: opening the stream: " in res.stderr and expected in res.stderr, res.stderr
     assert not Path(f"{stream}.h5flow").exists() or case == "missing-dir"
+
+
+@pytest.mark.parametrize(("attrs", "layout", "files"), [
+    ({}, "n-n", ["meta.json", "rank-00000.h5", "rank-00001.h5"]),
+    ({"collective": "true"}, "n-1", ["data.h5", "meta.json"]),
+    ({"method": "sc"}, "n-1", ["data.h5", "meta.json"]),
+], ids=["default", "collective", "method-sc"])
+def test_c_producer_default_layout_is_n_n_and_collective_implies_n_1(tmp_path: Path, attrs: dict[str, str],
+                                                                     layout: str, files: list[str]) -> None:
+    """The C producer's default layout is Python's (n-n); collective transfers, which only act on a shared file,
+    imply n-1 when the layout is left out."""
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, keep="all", **attrs)
+    res = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "1", "--shape", "6", "4"], tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    root = Path(f"{stream}.h5flow")
+    assert json.loads((root / "stream.json").read_text())["layout"] == layout
+    assert sorted(p.name for p in (root / "step-000000000").iterdir()) == files
+
+
+@pytest.mark.parametrize("attr", ['collective="true"', 'method="sc"'])
+def test_c_producer_refuses_collective_with_layout_n_n(tmp_path: Path, attr: str) -> None:
+    """An explicit layout="n-n" with collective transfers is refused (they would be silently ignored), naming the
+    conflict and what to do, as the Python producer does."""
+    _need_build()
+    stream = tmp_path / "s"
+    xml = tmp_path / "x.xml"
+    xml.write_text(f'<sensei>\n<transport type="hdf5" filename="{stream}" layout="n-n" {attr}/>\n</sensei>\n')
+    res = _run(["mpiexec", "-n", "1", str(HEAT_C), str(xml), "--steps", "1", "--shape", "4", "4"], tmp_path)
+    assert res.returncode != 0
+    assert 'only act on a shared file (layout="n-1"), but layout="n-n" writes one file per producer rank' in res.stderr
+    assert 'give layout="n-1" (or leave layout out' in res.stderr, res.stderr
+    assert f"{xml}:2" in res.stderr, res.stderr  # the element's line
+    assert not Path(f"{stream}.h5flow").exists()
 
 
 def test_c_producer_step_over_quota_says_why(tmp_path: Path) -> None:

@@ -317,31 +317,39 @@ def test_released_steps_are_deleted(actors: Actors) -> None:
     assert stream["format"] == "h5flow-stream" and stream["version"] == 1
 
 
-def test_keep_all_keeps_readable_step_files(actors: Actors) -> None:
+@pytest.mark.parametrize(("layout", "step_file"), [(None, "rank-00000.h5"), ("n-1", "data.h5")],
+                         ids=["default-n-n", "n-1"])
+def test_keep_all_keeps_readable_step_files(actors: Actors, layout: str | None, step_file: str) -> None:
+    """Each kept step is a plain HDF5 file h5py reads without MPI: one per producer rank in the default layout
+    (n-n), one shared data.h5 in n-1."""
     from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
 
     n, nblocks = 4, 3
+    cfg = actors.config(keep="all", **({"layout": layout} if layout else {}))
     p, c = actors.run(("--steps", n, "--blocks", nblocks),
-                      ("--check", "--steps", n, "--blocks", nblocks, "--timeout", 10), actors.config(keep="all"))
+                      ("--check", "--steps", n, "--blocks", nblocks, "--timeout", 10), cfg)
     assert p.rc == 0, p
     assert_ok_consumer(c, list(range(n)))
     assert actors.step_dirs() == [f"step-{s:09d}" for s in range(n)]
     sim = Simulation(OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=n), 0, 1)
     for s in range(n):
         d = actors.root / f"step-{s:09d}"
-        assert sorted(x.name for x in d.iterdir()) == ["data.h5", "meta.json"]
+        assert sorted(x.name for x in d.iterdir()) == sorted([step_file, "meta.json"])
         meta_json = json.loads((d / "meta.json").read_text())
         sim.advance(s)
         expected = np.concatenate([b.arrays("cell")["data"].ravel() for b in sim.blocks()])  # block-id order
-        with h5py.File(d / "data.h5", "r") as f:  # plain h5py, no MPI
+        with h5py.File(d / step_file, "r") as f:  # plain h5py, no MPI
             assert f.attrs["format"] == "h5flow-step" and f.attrs["version"] == 1
             assert f.attrs["step"] == s and f.attrs["time"] == pytest.approx(s * DT)
-            assert f.attrs["layout"] == "n-1" and f.attrs["producers"] == 1
-            assert f["mesh"].attrs["kind"] == "image"
+            assert f.attrs["layout"] == (layout or "n-n") and f.attrs["producers"] == 1
             data = f["mesh/cell/data"]
             assert data.shape == (expected.size, 1) and data.dtype == np.float32
             np.testing.assert_array_equal(data[:, 0], expected)
-            assert json.loads(f["meta"][()].tobytes()) == meta_json
+            if layout == "n-1":  # the shared file describes itself; a rank file has meta.json beside it
+                assert f["mesh"].attrs["kind"] == "image"
+                assert json.loads(f["meta"][()].tobytes()) == meta_json
+            else:
+                assert f.attrs["rank"] == 0
         assert meta_json["step"] == s
         assert [b["block_id"] for b in meta_json["meshes"]["mesh"]["blocks"]] == list(range(nblocks))
 

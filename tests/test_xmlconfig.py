@@ -196,11 +196,12 @@ def test_method_and_collective_that_disagree() -> None:
 
 
 def test_all_extensions() -> None:
-    t = one_transport('type="hdf5" filename="f" layout="N-N" driver="subfiling" collective="1" queue_limit="4" '
+    t = one_transport('type="hdf5" filename="f" layout="N-1" driver="subfiling" collective="1" queue_limit="4" '
                       'queue_policy="Discard" quota="512MiB" keep="all" heartbeat="0.25" poll_min="0.001" '
                       'poll_max="0.5" group="ana_1-b"')
     s = t.settings
-    assert (s.layout, s.driver, s.collective) == ("n-n", "subfiling", True)
+    assert (s.layout, s.driver, s.collective) == ("n-1", "subfiling", True)
+    assert one_transport('type="hdf5" filename="f" layout="N-N"').settings.layout == "n-n"
     assert (s.queue_limit, s.queue_policy, s.quota_bytes, s.keep) == (4, "discard", 512 * 2**20, "all")
     assert (s.heartbeat, s.poll_min, s.poll_max, s.group) == (0.25, 0.001, 0.5, "ana_1-b")
 
@@ -211,7 +212,41 @@ def test_extension_defaults() -> None:
     t = one_transport('type="hdf5" filename="f"')
     assert t.settings == TransportConfig().settings == Hdf5Settings()
     assert (t.settings.layout, t.settings.driver, t.settings.queue_limit, t.settings.queue_policy, t.settings.keep,
-            t.settings.heartbeat, t.settings.group) == ("n-1", "mpio", 0, "block", "released", 1.0, "default")
+            t.settings.heartbeat, t.settings.group) == ("n-n", "mpio", 0, "block", "released", 1.0, "default")
+
+
+# collective transfers and the subfiling driver only act on a shared file (layout n-1): left out, the layout
+# follows them; an explicit n-n or log with them is refused (a setting is never silently ignored)
+SHARED_ONLY = [('collective="true"', {"collective": True}), ('method="sc"', {"method": "sc"}),
+               ('driver="subfiling"', {"driver": "subfiling"})]
+
+
+@pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
+def test_shared_file_settings_imply_n_1_when_layout_is_left_out(attr: str, keywords: dict[str, object]) -> None:
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+
+    assert one_transport('type="hdf5" filename="f"').settings.layout == "n-n"  # the default without them
+    assert one_transport(f'type="hdf5" filename="f" {attr}').settings.layout == "n-1"
+    assert Hdf5Settings().layout == "n-n"
+    assert Hdf5Settings(**keywords).layout == "n-1"  # type: ignore[arg-type]
+    assert TransportConfig.of("hdf5", "f", **keywords).settings.layout == "n-1"
+    assert one_transport(f'type="hdf5" filename="f" layout="n-1" {attr}').settings.layout == "n-1"
+
+
+@pytest.mark.parametrize("layout", ["n-n", "log"])
+@pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
+def test_shared_file_settings_with_another_layout_are_refused(attr: str, keywords: dict[str, object],
+                                                              layout: str) -> None:
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+
+    msg = hdf5_error(f'layout="{layout}" {attr}')
+    assert msg.startswith("bad.xml:2: "), msg
+    assert f'{attr} only acts on a shared file (layout="n-1"), but layout="{layout}" writes' in msg, msg
+    assert f'give layout="n-1" (or leave layout out: {attr} then implies it), or drop {attr}' in msg, msg
+    with pytest.raises(ValueError, match=f'only acts on a shared file .* but layout="{layout}"'):
+        Hdf5Settings(layout=layout, **keywords)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match='give layout="n-1"'):
+        TransportConfig.of("hdf5", "f", layout=layout, **keywords)
 
 
 @pytest.mark.parametrize(("quota", "nbytes"), [("0", 0), ("1048576", 2**20), ("512MiB", 512 * 2**20),

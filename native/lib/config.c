@@ -17,6 +17,7 @@
 void h5fl_config_defaults(h5fl_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->layout_nn = 1; /* n-n: the default layout (docs/STREAM.md, "Layouts"), as in Python's Hdf5Settings */
     cfg->heartbeat = 1.0;
     cfg->poll_min = 0.0005;
     cfg->poll_max = 0.02;
@@ -247,9 +248,24 @@ static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
     if (rc)
         return rc;
 
+    /* collective transfers only act on a shared file: left out, the layout is then n-1 (else the default n-n);
+     * an explicit layout="n-n" with them is refused, as in Python (a setting is never silently ignored) */
     static const char *const layouts[] = {"n-1", "n-n"};
-    if (get_choice(c, node, "layout", layouts, 2, &cfg->layout_nn))
+    char *layout = attr(node, "layout");
+    cfg->layout_nn = !cfg->collective;
+    if (get_choice(c, node, "layout", layouts, 2, &cfg->layout_nn)) {
+        xmlFree(layout);
         return -1;
+    }
+    if (layout && cfg->layout_nn && cfg->collective)
+        rc = fail(c, node, "collective transfers (collective=\"true\" or method=\"sc\") only act on a shared file "
+                           "(layout=\"n-1\"), but layout=\"%s\" writes one file per producer rank, where they would "
+                           "be ignored; give layout=\"n-1\" (or leave layout out: collective transfers then imply "
+                           "it), or drop the collective request to keep layout=\"%s\"", layout, layout);
+    if (layout)
+        xmlFree(layout);
+    if (rc)
+        return rc;
     static const char *const drivers[] = {"mpio", "subfiling"};
     int driver = 0;
     if (get_choice(c, node, "driver", drivers, 2, &driver))

@@ -3,8 +3,9 @@
  * The library speaks the hdf5 transport's on-disk protocol (docs/STREAM.md, format version 1): the
  * producer claim, heartbeats, queue_limit / quota / queue_policy, atomic publication of each step,
  * garbage collection, the end-of-stream and error lines. Python consumers read a C producer unchanged
- * (h5flow.open(name, "r"), `h5flow consume`). Layouts n-1 (one shared parallel HDF5 file per step, MPI-IO, the
- * default) and n-n (one file per rank); driver mpio.
+ * (h5flow.open(name, "r"), `h5flow consume`). Layouts n-n (one file per rank, the default) and n-1 (one shared
+ * parallel HDF5 file per step, MPI-IO; implied by collective="true" / method="sc" when layout is left out);
+ * driver mpio.
  *
  *     h5flow_writer *w;
  *     if (h5flow_writer_open(MPI_COMM_WORLD, "/dev/shm/heat", &w) != H5FLOW_OK) {

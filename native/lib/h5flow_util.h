@@ -13,7 +13,7 @@ typedef struct h5fl_config {
     char filename[H5FL_PATH_MAX]; /* the stream's name: staged in <filename>.h5flow/ */
     char source[H5FL_PATH_MAX + 32]; /* "file.xml:3" or "" */
     int collective;
-    int layout_nn; /* layout: 0 n-1 (one shared file per step), 1 n-n (one file per rank) */
+    int layout_nn; /* layout: 1 n-n (one file per rank, the default), 0 n-1 (one shared file per step) */
     int64_t queue_limit;
     int discard; /* queue_policy: 0 block, 1 discard */
     uint64_t quota;

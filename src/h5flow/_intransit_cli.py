@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 DEMO_XML = """<sensei>
-  <!-- h5flow demo: oscillator on the producers, staged as one HDF5 file per step, histogram on the consumers -->
+  <!-- h5flow demo: oscillator on the producers, each step staged as plain HDF5 files (one per producer rank,
+       the default layout n-n), histogram on the consumers -->
   <transport type="hdf5" filename="{stream}" method="stream" queue_limit="4" queue_policy="block">
     <partitioner type="block"/>
   </transport>

@@ -11,6 +11,8 @@ from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, Tran
 from h5flow.xmlnode import XmlNode
 
 LAYOUTS = ("n-1", "n-n", "log")
+#: the layout when none is given and no shared-file setting asks for n-1 (docs/STREAM.md, "Layouts": why n-n)
+DEFAULT_LAYOUT = "n-n"
 _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/"
 
 
@@ -22,11 +24,13 @@ class Hdf5Settings(TransportSettings):
         "file_name", "method", "collective", "layout", "driver", "quota", "keep"}
 
     method: str = "stream"  # SENSEI's method; only streaming is supported
-    collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c')
-    # n-1: one shared native file per step (collective MPI-IO open/close) | n-n: one native file per producer
-    # rank | log: one logical file per step through the h5flow_log connector (per-rank logs, no MPI-IO)
-    layout: str = "n-1"
-    driver: str = "mpio"  # mpio | subfiling
+    collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c'); n-1 only
+    # n-n (default): one native file per producer rank | n-1: one shared native file per step (collective
+    # MPI-IO open/close) | log: one logical file per step through the h5flow_log connector (per-rank logs, no
+    # MPI-IO). Left out (""): n-n, or n-1 when collective / method "sc" / driver "subfiling" ask for a shared
+    # file (docs/CONFIG.md); resolved in __post_init__, so a built Hdf5Settings always names its layout.
+    layout: str = ""
+    driver: str = "mpio"  # mpio | subfiling; subfiling is n-1 only
     quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
     keep: str = "released"  # released: delete a step once every consumer group released it | all
     queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
@@ -35,6 +39,23 @@ class Hdf5Settings(TransportSettings):
     heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
     poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
     poll_max: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.method[1:2].lower() == "c":
+            self.collective = True  # SENSEI's "sc": collective transfers (from XML, a contradiction is refused)
+        conflict = self.shared_only()
+        if not self.layout:
+            self.layout = "n-1" if conflict else DEFAULT_LAYOUT
+        elif conflict and self.layout != "n-1":
+            raise ValueError("; ".join(layout_conflict(self.layout, conflict)))
+
+    def shared_only(self) -> str:
+        """The setting that only acts on a shared file (layout n-1), as written in XML; "" when none is given."""
+        if self.driver == "subfiling":
+            return 'driver="subfiling"'
+        if self.method[1:2].lower() == "c":
+            return f'method="{self.method}"'
+        return 'collective="true"' if self.collective else ""
 
     @classmethod
     def read_filename(cls, node: XmlNode) -> str:
@@ -50,15 +71,29 @@ class Hdf5Settings(TransportSettings):
     def from_xml(cls, node: XmlNode) -> Hdf5Settings:
         s = cls()
         _method(node, s)
-        s.layout = node.choice("layout", s.layout, LAYOUTS,
-                               hint="n-1: one shared file per step, n-n: one file per producer rank, log: one "
-                                    "logical file per step written through the h5flow_log connector")
         s.driver = node.choice("driver", s.driver, ("mpio", "subfiling"))
+        conflict = s.shared_only()
+        given = node.get("layout")
+        s.layout = node.choice("layout", "n-1" if conflict else DEFAULT_LAYOUT, LAYOUTS,
+                               hint="n-n (the default): one file per producer rank, n-1: one shared file per step, "
+                                    "log: one logical file per step written through the h5flow_log connector")
+        if given is not None and conflict and s.layout != "n-1":
+            what, hint = layout_conflict(s.layout, conflict)
+            raise node.error(f"{what} (on {node.describe()})", hint, attr="layout")
         s.quota_bytes = node.nbytes("quota", s.quota_bytes)
         s.keep = node.choice("keep", s.keep, ("released", "all"))
         read_queue(node, s)
         read_polling(node, s)
         return s
+
+
+def layout_conflict(layout: str, setting: str) -> tuple[str, str]:
+    """Why ``setting`` (collective, method "sc", driver subfiling) cannot go with ``layout``, and what to do."""
+    what = ("one file per producer rank, written independently" if layout == "n-n"
+            else "per-rank logs through the h5flow_log connector, no MPI-IO")
+    return (f'{setting} only acts on a shared file (layout="n-1"), but layout="{layout}" writes {what}, where it '
+            f'would be ignored', f'give layout="n-1" (or leave layout out: {setting} then implies it), or drop '
+            f'{setting} to keep layout="{layout}"')
 
 
 def _method(node: XmlNode, s: Hdf5Settings) -> None:

@@ -1,4 +1,5 @@
-"""Producer side of the hdf5 transport: one HDF5 file (n-1) or one file per rank (n-n) per step."""
+"""Producer side of the hdf5 transport: one HDF5 file per rank (n-n, the default), one shared file (n-1) or one
+h5flow_log container (log) per step."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings
+from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings, layout_conflict
 from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
@@ -77,6 +78,9 @@ class Hdf5Writer(StepWriter):
             raise TransportError(f"{config.source or 'config'}: layout {s.layout!r}; accepted: {', '.join(LAYOUTS)}")
         if s.driver not in _h5.DRIVERS:
             raise TransportError(f"{config.source or 'config'}: driver {s.driver!r}; accepted: mpio, subfiling")
+        if s.layout != "n-1" and s.shared_only():  # settings changed after they were built
+            what, hint = layout_conflict(s.layout, s.shared_only())
+            raise TransportError(f"{config.source or 'config'}: {what}; {hint}")
         self.staging = Staging(config.filename)
         self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
