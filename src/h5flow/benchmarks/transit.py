@@ -42,6 +42,7 @@ MIB = 1 << 20
 TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
 PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no h5flow code
 HDF5_LAYOUTS = ("n-1", "n-n", "log")
+DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
 
 
@@ -101,7 +102,7 @@ class Plan:
     out: Path
     queue_limit: int
     timeout: float
-    hdf5_layout: str = "n-1"
+    hdf5_layout: str = DEFAULT_LAYOUT
     # further hdf5 layouts run beside the first, as rows "<transport>:<layout>" (e.g. hdf5-tmpfs:log)
     hdf5_more_layouts: list[str] = field(default_factory=list)
     breakdown: bool = False
@@ -137,11 +138,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
-    p.add_argument("--hdf5-layout", choices=list(HDF5_LAYOUTS), nargs="+", default=["n-1"], metavar="L",
+    p.add_argument("--hdf5-layout", choices=list(HDF5_LAYOUTS), nargs="+", default=[DEFAULT_LAYOUT], metavar="L",
                    help="hdf5 transport layouts: n-1 (one shared file per step, SENSEI's), n-n (one file per "
                         "producer rank), log (one h5flow_log container per step); the first is the hdf5 rows' "
                         "layout, each further one adds rows named <transport>:<layout> measured in the same run "
-                        "(default n-1)")
+                        f"(default {DEFAULT_LAYOUT}, the transport's own default)")
     p.add_argument("--breakdown", action="store_true",
                    help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
                         "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
@@ -251,7 +252,7 @@ def memcpy(chunk: int, count: int) -> float:
 
 # -- one run ----------------------------------------------------------------------------------------
 
-def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = "n-1") -> str:
+def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT) -> str:
     if transport.startswith("hdf5"):
         el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{hdf5_layout}" '
               f'queue_limit="{queue_limit}"/>')
@@ -264,7 +265,7 @@ def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: st
             '  <analysis type="histogram" mesh="mesh" array="data" association="cell" bins="10"/>\n</sensei>\n')
 
 
-def split_layout(transport: str, default: str = "n-1") -> tuple[str, str]:
+def split_layout(transport: str, default: str = DEFAULT_LAYOUT) -> tuple[str, str]:
     """``hdf5-tmpfs:log`` → (``hdf5-tmpfs``, ``log``); a name without a layout has ``default``."""
     name, _, layout = transport.partition(":")
     return name, layout or default
