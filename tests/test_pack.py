@@ -587,7 +587,8 @@ def _pread_not_faults(tmp_path: Path) -> None:
 def test_pack_checks_checksums_exactly_where_a_read_does(tmp_path: Path) -> None:
     """The pread path checks each write's checksum from its buffer as the bytes go by, across slabs (a write
     cut by a slab boundary), and from the mapped log where a write is not read whole and in order (a write
-    partly overwritten: its dead bytes are still checked, as a read checks them). A damaged byte anywhere in a
+    partly overwritten: its dead bytes are still checked, as a read checks them; a write whose tail a shrink
+    discarded, read in part to the end of the dataset: checked when pack is done with it). A damaged byte in a
     write a read would reject makes pack fail and leave nothing; H5FLOW_LOG_VERIFY=0 packs unchecked."""
     src = tmp_path / "c.h5"
     proc = _py("""
@@ -602,20 +603,24 @@ def test_pack_checks_checksums_exactly_where_a_read_does(tmp_path: Path) -> None
             for i in range(0, 4096, 1024):                                              # four 2 MiB writes
                 d[i:i + 1024] = np.arange(i * 256, (i + 1024) * 256, dtype="f8").reshape(1024, 256)
             d[100:200] = -1.0                                                           # overwrites 100 rows
+            s = f.create_dataset("s", shape=(1024, 256), maxshape=(None, 256), chunks=(64, 256), dtype="f8")
+            s[:] = np.full((1024, 256), 1.5)                                            # one write ...
+            s.resize((1000, 256))                      # ... its tail discarded: read in part, to the end
         w = 1024 * 256 * 8  # bytes of one write
-        cases = {"inside write 1": w + 12345, "dead bytes of write 0": 150 * 2048 + 7,
-                 "last byte of write 3": 4 * w - 1, "inside the overwrite": 4 * w + 100 * 2048 // 2}
-        for name, off in cases.items():
+        cases = {"inside write 1": ("d", w + 12345), "dead bytes of write 0": ("d", 150 * 2048 + 7),
+                 "last byte of write 3": ("d", 4 * w - 1), "inside the overwrite": ("d", 4 * w + 100 * 2048 // 2),
+                 "discarded tail": ("s", 1010 * 2048)}
+        for name, (dset, off) in cases.items():
             bad = src.parent / "bad.h5"
             shutil.rmtree(bad, ignore_errors=True)
             shutil.copytree(src, bad)
-            dat = next((bad / "d").glob("@log.*.dat"))
+            dat = next((bad / dset).glob("@log.*.dat"))
             raw = bytearray(dat.read_bytes())
             raw[off] ^= 0x40
             dat.write_bytes(bytes(raw))
             try:
                 with open_container(bad) as f:
-                    f["d"][()]
+                    f[dset][()]
                 read = "ok"
             except Exception as e:
                 read = "checksum mismatch" in str(e)
@@ -636,7 +641,7 @@ def test_pack_checks_checksums_exactly_where_a_read_does(tmp_path: Path) -> None
         print("good ok")
     """, connector=True, SRC=src)
     lines = proc.stdout.strip().splitlines()
-    assert lines[-1] == "good ok" and len(lines) == 5, proc.stdout + proc.stderr
+    assert lines[-1] == "good ok" and len(lines) == 6, proc.stdout + proc.stderr
     for ln in lines[:-1]:
         assert ln.endswith(" True True ['bad.h5', 'c.h5'] 0 True"), proc.stdout
     _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, tmp_path / "good.h5"))
