@@ -660,7 +660,8 @@ class _Raw:
     cache-sized buffer and written out from it at once (``h5flow_log_read_stored``: each write's data
     checksum is computed from that buffer as its bytes go by, and compared when its last byte is read, or
     from the mapped log where it is not read whole and in order: the same writes a read rejects make the
-    pack fail, and a failed pack leaves nothing). Whole chunks go in with ``H5Dwrite_chunk`` where the destination stores them unfiltered (under MPI too: parallel HDF5
+    pack fail, and a failed pack leaves nothing). Whole chunks go in with ``H5Dwrite_chunk`` where the
+    destination stores them unfiltered (under MPI too: parallel HDF5
     allocates every chunk of an unfiltered dataset when it is created, so a direct write changes no metadata
     and is independent I/O like the rest)."""
 
@@ -800,7 +801,7 @@ class _Raw:
         if c0:
             per = max(c0, per - per % c0)
         if self._piece is None or self._piece.nbytes < per * row:
-            self._piece = np.zeros(per * row, dtype=np.uint8)  # touched: its pages are in memory
+            self._piece = np.empty(per * row, dtype=np.uint8)  # made once: its pages fault in once
         addr = self._piece.ctypes.data
         if self.state_dset is not sd:
             self.finish()
