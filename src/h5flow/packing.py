@@ -46,6 +46,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 DEFAULT_SLAB_BYTES = 64 << 20
+# pack reads a container's stored bytes through one reused buffer of about this size (the L2 cache: the
+# checksum and the write read them while they are hot), rounded to whole chunks
+PIECE_BYTES = 1 << 20
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CONTAINER_MARKER = "@h5flow_log"
 # attributes H5DS writes itself: re-created through H5DS on the copy (the reference type differs between
@@ -653,9 +656,12 @@ def _fmt_sel(b: tuple[slice, ...]) -> str:
 class _Raw:
     """The data path without h5py's per-slab machinery, for datasets of fixed-size types without references:
     the source's own datatype as the memory type on both sides (no conversion), one reused buffer, and for
-    a container source its stored bytes handed to the native file straight from the connector's mapped
-    logs (``h5flow_log_stored_run``: the data checksums are checked as a read checks them). Whole chunks
-    go in with ``H5Dwrite_chunk`` where the destination stores them unfiltered (under MPI too: parallel HDF5
+    a container source its stored bytes copied with pread from the connector's data logs into one reused
+    cache-sized buffer and written out from it at once (``h5flow_log_read_stored``: each write's data
+    checksum is computed from that buffer as its bytes go by, and compared when its last byte is read, or
+    from the mapped log where it is not read whole and in order: the same writes a read rejects make the
+    pack fail, and a failed pack leaves nothing). Whole chunks go in with ``H5Dwrite_chunk`` where the
+    destination stores them unfiltered (under MPI too: parallel HDF5
     allocates every chunk of an unfiltered dataset when it is created, so a direct write changes no metadata
     and is independent I/O like the rest)."""
 
@@ -671,15 +677,23 @@ class _Raw:
         self.lib.H5Dwrite_chunk.argtypes = [hid, hid, ctypes.c_uint32, hsize_p, ctypes.c_size_t, ctypes.c_void_p]
         for f in (self.lib.H5Dwrite, self.lib.H5Dread, self.lib.H5Dwrite_chunk):
             f.restype = ctypes.c_int
-        self.run: Any = None
+        self.read: Any = None
         if cp.direction == "pack" and os.environ.get("H5FLOW_PACK_DIRECT", "1") != "0":
             from h5flow.stats import _plugin_path
 
             so = ctypes.CDLL(_plugin_path())  # the copy HDF5 loaded (dlopen gives the same handle)
-            self.run = so.h5flow_log_stored_run
-            self.run.argtypes = [hid, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
-                                 ctypes.c_char_p, ctypes.c_size_t]
-            self.run.restype = ctypes.c_int64
+            self.read = so.h5flow_log_read_stored
+            self.read.argtypes = [hid, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
+                                  ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
+            self.read.restype = ctypes.c_int64
+            self.read_done = so.h5flow_log_read_done
+            self.read_done.argtypes = [hid, ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
+            self.read_done.restype = ctypes.c_int
+        # the checksum of the write being read in order (h5flow_log_read_stored), of the open source dataset
+        self.state = (ctypes.c_uint64 * 4)()
+        self.state_dset: Any = None
+        self.agree: list[tuple[_Dset, Any, int, bytes]] = []  # (dataset, type, element, its bytes) to check
+        self._piece: Any = None
         self.direct_chunks = cp.direction == "pack"
         self.nbytes = max(1, nbytes)
         self._buf: Any = None
@@ -695,20 +709,6 @@ class _Raw:
             self._buf = np.zeros(self.nbytes, dtype=np.uint8)
         return self._buf
 
-    def _runs(self, sid: Any, start: int, n: int) -> list[tuple[int, int, int]]:
-        """(first element, count, address) of the stored runs covering [start, start+n); [] where some
-        element is not stored as a run (read it through H5Dread instead)."""
-        out, pos, ptr = [], start, ctypes.c_void_p()
-        while pos < start + n:
-            m = self.run(sid, pos, start + n - pos, ctypes.byref(ptr), self.err, len(self.err))
-            if m < 0:
-                raise PackError(self.err.value.decode("utf-8", "replace"))
-            if m == 0:
-                return []
-            out.append((pos, m, ptr.value))
-            pos += m
-        return out
-
     def _io(self, write: bool, did: Any, mtype: Any, mspace: Any, fspace: Any, addr: int, nbytes: int) -> None:
         """H5Dread/H5Dwrite of ``nbytes`` at ``addr``; on failure the same call through h5py, which turns
         HDF5's error stack (the connector's message: a checksum mismatch, a damaged log) into the error."""
@@ -723,10 +723,10 @@ class _Raw:
             raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed: {e}") from e
         raise PackError(f"{'H5Dwrite' if write else 'H5Dread'} failed (no HDF5 error message)")
 
-    def _agrees(self, d: _Dset, sd: Any, mtype: Any, pos: int, addr: int) -> None:
-        """A run's end element read through H5Dread (the connector's own read path) must be the bytes at its
-        address: a cheap guard against the run lookup and the read path ever disagreeing (a layout the
-        lookup does not know), which would otherwise copy wrong data silently."""
+    def _agrees_bytes(self, d: _Dset, sd: Any, mtype: Any, pos: int, want: bytes) -> None:
+        """A slab's end element read through H5Dread (the connector's own read path) must be the bytes pread
+        gave for it: a cheap guard against the stored-run lookup and the read path ever disagreeing (a layout
+        the lookup does not know), which would otherwise copy wrong data silently."""
         import h5py
 
         idx, rest = [], pos
@@ -738,9 +738,9 @@ class _Raw:
         one = ctypes.create_string_buffer(d.itemsize)
         mspace = h5py.h5s.create_simple((1,))  # kept referenced: h5py closes the id with the object
         self._io(False, sd.id, mtype, mspace, fspace, ctypes.addressof(one), d.itemsize)
-        if one.raw != ctypes.string_at(addr, d.itemsize):
+        if one.raw != want:
             raise PackError(f"element {pos} (row-major) reads differently through H5Dread than from its stored "
-                            "run (h5flow_log_stored_run): the run lookup does not match the connector's read "
+                            "run (h5flow_log_read_stored): the run lookup does not match the connector's read "
                             "path, so the pack stops (leaving nothing). Report this; H5FLOW_PACK_DIRECT=0 in the "
                             "environment packs through H5Dread")
 
@@ -754,50 +754,105 @@ class _Raw:
         inner = 1
         for x in shape[k + 1:]:
             inner *= x
-        start = 0  # linear index of the slab's first element
-        for i, s in enumerate(b):
-            start = start * shape[i] + s.start
+        if self.read is not None and b:
+            r = self._pread(d, b, k, inner, sd, dd, mtype)
+            if r is None:
+                return
+            b = b[:k] + (slice(r, b[k].stop),) + b[k + 1:]  # the rest (from row r) through H5Dread
         n = _slab_bytes(b, 1) if b else 1
-        runs = self._runs(sd.id.id, start, n) if self.run is not None and b else []
-        if runs and any(p % inner or m % inner for p, m, _ in runs):
-            runs = []  # a run does not end on a whole row of the trailing dims: not one hyperslab
-        for pos, m, addr in runs:
-            self._agrees(d, sd, mtype, pos, addr)
-            self._agrees(d, sd, mtype, pos + m - 1, addr + (m - 1) * d.itemsize)
-        if not runs:  # through the reused buffer
-            fspace = sd.id.get_space()
-            if b:
-                fspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
-            # shaped as the selection: HDF5 maps a chunked write element by element where they differ
-            mspace = (h5py.h5s.create_simple(tuple(s.stop - s.start for s in b)) if b
-                      else h5py.h5s.create(h5py.h5s.SCALAR))
-            self._io(False, sd.id, mtype, mspace, fspace, self.buf.ctypes.data, n * d.itemsize)
-            dspace = dd.id.get_space()
-            if b:
-                dspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
-            self._io(True, dd.id, mtype, mspace, dspace, self.buf.ctypes.data, n * d.itemsize)
-            return
-        self.report.direct_bytes += n * d.itemsize
+        fspace = sd.id.get_space()
+        if b:
+            fspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
+        # shaped as the selection: HDF5 maps a chunked write element by element where they differ
+        mspace = (h5py.h5s.create_simple(tuple(s.stop - s.start for s in b)) if b
+                  else h5py.h5s.create(h5py.h5s.SCALAR))
+        self._io(False, sd.id, mtype, mspace, fspace, self.buf.ctypes.data, n * d.itemsize)
+        dspace = dd.id.get_space()
+        if b:
+            dspace.select_hyperslab(tuple(s.start for s in b), tuple(s.stop - s.start for s in b))
+        self._io(True, dd.id, mtype, mspace, dspace, self.buf.ctypes.data, n * d.itemsize)
+
+    def finish(self) -> None:
+        """The end of the reads from the open source dataset: the write whose checksum was being accumulated
+        (h5flow_log_read_stored) and was not read to its end is checked now (from the mapped log)."""
+        if self.state_dset is not None and self.read is not None:
+            sd, self.state_dset = self.state_dset, None
+            agree, self.agree = self.agree, []
+            if self.read_done(sd.id.id, self.state, self.err, len(self.err)) < 0:
+                raise PackError(self.err.value.decode("utf-8", "replace"))
+            for d, mtype, pos, want in agree:
+                self._agrees_bytes(d, sd, mtype, pos, want)
+        for i in range(4):
+            self.state[i] = 0
+
+    def _pread(self, d: _Dset, b: tuple[slice, ...], k: int, inner: int, sd: Any, dd: Any,
+               mtype: Any) -> int | None:
+        """Slab b through one reused cache-sized buffer: its stored bytes copied in with pread
+        (h5flow_log_read_stored, which checks each write's checksum from that buffer as it goes by), written
+        out at once (whole chunks with H5Dwrite_chunk, other rows with H5Dwrite). None when the whole slab
+        went this way, else the first row (of dimension k) not stored so (the caller reads the rest)."""
+        import numpy as np
+
+        shape, es = d.shape, d.itemsize
+        row = inner * es
         c0 = d.raw_chunks[0] if d.raw_chunks and self.direct_chunks and k == 0 else 0
-        csize = d.itemsize * inner * c0
-        for pos, m, addr in runs:
-            r0, r1 = pos // inner % shape[k], (pos + m) // inner
-            r1 = r1 - (r1 - 1) // shape[k] * shape[k] if k else r1
-            if c0:  # whole chunks as they are, the rows before and after them with H5Dwrite
-                first = -(-r0 // c0) * c0
-                last = r1 // c0 * c0
-                if last > first:
-                    off = (ctypes.c_uint64 * len(shape))()
-                    for c in range(first, last, c0):
-                        off[0] = c
-                        if self.lib.H5Dwrite_chunk(dd.id.id, 0, 0, off, csize,
-                                                   addr + (c - r0) * inner * d.itemsize) < 0:
-                            raise PackError(f"H5Dwrite_chunk of the chunk at row {c} failed")
-                        self.report.direct_chunks += 1
-                    self._rows(d, b, k, dd, mtype, r0, first, addr, inner)
-                    self._rows(d, b, k, dd, mtype, last, r1, addr + (last - r0) * inner * d.itemsize, inner)
-                    continue
-            self._rows(d, b, k, dd, mtype, r0, r1, addr, inner)
+        # rows per piece: about PIECE_BYTES (the L2 cache), whole chunks where chunks go in as they are
+        per = max(1, PIECE_BYTES // row)
+        if c0:
+            per = max(c0, per - per % c0)
+        if self._piece is None or self._piece.nbytes < per * row:
+            self._piece = np.empty(per * row, dtype=np.uint8)  # made once: its pages fault in once
+        addr = self._piece.ctypes.data
+        if self.state_dset is not sd:
+            self.finish()
+            self.state_dset = sd
+        lead = 0
+        for i, s in enumerate(b[:k]):
+            lead = lead * shape[i] + s.start
+        r0, r1 = b[k].start, b[k].stop
+        base = lead * shape[k] if k < len(shape) else lead  # linear index of row 0 of dim k in this slab
+        r = r0
+        first = True
+        while r < r1:
+            # up to the next chunk boundary when unaligned, then `per` rows (whole chunks)
+            e = min(r1, (r // c0 + 1) * c0 if c0 and r % c0 else r + per)
+            want = (e - r) * inner
+            pos, got = (base + r) * inner, 0
+            while got < want:
+                m = self.read(sd.id.id, pos + got, want - got, addr + got * es, self.state, self.err, len(self.err))
+                if m < 0:
+                    raise PackError(self.err.value.decode("utf-8", "replace"))
+                if m == 0:
+                    break
+                got += m
+            full = got // inner  # whole rows read
+            if full == 0:
+                return r
+            e = r + full
+            # checked in finish(), once every write read is checked: an H5Dread now would check the write
+            # it touches from the mapped log
+            if first:
+                self.agree.append((d, mtype, (base + r) * inner, ctypes.string_at(addr, es)))
+                first = False
+            if e == r1 or full * inner < want:
+                self.agree.append((d, mtype, (base + e) * inner - 1,
+                                   ctypes.string_at(addr + (full * inner - 1) * es, es)))
+            self.report.direct_bytes += full * row
+            if c0 and r % c0 == 0 and (e - r) >= c0:
+                last = r + (e - r) // c0 * c0
+                off = (ctypes.c_uint64 * len(shape))()
+                for c in range(r, last, c0):
+                    off[0] = c
+                    if self.lib.H5Dwrite_chunk(dd.id.id, 0, 0, off, c0 * row, addr + (c - r) * row) < 0:
+                        raise PackError(f"H5Dwrite_chunk of the chunk at row {c} failed")
+                    self.report.direct_chunks += 1
+                self._rows(d, b, k, dd, mtype, last, e, addr + (last - r) * row, inner)
+            else:
+                self._rows(d, b, k, dd, mtype, r, e, addr, inner)
+            if full * inner < want:
+                return e
+            r = e
+        return None
 
     def _rows(self, d: _Dset, b: tuple[slice, ...], k: int, dd: Any, mtype: Any, r0: int, r1: int, addr: int,
               inner: int) -> None:
@@ -835,6 +890,8 @@ def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progres
     try:
         for d, b in mine:
             if d.src not in opened:
+                if raw is not None:
+                    raw.finish()  # before its source dataset closes
                 opened.clear()  # one dataset pair open at a time (slabs of a dataset are consecutive)
                 sd = cp.sf[d.src]
                 opened[d.src] = (sd, cp.df[d.dst], sd.id.get_type())
@@ -853,6 +910,11 @@ def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progres
                 raise PackError(f"{d.src}{_fmt_sel(b)}: {type(e).__name__}: {e}") from e
             if bar is not None:
                 bar.update(task, advance=_slab_bytes(b, d.itemsize))
+        if raw is not None:
+            try:
+                raw.finish()
+            except PackError as e:
+                raise PackError(f"{mine[-1][0].src}: {e}") from e
     finally:
         opened.clear()
         if bar is not None:

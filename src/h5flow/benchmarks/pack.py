@@ -44,6 +44,7 @@ def launch(args: argparse.Namespace) -> int:
               f"{row['api_vs_posix']:.2f}x the POSIX copy; start-up {row['startup_s']:.2f} s")
     print(f"  CPU time (user + system): h5flow pack {row['pack_cpu_s']:.3f} s, h5repack {row['h5repack_cpu_s']:.3f} s"
           + (f", pack() {row['api_cpu_s']:.3f} s" if "api_cpu_s" in row else "")
+          + f", POSIX copy {row['posix_cpu_s']:.3f} s"
           + f"; ratios {row['ratio_cpu']:.2f}" + (f", {row['ratio_api_cpu']:.2f}" if "ratio_api_cpu" in row else ""))
     print(f"  every copy identical to the native file (h5diff): {row['same']}")
     if not row["same"]:
