@@ -89,9 +89,28 @@ def _pack_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _intransit_parser() -> argparse.ArgumentParser:
+    """Only the in-transit commands: every ``mpiexec`` rank of ``h5flow run`` starts one, and the full parser's
+    imports (query, packing, conformance, every benchmark: ~60 ms of CPU per process) are paid on every rank,
+    on the critical path of the job's time to solution."""
+    # one BLAS thread per MPI rank (an explicit OPENBLAS_NUM_THREADS is kept): OpenBLAS otherwise starts a
+    # spinning worker per core in every rank, which an oversubscribed node pays for in every other process
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from h5flow import _intransit_cli
+
+    parser = argparse.ArgumentParser(prog="h5flow")
+    _intransit_cli.add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    return parser
+
+
+_INTRANSIT = (["produce"], ["consume"], ["run"], ["demo"], ["plot"])
+
+
 def main(argv: list[str] | None = None) -> int:
-    words = sys.argv[1:] if argv is None else argv
-    args = (_pack_parser() if words[:1] in (["pack"], ["unpack"]) else build_parser(argv)).parse_args(argv)
+    words = (sys.argv[1:] if argv is None else argv)[:1]
+    parser = (_pack_parser() if words in (["pack"], ["unpack"]) else _intransit_parser() if words in _INTRANSIT
+              else build_parser(argv))
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

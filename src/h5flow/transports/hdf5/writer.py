@@ -86,6 +86,7 @@ class Hdf5Writer(StepWriter):
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
         self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
+        self._json: tuple[StepMeta | None, str] = (None, "")  # the step's meta.json text, made once per step
         info = None
         error = ""
         if comm.rank == 0:
@@ -218,7 +219,7 @@ class Hdf5Writer(StepWriter):
                 if comm.rank == 0 and not error:
                     try:
                         with self._phase("meta.json"):
-                            atomic_write(tmp / "meta.json", meta.to_json())
+                            atomic_write(tmp / "meta.json", self._meta_json(meta))
                     except OSError as e:
                         error = f"rank 0: writing {tmp / 'meta.json'}: {e}"
             with self._phase("agree"):
@@ -240,12 +241,18 @@ class Hdf5Writer(StepWriter):
                                                                   else ""))
         return full and waitable, message
 
+    def _meta_json(self, meta: StepMeta) -> str:
+        """``meta.to_json()``, computed once per step (rank 0 needs it to size, write and embed the step)."""
+        if self._json[0] is not meta:
+            self._json = (meta, meta.to_json())
+        return self._json[1]
+
     # -- room on disk ----------------------------------------------------------------------------
     def _need(self, meta: StepMeta, nbytes: int) -> int:
         """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
         files = 1 if self.settings.layout == "n-1" else self.comm.size  # log: one log pair per rank and dataset
         datasets = sum(len(dataset_layout(m)) + 1 for m in meta.meshes.values()) + 1
-        return nbytes + 3 * len(meta.to_json()) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
+        return nbytes + 3 * len(self._meta_json(meta)) + files * (FILE_OVERHEAD + datasets * DATASET_OVERHEAD)
 
     def _admit(self, step: int, nbytes: int, meta: StepMeta | None = None) -> Decision:
         """Rank 0: the queue's verdict, then room on disk for the step (reserved until it is written), then the
@@ -332,7 +339,7 @@ class Hdf5Writer(StepWriter):
                       f"files removed from {root.parent} let it go on", file=sys.stderr, flush=True)
                 announced = True
             after = ""
-            self._queue_state()  # collects released steps
+            self._queue_state(collect=True)  # deletes released steps
             time.sleep(delay)
             delay = min(delay * 2, max(cfg.poll_max, 0.05))
 
@@ -349,13 +356,21 @@ class Hdf5Writer(StepWriter):
             print(f"h5flow: cannot write the error to {self.staging.index} ({e}); consumers will see the producer "
                   "lost when its heartbeat stops", file=sys.stderr, flush=True)
 
-    def _queue_state(self) -> tuple[int, int, list[str]]:
+    def _queue_state(self, collect: bool = False) -> tuple[int, int, list[str]]:
+        """Rank 0: (unreleased steps, their bytes on disk, the consumer groups). ``collect``: delete the
+        steps every group has released first. Consumers delete what they release (in their idle time,
+        off their per-step path); the producer does when it is short of room, at close, and at every step
+        under a quota (``quota_bytes`` bounds the bytes of steps on disk, released or not)."""
         cfg = self.settings
         self._published.extend(e for e in self._tail.read_new() if e.kind == "P")
-        if cfg.keep != "all":
+        if cfg.keep != "all" and (collect or cfg.quota_bytes):
             self.staging.collect_garbage(self.info.run_id, self._published)
         groups = self.staging.groups(self.info.run_id)
         released = min((g.released_seq for g in groups.values()), default=-1)
+        # forget released steps once nothing needs them (kept with keep="all"; deleted otherwise), so that
+        # the per-step cost does not grow with the number of steps published
+        self._published = [e for e in self._published if e.seq > released or (
+            cfg.keep != "all" and self.staging.step_path(e.step).exists())]
         unreleased = sum(1 for e in self._published if e.seq > released)
         # the quota bounds unreleased data; with keep="all" released steps stay on disk but do not count
         staged = sum(e.nbytes for e in self._published
@@ -398,7 +413,7 @@ class Hdf5Writer(StepWriter):
         try:
             with phase("metadata"):
                 self._write_attrs(f, meta)
-                f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+                f.create_dataset("meta", data=np.frombuffer(self._meta_json(meta).encode(), dtype=np.uint8))
             for name, mesh in meta.meshes.items():
                 with phase("metadata"):
                     g = f.create_group(name)
@@ -494,7 +509,7 @@ class Hdf5Writer(StepWriter):
     def _write_log_structure(self, f: h5py.File, meta: StepMeta) -> None:
         """Rank 0: the step container's attributes, ``meta``, groups and datasets of their full shapes (no data)."""
         self._write_attrs(f, meta)
-        f.create_dataset("meta", data=np.frombuffer(meta.to_json().encode(), dtype=np.uint8))
+        f.create_dataset("meta", data=np.frombuffer(self._meta_json(meta).encode(), dtype=np.uint8))
         for name, mesh in meta.meshes.items():
             g = f.create_group(name)
             g.attrs["kind"] = mesh.kind
