@@ -44,3 +44,32 @@ def test_sleepy_collectives_equal_mpi4pys(comm) -> None:
         b = sleepy_bcast(comm, mine if comm.rank == root else "not the root's", root=root)
         assert _same(b, want[root])
     sleepy_wait(comm)
+
+
+@pytest.mark.mpi(n=3)
+def test_sleepy_collectives_at_the_inline_slot_boundary(comm) -> None:
+    """Objects up to the first round's inline slot travel in one collective, larger ones in a second: every
+    mix of sizes around the boundary (all inline, one rank over by a byte, all over) gives mpi4py's answer."""
+    import pickle
+
+    from h5flow._mpi import _HEAD, _SLOT, sleepy_allgather, sleepy_bcast, sleepy_gather
+
+    def sized(n: int) -> bytes:  # a bytes object whose pickle is exactly n bytes
+        base = len(pickle.dumps(b"", protocol=pickle.HIGHEST_PROTOCOL))
+        obj = bytes([65 + comm.rank]) * max(0, n - base)
+        while obj and len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)) > n:
+            obj = obj[:-1]
+        return obj
+
+    inline = _SLOT - _HEAD
+    for sizes in ([10, 10, 10], [inline, inline, inline], [inline, inline + 1, 5], [inline + 1] * 3,
+                  [0, 3 * _SLOT, inline]):
+        mine = sized(sizes[comm.rank])
+        if sizes[comm.rank] >= 300:  # exact there (a short bytes pickle has a 15-byte minimum)
+            assert len(pickle.dumps(mine, protocol=pickle.HIGHEST_PROTOCOL)) == sizes[comm.rank]
+        want = comm.allgather(mine)
+        assert sleepy_allgather(comm, mine) == want, sizes
+        for root in range(comm.size):
+            g = sleepy_gather(comm, mine, root=root)
+            assert g == (want if comm.rank == root else None), (sizes, root)
+            assert sleepy_bcast(comm, mine if comm.rank == root else None, root=root) == want[root], (sizes, root)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from h5flow.model import ArrayMeta, Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
-from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
 from h5flow.transports.base import PublishInfo, TransportError, Writer
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
@@ -172,7 +172,7 @@ class StepPuts:
             err = ""
         except TransportError as e:
             local, err = {}, f"rank {comm.rank}: {e}"
-        gathered = comm.allgather((local, err))
+        gathered = sleepy_allgather(comm, (local, err))  # yields/sleeps: an oversubscribed node's ranks wait
         errors = [e for _, e in gathered if e]
         if errors:
             raise TransportError("; ".join(errors))

@@ -14,7 +14,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports._common import assemble_blocks, check_association, dataset_layout, step_nbytes
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announcement_path, engine_name,
                                              reader_parameters, stream_name, stream_reader, streams_of)
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
@@ -117,8 +117,7 @@ class Adios2Reader(Reader):
                 self._streams.append(_Stream(r, io, engine))
         except Exception as e:  # noqa: BLE001 - ADIOS2 raises plain exceptions; reported as the stream's error
             err = f"rank {self.comm.rank}: cannot open producer stream {r}: {e}"
-        sleepy_wait(self.comm)
-        errors = [e for e in self.comm.allgather(err) if e]
+        errors = [e for e in sleepy_allgather(self.comm, err) if e]
         if errors:
             return BeginStepResult(StepStatus.ERROR, None, "; ".join(errors))
         self.info = info
@@ -160,8 +159,7 @@ class Adios2Reader(Reader):
                         err = self._advance(s, deadline)
                     except Exception as e:  # noqa: BLE001
                         err = f"producer stream {s.rank}: {e}"
-            sleepy_wait(comm)
-            everyone = comm.allgather((err, [(s.rank, s.state, s.info.get("step", -1)) for s in self._streams]))
+            everyone = sleepy_allgather(comm, (err, [(s.rank, s.state, s.info.get("step", -1)) for s in self._streams]))
             errors = [e for e, _ in everyone if e]
             if errors:
                 return BeginStepResult(StepStatus.ERROR, None, "; ".join(errors))

@@ -19,7 +19,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
 from h5flow.transports._common import Decision, StepWriter, block_payload, dataset_layout
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
@@ -223,8 +223,7 @@ class Hdf5Writer(StepWriter):
                     except OSError as e:
                         error = f"rank 0: writing {tmp / 'meta.json'}: {e}"
             with self._phase("agree"):
-                sleepy_wait(comm)
-                errors = [e for e in comm.allgather(error) if e] if not start_error else [start_error]
+                errors = [e for e in sleepy_allgather(comm, error) if e] if not start_error else [start_error]
         finally:
             self._heartbeat.progress_done()
         if not errors:
@@ -445,8 +444,7 @@ class Hdf5Writer(StepWriter):
             except Exception as e:  # noqa: BLE001
                 failed("flushing", e)
             with phase("agree"):
-                sleepy_wait(comm)
-                agreed = [e for e in comm.allgather(error) if e]
+                agreed = [e for e in sleepy_allgather(comm, error) if e]
         finally:
             try:
                 with phase("close"):

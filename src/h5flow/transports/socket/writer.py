@@ -13,7 +13,7 @@ import zmq
 
 from h5flow.config import TransportConfig
 from h5flow.transports._common import StepWriter, block_payload
-from h5flow.transports._mpiutil import sleepy_wait
+from h5flow.transports._mpiutil import sleepy_allgather, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.claim import Claim, StreamClaimed
@@ -84,7 +84,7 @@ class SocketWriter(StepWriter):
                 error = ""
             except (RuntimeError, ValueError) as e:
                 mine, error = None, f"producer rank {comm.rank}: {e}"
-            gathered = comm.allgather((mine, error))
+            gathered = sleepy_allgather(comm, (mine, error))
             errors = [e for _, e in gathered if e]
             if errors:
                 raise TransportError("; ".join(errors))
