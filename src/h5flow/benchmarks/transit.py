@@ -12,7 +12,7 @@ spent inside the transport. In the same run it measures the references:
 * the null transport: the oscillator and the analysis in one job of M ranks, the analysis reading the
   producer's blocks in place (zero copies, nothing moved); every row's time to solution ÷ this;
 * the physical bound: a raw POSIX write + read of the same bytes in the same directory (every row's time
-  inside the transport ÷ this), and a memcpy of them.
+  inside the transport ÷ this), and a memcpy of them, each the fastest of three tries.
 
 The 1-minute load average is printed at the start and the end; a busy machine (load ≥ half the cores,
 at least 1) is warned about, since the rows then measure the other jobs as much as the transports.
@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 MIB = 1 << 20
 TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
@@ -237,6 +237,14 @@ def posix_write_read(directory: Path, chunk: int, count: int) -> float:
         return time.perf_counter() - t0
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+BOUND_TRIES = 3  # the physical bounds are measured this many times; the fastest is the bound
+
+
+def _best(measure: Callable[[], float], tries: int = BOUND_TRIES) -> float:
+    """The fastest of ``tries`` measurements (a bound is what the machine can do, not what it did once)."""
+    return min(measure() for _ in range(tries))
 
 
 def memcpy(chunk: int, count: int) -> float:
@@ -684,8 +692,11 @@ def launch(args: argparse.Namespace) -> int:
                     nulls[m].append(run_null(plan, m))
                     bar.advance(task)
             bar.update(task, description=f"{m}:{n} POSIX/memcpy bound")
-            bounds[(m, n)] = {"posix_tmpfs": posix_write_read(plan.tmpfs, chunk, count),
-                              "posix_disk": posix_write_read(plan.disk, chunk, count), "memcpy": memcpy(chunk, count),
+            # a bound at its best: the fastest of BOUND_TRIES (one try lands on a previous run's exit, or on
+            # page-cache reclaim, as often as not: 0.22-0.83 s for the same 4:x bytes in one session)
+            bounds[(m, n)] = {"posix_tmpfs": _best(lambda: posix_write_read(plan.tmpfs, chunk, count)),
+                              "posix_disk": _best(lambda: posix_write_read(plan.disk, chunk, count)),
+                              "memcpy": _best(lambda: memcpy(chunk, count)),
                               "null": statistics.median(nulls[m])}
             bar.advance(task)
             for transport in transports:
