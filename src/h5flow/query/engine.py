@@ -202,6 +202,16 @@ def _regrid(sure: np.ndarray, maybe: np.ndarray, coarse: np.ndarray, fine: np.nd
     return s, m
 
 
+def _unique_sorted(a: np.ndarray) -> np.ndarray:
+    """np.unique of an already sorted array (without its sort)."""
+    if a.size < 2:
+        return a.copy()
+    keep = np.empty(a.size, bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 @dataclass
 class LeafPlan:
     cond: DataCond
@@ -460,8 +470,8 @@ class Selection:
         self.run_block = u0 // sub
         nb = self.grid.nblocks
         self.run_at = np.searchsorted(self.run_block, np.arange(nb + 1))
-        self.cand_blocks = np.unique(self.run_block[cand])
-        self.work_blocks = np.unique(self.run_block)
+        self.cand_blocks = _unique_sorted(self.run_block[cand])
+        self.work_blocks = _unique_sorted(self.run_block)
         # per candidate run and condition: True (sure over the run), False (no possible position), None
         self._run_decision: dict[int, dict[DataCond, bool | None]] = {}
         if self._masks is not None and cand.any():
@@ -553,11 +563,12 @@ class Selection:
         arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
         return arr.astype(np.int64) - base
 
-    def _eval_block(self, k: int) -> np.ndarray:
-        """Sorted block-local hits of block k: candidate runs read and checked, sure runs taken as they are."""
+    def _eval_block(self, k: int, base: int | None = None) -> np.ndarray:
+        """Sorted hits of block k as positions minus ``base`` (default: the block's first position, i.e.
+        block-local indices): candidate runs read and checked, sure runs taken as they are."""
         a, z = int(self.run_at[k]), int(self.run_at[k + 1])
-        base = int(self.grid.offsets[k])
-        if any(self.run_state[a:z] == 2):
+        base = int(self.grid.offsets[k]) if base is None else base
+        if (self.run_state[a:z] == 2).any():
             self.blocks_read += 1
         pieces = []
         for i, u0, u1, s in zip(range(a, z), self.run_u0[a:z].tolist(), self.run_u1[a:z].tolist(),
@@ -590,6 +601,20 @@ class Selection:
             if local.size:
                 yield k, local
 
+    def flat_blocks(self) -> Iterator[np.ndarray]:
+        """C-order flat indices of the hits, one array per block with hits. On a 1-D grid a position is
+        the flat index, so the hits are made in that form directly (no second array per block)."""
+        grid = self.grid
+        if len(grid.shape) != 1 or self._hits is not None:
+            for k, local in self.blocks():
+                yield grid.flat(k, local, ascending=True)
+            return
+        for k in self.work_blocks.tolist():
+            local = self._memo.get(k)
+            flat = local + int(grid.offsets[k]) if local is not None else self._eval_block(k, base=0)
+            if flat.size:
+                yield flat
+
     def count(self) -> int:
         if self._count is None:
             if self._hits is not None:
@@ -619,13 +644,14 @@ class Selection:
         for p in self.leaves:
             if p.sure < 0 and self._masks is not None:
                 sm, mm = self._masks[p.cond]
-                p.sure, p.maybe = int(self.usize[sm].sum()), int(self.usize[mm].sum())
+                p.sure = int(np.add.reduce(self.usize, where=sm))
+                p.maybe = int(np.add.reduce(self.usize, where=mm))
         if self._bitmap_mode:
             assert self._cands is not None and self._sure is not None
             candidates, sure = len(self._cands), len(self._sure)
         else:
-            candidates = int(self.usize[self.state == 2].sum())
-            sure = int(self.usize[self._sure_units].sum())
+            candidates = int(np.add.reduce(self.usize, where=self.state == 2))
+            sure = int(np.add.reduce(self.usize, where=self._sure_units))
         return {"expression": str(self.expr), "datasets": self.paths, "shape": list(self.shape),
                 "block_shape": list(self.grid.block), "blocks": self.grid.nblocks,
                 "candidate_blocks": int(len(self.cand_blocks)), "candidates": candidates,
@@ -662,9 +688,7 @@ class DatasetHits:
     def flat(self) -> Iterator[np.ndarray]:
         """Batches of C-order flat indices into the dataset (int64, ``np.unravel_index``-able), one
         batch per block (block order; sorted in a block). The cheapest form of the hits."""
-        grid = self.selection.grid
-        for k, local in self.selection.blocks():
-            yield grid.flat(k, local, ascending=True)
+        yield from self.selection.flat_blocks()
 
     def runs(self) -> Iterator[tuple[tuple[int, ...], int]]:
         """Hyperslab runs: (start coordinate, length along the last axis), block by block."""
@@ -894,10 +918,6 @@ def _needs_visit(q: Query) -> bool:
     return False
 
 
-def _expr_key(q: Query) -> str:
-    return repr(q)
-
-
 def apply(loc: Location | Sequence[Location], query: Query | str, options: ApplyOptions | None = None
           ) -> QueryResult:
     """Apply ``query`` (a :class:`Query` or its text) to a file, container, group or list of them.
@@ -954,16 +974,18 @@ def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | No
     _check_aligned(bound, handles, text)
     store = IndexStore(source)
     result._files.append(store)
-    selections: dict[str, Selection] = {}
+    selections: dict[Any, Selection] = {}
 
     def selection_for(expr: Query) -> Selection:
-        key = _expr_key(expr)
-        if key not in selections:
+        # the aligned datasets of one element expression share its object (keyed by identity: hashing or
+        # printing the tree costs more than the lookup should)
+        sel = selections.get(id(expr))
+        if sel is None or sel.expr is not expr:
             sel = Selection(f, source, expr, options, store, handles)
             if options.comm is not None:
                 sel.materialize(options.comm)
-            selections[key] = sel
-        return selections[key]
+            selections[id(expr)] = sel
+        return sel
 
     def add(path: str, m: _Match) -> None:
         if m.region is not None:
