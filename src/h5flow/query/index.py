@@ -94,10 +94,14 @@ def file_identity(f: h5py.File) -> tuple[int, tuple[Any, ...]] | None:
     user block, else None. The key (device, inode, size, mtime and ctime in ns) changes with any write to the file,
     in place or by replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
     used for other contents; reads go through HDF5's own descriptor, so they see the file HDF5 opened."""
+    import h5py
+
     try:
-        if f.mode != "r" or f.driver != "sec2" or f.id.get_create_plist().get_userblock() != 0:
+        fid = f.id
+        if (fid.get_intent() != h5py.h5f.ACC_RDONLY or fid.get_access_plist().get_driver() != h5py.h5fd.SEC2
+                or fid.get_create_plist().get_userblock() != 0):
             return None
-        fd = int(f.id.get_vfd_handle())
+        fd = int(fid.get_vfd_handle())
         st = os.fstat(fd)
         name = f.filename
     except Exception:  # noqa: BLE001 - any doubt: no pread
