@@ -161,6 +161,13 @@ class BlockGrid:
         out += base
         return out
 
+    def flat_all(self, k: int) -> np.ndarray:
+        """Global C-order flat indices of every element of block k, in the block's C order."""
+        ext = self.extent(k)
+        if not ext:
+            return np.zeros(1, dtype=np.int64)
+        return _offset_table(ext, self.strides) + sum(o * st for o, st in zip(self.origin(k), self.strides))
+
     def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
         """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""
         ids = np.arange(self.nblocks) if blocks is None else np.asarray(blocks)

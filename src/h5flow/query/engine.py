@@ -605,9 +605,21 @@ class Selection:
         """C-order flat indices of the hits, one array per block with hits. On a 1-D grid a position is
         the flat index, so the hits are made in that form directly (no second array per block)."""
         grid = self.grid
-        if len(grid.shape) != 1 or self._hits is not None:
+        if self._hits is not None:
             for k, local in self.blocks():
                 yield grid.flat(k, local, ascending=True)
+            return
+        if len(grid.shape) != 1:
+            off, uoff = grid.offsets, self.uoff
+            for k in self.work_blocks.tolist():
+                a = int(self.run_at[k])
+                if (int(self.run_at[k + 1]) == a + 1 and self.run_state[a] == 1
+                        and uoff[self.run_u0[a]] == off[k] and uoff[self.run_u1[a]] == off[k + 1]):
+                    yield grid.flat_all(k)  # a block wholly inside the condition: no index list to make
+                    continue
+                local = self._checked(k)
+                if local.size:
+                    yield grid.flat(k, local, ascending=True)
             return
         for k in self.work_blocks.tolist():
             local = self._memo.get(k)
