@@ -314,8 +314,10 @@ class Selection:
         zones = {c: self._zones(c) for c in conds}
         bitmaps = {c: self._bitmap(c) for c in conds}
         sub = max([getattr(z[0], "sub", 1) for z in zones.values() if z is not None] or [1])
-        if any(b is not None for b in bitmaps.values()) and self.options.sub_slabs:
-            sub = max(sub, default_sub(self.grid))  # bitmap candidates are positions: select zones at any format
+        if any(b is not None for b in bitmaps.values()):
+            # a bitmap plan is position sets (the zone maps tighten them at their own zones); its units only
+            # set what is read: few per block, as reducing Roaring sets to units costs per unit
+            sub = self.grid.clamp_sub(self.BITMAP_UNITS) if self.options.sub_slabs else 1
         self.sub = sub
         self.uoff = self.grid.sub_offsets(sub)
         self.usize = self.grid.sub_sizes(sub)
@@ -358,7 +360,7 @@ class Selection:
         sure, maybe = _fold(self.expr, lambda c: masks[c], _pair_and, _pair_or)
         cand = maybe & ~sure
         self._bitmap_mode = False
-        self._cands = self._sure = self._sure_arr = None
+        self._cands = self._sure = None
         self._masks = masks
         self._unit_sure: np.ndarray | None = None
         self._sure_units = sure  # (a unit both sure and possible is sure: cand excludes it)
@@ -402,28 +404,37 @@ class Selection:
         cands = maybe - sure
         self._bitmap_mode = True
         self._sets, self._sure, self._cands = sets, sure, cands
-        dt = np.uint32 if n < (1 << 32) else np.uint64
-        nu = len(self.usize)
-        ca = np.frombuffer(cands.to_array(), dtype=dt)
-        cand_n = np.bincount(np.searchsorted(self.uoff, ca, side="right") - 1, minlength=nu) if ca.size else \
-            np.zeros(nu, np.int64)
-        self._sure_arr: np.ndarray | None = None
-        if len(sure) <= self.SURE_SPLIT_ELEMENTS:
-            sa = np.frombuffer(sure.to_array(), dtype=dt).astype(np.int64)
-            at = np.searchsorted(sa, self.uoff)
-            sure_n = np.diff(at)
-            self._sure_arr, self._sure_at = sa, at
-        else:
-            sure_n = np.array([sure.range_cardinality(int(a), int(b)) for a, b in zip(self.uoff[:-1], self.uoff[1:])],
-                              dtype=np.int64)
+        cand_n = self._unit_counts(cands)
+        sure_n = self._unit_counts(sure)
         cand = cand_n > 0
         self.state = np.where(cand, 2, np.where((sure_n == self.usize) & (sure_n > 0), 1,
                                                 np.where(sure_n > 0, 3, 0))).astype(np.int8)
         self._unit_sure = np.where(cand, 0, sure_n)
         self._masks = None
 
-    SURE_SPLIT_ELEMENTS = 1 << 25  # up to 32 Mi sure positions are listed at once and cut at unit bounds
+    def _unit_counts(self, bm: Any) -> np.ndarray:
+        """Positions of the Roaring set ``bm`` in each unit. Few positions: listed once and cut at the unit
+        bounds; many: counted per block, then per unit only in the blocks that are neither empty nor full
+        (range cardinalities, without listing the positions)."""
+        nu, sub = len(self.usize), self.sub
+        out = np.zeros(nu, np.int64)
+        if not len(bm) or not nu:
+            return out
+        if len(bm) <= 4 * nu:
+            arr = np.frombuffer(bm.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+            return np.diff(np.searchsorted(arr, self.uoff)).astype(np.int64)
+        off, uoff = self.grid.offsets.tolist(), self.uoff.tolist()
+        for k in range(self.grid.nblocks):
+            a, z = off[k], off[k + 1]
+            c = bm.range_cardinality(a, z)
+            if c == z - a:
+                out[k * sub:(k + 1) * sub] = self.usize[k * sub:(k + 1) * sub]
+            elif c:
+                out[k * sub:(k + 1) * sub] = [bm.range_cardinality(uoff[u], uoff[u + 1])
+                                              for u in range(k * sub, (k + 1) * sub)]
+        return out
 
+    BITMAP_UNITS = 8  # units per block of a plan with bitmaps
     GAP_ELEMENTS = 1 << 14  # candidate runs of a block closer than this are read as one (exact either way)
 
     def _runs(self) -> None:
@@ -556,8 +567,6 @@ class Selection:
         lo, hi = int(self.uoff[u0]), int(self.uoff[u1])
         if state == 1:
             return np.arange(lo - base, hi - base, dtype=np.int64)
-        if self._sure_arr is not None:
-            return self._sure_arr[self._sure_at[u0]:self._sure_at[u1]] - base
         assert self._sure is not None
         part = self._sure & self._cls(range(lo, hi))
         arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
