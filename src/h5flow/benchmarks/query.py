@@ -52,6 +52,8 @@ class Row:
     seconds: float | None
     speedup_vs_numpy: float | None = None
     note: str = ""
+    cpu_seconds: float | None = None  # process CPU time (median of --reps); None for PyTables (a subprocess)
+    cpu_speedup_vs_numpy: float | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -196,12 +198,19 @@ def h5flow_query(path: Path, expr: str, kinds: tuple[str, ...], comm: Any = None
 
 
 def _median_time(fn: Any, reps: int) -> tuple[float, Any]:
-    times, out = [], None
+    wall, _, out = _median_times(fn, reps)
+    return wall, out
+
+
+def _median_times(fn: Any, reps: int) -> tuple[float, float, Any]:
+    """(median wall seconds, median process CPU seconds, the last result) of ``reps`` calls."""
+    times, cpus, out = [], [], None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+        cpus.append(time.process_time() - c0)
+    return statistics.median(times), statistics.median(cpus), out
 
 
 # ---------------------------------------------------------------- PyTables in its own environment
@@ -472,15 +481,18 @@ def launch(args: argparse.Namespace) -> int:
                 table = "field" if qname.startswith("field") else "catalog"
                 pt_queries[f"{qname}|{s}"] = (table, cond)
                 numpy_scan(path, expr)  # warm the page cache
-                nsec, ref = _median_time(lambda: numpy_scan(path, expr), args.reps)
-                rows.append(Row(qname, s, int(ref.size), "numpy scan", nsec, 1.0, detail={"expr": expr}))
+                nsec, ncpu, ref = _median_times(lambda: numpy_scan(path, expr), args.reps)
+                rows.append(Row(qname, s, int(ref.size), "numpy scan", nsec, 1.0, cpu_seconds=ncpu,
+                                cpu_speedup_vs_numpy=1.0, detail={"expr": expr}))
                 for method, kinds, sub in (("h5flow zonemap/chunk", ("minmax",), False), ("h5flow zonemap", ("minmax",), True),
                                            ("h5flow bitmap", ("bitmap", "minmax"), True)):
-                    sec, (flat, plan) = _median_time(lambda: h5flow_query(path, expr, kinds, sub_slabs=sub), args.reps)
+                    sec, cpu, (flat, plan) = _median_times(lambda: h5flow_query(path, expr, kinds, sub_slabs=sub),
+                                                           args.reps)
                     flat = np.sort(flat)  # block order -> C order, only to compare (not timed)
                     if not np.array_equal(flat, ref):
                         raise RuntimeError(f"{method} {expr}: {flat.size} hits, numpy {ref.size}: answers differ")
                     rows.append(Row(qname, s, int(ref.size), method, sec, nsec / sec,
+                                    cpu_seconds=cpu, cpu_speedup_vs_numpy=ncpu / max(cpu, 1e-9),
                                     detail={"blocks": plan["blocks"], "candidate_blocks": plan["candidate_blocks"],
                                             "elements_read": plan["elements_read"],
                                             "leaves": [lf["index"] for lf in plan["leaves"]]}))
@@ -549,6 +561,19 @@ def launch(args: argparse.Namespace) -> int:
         console.print(t)
     console.print("times: median of --reps, warm page cache; (Nx) = numpy full scan time / this time; "
                   "answers checked against numpy ('!' = differs)")
+    ct = Table(title="CPU time (process, median of --reps; (Nx) = numpy scan's CPU time / this one)")
+    ct.add_column("query")
+    ct.add_column("selectivity", justify="right")
+    cpu_methods = [m for m in METHODS if not m.startswith("pytables")]
+    for m in cpu_methods:
+        ct.add_column(m, justify="right")
+    for q in queries:
+        for s in args.selectivities:
+            rs = {x.method: x for x in rows if x.query == q and x.selectivity == s}
+            ct.add_row(q, f"{s * 100:g} %", *["-" if m not in rs or rs[m].cpu_seconds is None else
+                                             f"{rs[m].cpu_seconds * 1e3:.1f} ms ({rs[m].cpu_speedup_vs_numpy:.1f}x)"
+                                             for m in cpu_methods])
+    console.print(ct)
     bt = Table(title="index builds (h5flow, 1 rank)")
     for c in ("dataset", "kind", "blocks", "bins", "index bytes", "% of data", "seconds"):
         bt.add_column(c, justify="right")
@@ -574,7 +599,8 @@ def launch(args: argparse.Namespace) -> int:
     csv_path = args.out / "query.csv"
     perf.write_csv(csv_path, [dict(asdict(r), detail=json.dumps(r.detail)) for r in
                               sorted(rows, key=lambda r: (r.query, r.selectivity, order[r.method]))],
-                   ("query", "selectivity", "matches", "method", "seconds", "speedup_vs_numpy", "note", "detail"))
+                   ("query", "selectivity", "matches", "method", "seconds", "speedup_vs_numpy", "note", "detail",
+                    "cpu_seconds", "cpu_speedup_vs_numpy"))
     png = args.out / "query.png"
     made = _plot(png, rows, queries)
     console.print(f"wrote {json_path}, {csv_path}" + (f", {png}" if made else " (no PNG: matplotlib missing)"))

@@ -107,6 +107,20 @@ class BlockGrid:
         out.flags.writeable = False
         return out
 
+    @lru_cache(maxsize=64)  # noqa: B019
+    def sub_sizes(self, sub: int) -> np.ndarray:
+        """Elements of every sub-slab (``np.diff`` of :meth:`sub_offsets`; read-only)."""
+        out = np.diff(self.sub_offsets(sub))
+        out.flags.writeable = False
+        return out
+
+    @lru_cache(maxsize=64)  # noqa: B019
+    def sub_nonempty(self, sub: int) -> np.ndarray:
+        """Sub-slabs holding at least one element (read-only)."""
+        out = self.sub_sizes(sub) > 0
+        out.flags.writeable = False
+        return out
+
     def block_of(self, positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, positions, side="right") - 1
 
@@ -133,8 +147,10 @@ class BlockGrid:
         The same answer as ``np.ravel_multi_index(coords(k, local).T, shape)`` with one gather: every
         block of one extent shares a table of its elements' offsets from the block's origin.
         ``ascending``: ``local`` is strictly increasing (then a run of consecutive indices is one slice)."""
-        ext = self.extent(k)
         local = np.asarray(local, dtype=np.int64)
+        if len(self.shape) == 1:  # 1-D: block-local index + the block's origin
+            return local + self.origin(k)[0]
+        ext = self.extent(k)
         if not ext:
             return np.zeros(len(local), dtype=np.int64)
         base = sum(o * st for o, st in zip(self.origin(k), self.strides))
@@ -144,6 +160,13 @@ class BlockGrid:
         out = table.take(local)
         out += base
         return out
+
+    def flat_all(self, k: int) -> np.ndarray:
+        """Global C-order flat indices of every element of block k, in the block's C order."""
+        ext = self.extent(k)
+        if not ext:
+            return np.zeros(1, dtype=np.int64)
+        return _offset_table(ext, self.strides) + sum(o * st for o, st in zip(self.origin(k), self.strides))
 
     def split(self, nranks: int, rank: int, blocks: np.ndarray | None = None) -> np.ndarray:
         """This rank's contiguous share of ``blocks`` (default all), so rank order is position order."""

@@ -229,9 +229,10 @@ def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # t
     pi.add_argument("file", metavar="FILE")
     pi.add_argument("datasets", nargs="*", metavar="DATASET")
     pi.add_argument("--kind", choices=("minmax", "bitmap"), default="minmax", help="build: index kind (default minmax)")
-    pi.add_argument("--sub-blocks", type=int, default=8,
+    pi.add_argument("--sub-blocks", type=int, default=None,
                     help="build: zone maps per chunk, cut into this many slabs along its slowest axis "
-                         "(1 to 64, capped at the chunk's rows; 1 = per chunk; default 8)")
+                         "(1 to 65536, capped at the chunk's rows; 1 = per chunk; default: zones of about "
+                         "1024 elements)")
     pi.add_argument("--bins", type=int, default=64, help="build --kind bitmap: bins (default 64; integer datasets with "
                                                          "fewer distinct values get one bin per value)")
     pi.add_argument("--only", dest="kind_filter", choices=("minmax", "bitmap"), default=None,

@@ -32,8 +32,8 @@ from h5flow._mpi import sleepy_allgather
 from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
-from h5flow.query.index import (DEFAULT_SUB_BLOCKS, BlockReader, DatasetIndex, IndexStore, bitmap_class,
-                                build_index, BuildConfig, is_numeric, stats_zones)
+from h5flow.query.index import (BlockReader, BuildConfig, DatasetIndex, IndexStore, _buffer, bitmap_class,
+                                build_index, default_sub, file_identity, is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
@@ -133,6 +133,46 @@ def _split(q: Query) -> Query:
 # ---------------------------------------------------------------- one evaluation of a bound expression
 
 
+def _fold(q: Query, leaf: Any, and_: Any, or_: Any) -> Any:
+    """Evaluate the AND/OR tree ``q`` bottom-up: ``leaf(cond)`` at data conditions, ``and_``/``or_`` at the
+    nodes. The one evaluator of element expressions: zone-map plans (numpy masks), bitmap plans (Roaring
+    sets) and the exact check of the values read (numpy arrays) all go through it."""
+    if isinstance(q, DataCond):
+        return leaf(q)
+    assert isinstance(q, (And, Or))
+    a = _fold(q.left, leaf, and_, or_)
+    b = _fold(q.right, leaf, and_, or_)
+    return and_(a, b) if isinstance(q, And) else or_(a, b)
+
+
+def _pair_and(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+    return a[0] & b[0], a[1] & b[1]
+
+
+def _pair_or(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+    return a[0] | b[0], a[1] | b[1]
+
+
+def _mask_op(a: Any, b: Any, absorbing: bool, ufunc: Any) -> Any:
+    """AND (``absorbing`` False) or OR (True) of exact-check values: bool arrays, or True/False where the
+    indexes decided the whole run (then nothing was read for that side)."""
+    if a is absorbing or b is absorbing:
+        return absorbing
+    if a is (not absorbing):
+        return b
+    if b is (not absorbing):
+        return a
+    return ufunc(a, b, out=a)
+
+
+def _mask_and(a: Any, b: Any) -> Any:
+    return _mask_op(a, b, False, np.logical_and)
+
+
+def _mask_or(a: Any, b: Any) -> Any:
+    return _mask_op(a, b, True, np.logical_or)
+
+
 def _ranges(cls: Any, mask: np.ndarray, offsets: np.ndarray) -> Any:
     """The positions of the units (position ranges ``offsets[i] .. offsets[i+1]-1``) where ``mask`` is
     true, one ``add_range`` per run of consecutive units."""
@@ -143,6 +183,33 @@ def _ranges(cls: Any, mask: np.ndarray, offsets: np.ndarray) -> Any:
             out.add_range(a, z)
     return out
 
+
+def _regrid(sure: np.ndarray, maybe: np.ndarray, coarse: np.ndarray, fine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Zone decisions on the units ``coarse`` (position offsets) carried to the units ``fine``: a fine unit is
+    sure when every coarse unit it meets is, possible when one it meets is (conservative, vectorized)."""
+    size_c = np.diff(coarse)
+    not_sure = (~sure & (size_c > 0)).astype(np.int64)
+    cs_ns = np.concatenate(([0], np.cumsum(not_sure)))
+    cs_m = np.concatenate(([0], np.cumsum(maybe & (size_c > 0), dtype=np.int64)))
+    lo, hi = fine[:-1], fine[1:]
+    nonempty = hi > lo
+    a = np.searchsorted(coarse, lo, side="right") - 1
+    z = np.searchsorted(coarse, np.maximum(hi - 1, lo), side="right") - 1
+    a = a.clip(0, len(size_c) - 1)
+    z = z.clip(0, len(size_c) - 1)
+    s = nonempty & (cs_ns[z + 1] - cs_ns[a] == 0)
+    m = nonempty & (cs_m[z + 1] - cs_m[a] > 0)
+    return s, m
+
+
+def _unique_sorted(a: np.ndarray) -> np.ndarray:
+    """np.unique of an already sorted array (without its sort)."""
+    if a.size < 2:
+        return a.copy()
+    keep = np.empty(a.size, bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 @dataclass
@@ -157,21 +224,31 @@ class Selection:
     """The hits of one bound element expression (every condition names a dataset of one shape).
 
     Lazy: planning reads only indexes; :meth:`blocks` reads the candidate blocks as it goes.
+
+    The plan is per *unit*: the zones of the finest zone maps in use (sub-slabs of each block along its
+    slowest axis, :meth:`BlockGrid.sub_offsets`; whole blocks without any). With zone maps only, each
+    condition gives a sure and a possible mask over the units, combined with numpy; with bitmaps, Roaring
+    position sets, reduced to the same per-unit state. A unit is *sure* (every position matches: not read),
+    a *candidate* (read and checked), partly sure (bitmaps: the sure positions listed, not read) or empty.
+    Runs of consecutive units of one state in a block are handled as one: a candidate run is one read
+    (``pread`` of the stored chunk's rows where possible) per dataset the run cannot decide from the
+    indexes.
     """
 
     def __init__(self, file: h5py.File, source: Source, expr: Query, options: ApplyOptions,
-                 store: IndexStore) -> None:
+                 store: IndexStore, dsets: dict[str, Any] | None = None) -> None:
         self.file, self.source, self.expr, self.options = file, source, expr, options
         self.paths = _paths(expr)
-        dsets = {p: file[p] for p in self.paths}
+        dsets = {p: (dsets[p] if dsets is not None and p in dsets else file[p]) for p in self.paths}
         first = dsets[self.paths[0]]
         self.shape: tuple[int, ...] = tuple(first.shape)
         self.grid: BlockGrid = grid_for(self.shape, first.dtype.itemsize, first.chunks, native=not source.container)
         self.dsets = dsets
+        ident = file_identity(file) if not source.container else None
         # a block's values are used before the next block is read (only hit positions are kept): reuse buffers
-        self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True) for p, d in dsets.items()}
+        self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True, slot=i, ident=ident, name=p)
+                        for i, (p, d) in enumerate(dsets.items())}
         self.leaves: list[LeafPlan] = []
-        self._leafsets: dict[DataCond, tuple[Any, Any]] = {}  # each condition's (sure, maybe) positions
         self._store = store
         self._indexes: dict[str, DatasetIndex | None] = {}
         self._hits: dict[int, np.ndarray] | None = None  # materialized (MPI) hits
@@ -180,9 +257,6 @@ class Selection:
         self._count: int | None = None
         self.blocks_read = 0
         self.elements_read = 0  # positions evaluated in candidate blocks (per dataset the expression names)
-        self.sub = self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) if options.sub_slabs else 1
-        self.sub_off = self.grid.sub_offsets(self.sub)
-        self._cls = bitmap_class(self.grid.size)
         self._plan()
 
     # -- planning
@@ -208,158 +282,309 @@ class Selection:
             self._indexes[path] = idx
         return self._indexes[path]
 
-    def _leaf(self, c: DataCond) -> tuple[Any, Any]:
+    def _zones(self, c: DataCond) -> tuple[Any, str] | None:
+        """The zone maps a condition may use (an index's, or an h5flow_log dataset's write statistics)."""
         assert c.path is not None
+        idx = self._index(c.path)
+        if idx is not None and idx.minmax is not None and idx.fresh("minmax") and "minmax" in self.options.kinds:
+            zones, name = idx.minmax, "minmax"
+            if not self.options.sub_slabs and zones.sub > 1:
+                return replace(zones, sub=1), "minmax (per block: sub_slabs=False)"
+            if zones.format1 and self.grid.clamp_sub(2) > 1:
+                name = "minmax (per block: format 1, rebuild for sub-block zone maps)"
+            return zones, name
+        if (idx is None and self.source.container and self.options.use_index and "minmax" in self.options.kinds
+                and (sz := stats_zones(self.dsets[c.path], self.grid)) is not None):
+            # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
+            return sz, f"write statistics ({sz.writes} writes)"
+        return None
+
+    def _bitmap(self, c: DataCond) -> Any:
+        assert c.path is not None
+        idx = self._index(c.path)
+        if idx is not None and idx.bitmap is not None and idx.fresh("bitmap") and "bitmap" in self.options.kinds:
+            return idx.bitmap
+        return None
+
+    def _plan(self) -> None:
+        conds: list[DataCond] = []
+        _fold(self.expr, lambda c: conds.append(c) if c not in conds else None, lambda a, b: None,
+              lambda a, b: None)
+        self.conds = conds
+        zones = {c: self._zones(c) for c in conds}
+        bitmaps = {c: self._bitmap(c) for c in conds}
+        sub = max([getattr(z[0], "sub", 1) for z in zones.values() if z is not None] or [1])
+        if any(b is not None for b in bitmaps.values()):
+            # a bitmap plan is position sets (the zone maps tighten them at their own zones); its units only
+            # set what is read: few per block, as reducing Roaring sets to units costs per unit
+            sub = self.grid.clamp_sub(self.BITMAP_UNITS) if self.options.sub_slabs else 1
+        self.sub = sub
+        self.uoff = self.grid.sub_offsets(sub)
+        self.usize = self.grid.sub_sizes(sub)
+        self._nonempty = self.grid.sub_nonempty(sub)
+        if any(b is not None for b in bitmaps.values()):
+            self._plan_bitmap(zones, bitmaps)
+        else:
+            self._plan_zones(zones)
+        self._runs()
+
+    def _unused(self, c: DataCond) -> str:
+        """What the plan says of a condition no index serves."""
+        assert c.path is not None
+        if self._indexes.get(c.path) is not None:
+            return "stale (ignored)"
+        if self.options.use_index and self._store.has(c.path):
+            return "none (its index has another block grid)"
+        return "none"
+
+    def _leaf_masks(self, c: DataCond, zones: tuple[Any, str] | None) -> tuple[np.ndarray, np.ndarray, str]:
+        """(sure, possible) per unit from a condition's zone maps; none: nothing sure, every unit possible."""
+        if zones is None:
+            return np.zeros(len(self.usize), bool), self._nonempty, "none"
+        z, name = zones
+        all_ok, none = z.status(c.op, c.value)
+        coarse = z.unit_offsets()
+        if coarse is self.uoff or (len(coarse) == len(self.uoff) and np.array_equal(coarse, self.uoff)):
+            # status: an empty unit is never possible; it can be 'sure' (of nothing) for != and NaN
+            return np.logical_and(all_ok, self._nonempty, out=all_ok), np.logical_not(none, out=none), name
+        s, m = _regrid(all_ok, ~none, coarse, self.uoff)
+        return s, m, name
+
+    def _plan_zones(self, zones: dict[DataCond, tuple[Any, str] | None]) -> None:
+        """Zone maps only: numpy masks over the units, no position sets."""
+        masks: dict[DataCond, tuple[np.ndarray, np.ndarray]] = {}
+        for c in self.conds:
+            s, m, name = self._leaf_masks(c, zones[c])
+            masks[c] = (s, m)
+            self.leaves.append(LeafPlan(c, name if name != "none" else self._unused(c), -1, -1))
+        sure, maybe = _fold(self.expr, lambda c: masks[c], _pair_and, _pair_or)
+        cand = maybe & ~sure
+        self._bitmap_mode = False
+        self._cands = self._sure = None
+        self._masks = masks
+        self._unit_sure: np.ndarray | None = None
+        self._sure_units = sure  # (a unit both sure and possible is sure: cand excludes it)
+        self.state = sure.view(np.int8) | (cand.view(np.int8) << 1)  # 0 nothing, 1 sure, 2 candidate
+
+    def _plan_bitmap(self, zones: dict[DataCond, tuple[Any, str] | None], bitmaps: dict[DataCond, Any]) -> None:
+        """With bitmaps: Roaring position sets per condition (tightened by zone maps), reduced to units."""
         n = self.grid.size
-        cls = bitmap_class(n)
+        cls = self._cls = bitmap_class(n)
         full = cls()
         if n:
             full.add_range(0, n)
-        idx = self._index(c.path)
-        plan = LeafPlan(c, "none")
-        sure, maybe = cls(), full
-        used: list[str] = []
-        if idx is not None and idx.bitmap is not None and idx.fresh("bitmap") and "bitmap" in self.options.kinds:
-            bm = idx.bitmap
-            all_ok, none = bm.status(c.op, c.value)
-            some = ~all_ok & ~none
-            ids = np.arange(bm.nbins)
-            counts = bm.bin_count
-            if counts[all_ok].sum() <= n // 2:
-                sure = bm.union(ids[all_ok])
-            else:
-                sure = full - bm.union(ids[~all_ok])
-            maybe = sure | bm.union(ids[some]) if some.any() else sure
-            used.append("bitmap")
-        zones: Any = None
-        if idx is not None and idx.minmax is not None and idx.fresh("minmax") and "minmax" in self.options.kinds:
-            zones, name = idx.minmax, "minmax"  # zone maps and bitmaps are both safe bounds: keep the tighter
-        elif (idx is None and self.source.container and self.options.use_index and "minmax" in self.options.kinds
-              and (zones := stats_zones(self.dsets[c.path], self.grid)) is not None):
-            # an h5flow_log dataset without an index: the connector's per-write statistics as zone maps
-            name = f"write statistics ({zones.writes} writes)"
-        if zones is not None:
-            if not self.options.sub_slabs and getattr(zones, "sub", 1) > 1:
-                zones = replace(zones, sub=1)  # the same zone maps, per block
-                name = "minmax (per block: sub_slabs=False)"
-            all_ok, none = zones.status(c.op, c.value)  # per sub-slab (per block: format 1, write statistics)
-            uoff = zones.unit_offsets()
-            if all_ok.any():
-                sure = sure | _ranges(cls, all_ok, uoff)
-            if none.any():
-                maybe = maybe & _ranges(cls, ~none, uoff)
-            if getattr(zones, "sub", 1) > self.sub:  # evaluate at the finest zone maps in use
-                self.sub = zones.sub
-                self.sub_off = self.grid.sub_offsets(self.sub)
-            if getattr(zones, "sub", 1) == 1 and name == "minmax" and self.grid.clamp_sub(DEFAULT_SUB_BLOCKS) > 1:
-                name = "minmax (per block: format 1, rebuild for sub-block zone maps)"
-            used.append(name)
-        if used:
-            plan.index = used[0]  # "bitmap" (with its zone maps) or "minmax"
-        elif idx is not None:
-            plan.index = "stale (ignored)"
-        elif self.options.use_index and self._store.has(c.path):
-            plan.index = "none (its index has another block grid)"
-        plan.sure, plan.maybe = len(sure), len(maybe)
-        self.leaves.append(plan)
-        self._leafsets[c] = (sure, maybe)
-        return sure, maybe
-
-    def _combine(self, q: Query) -> tuple[Any, Any]:
-        if isinstance(q, DataCond):
-            return self._leaf(q)
-        assert isinstance(q, (And, Or))
-        s1, m1 = self._combine(q.left)
-        s2, m2 = self._combine(q.right)
-        if isinstance(q, And):
-            return s1 & s2, m1 & m2
-        return s1 | s2, m1 | m2
-
-    def _plan(self) -> None:
-        sure, maybe = self._combine(self.expr)
+        sets: dict[DataCond, tuple[Any, Any]] = {}
+        for c in self.conds:
+            sure, maybe, used = cls(), full, []
+            bm = bitmaps[c]
+            if bm is not None:
+                all_ok, none = bm.status(c.op, c.value)
+                some = ~all_ok & ~none
+                ids = np.arange(bm.nbins)
+                if bm.bin_count[all_ok].sum() <= n // 2:
+                    sure = bm.union(ids[all_ok])
+                else:
+                    sure = full - bm.union(ids[~all_ok])
+                maybe = sure | bm.union(ids[some]) if some.any() else sure
+                used.append("bitmap")
+            if zones[c] is not None:  # zone maps and bitmaps are both safe bounds: keep the tighter
+                z, name = zones[c]
+                all_ok, none = z.status(c.op, c.value)
+                uoff = z.unit_offsets()
+                if all_ok.any():
+                    sure = sure | _ranges(cls, all_ok, uoff)
+                if none.any():
+                    maybe = maybe & _ranges(cls, ~none, uoff)
+                used.append(name)
+            plan = LeafPlan(c, used[0] if used else self._unused(c))
+            plan.sure, plan.maybe = len(sure), len(maybe)
+            self.leaves.append(plan)
+            sets[c] = (sure, maybe)
+        sure, maybe = _fold(self.expr, lambda c: sets[c], _pair_and, _pair_or)
         cands = maybe - sure
-        self.sure = sure
-        self.cands = cands
-        off = self.grid.offsets
-        nb = self.grid.nblocks
-        if len(cands) <= 4 * max(nb, 1):
-            arr = np.frombuffer(cands.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
-            cand_counts = np.bincount(self.grid.block_of(arr), minlength=nb) if arr.size else np.zeros(nb, np.int64)
+        self._bitmap_mode = True
+        self._sets, self._sure, self._cands = sets, sure, cands
+        cand_n = self._unit_counts(cands)
+        sure_n = self._unit_counts(sure)
+        cand = cand_n > 0
+        self.state = np.where(cand, 2, np.where((sure_n == self.usize) & (sure_n > 0), 1,
+                                                np.where(sure_n > 0, 3, 0))).astype(np.int8)
+        self._unit_sure = np.where(cand, 0, sure_n)
+        self._masks = None
+
+    def _unit_counts(self, bm: Any) -> np.ndarray:
+        """Positions of the Roaring set ``bm`` in each unit. Few positions: listed once and cut at the unit
+        bounds; many: counted per block, then per unit only in the blocks that are neither empty nor full
+        (range cardinalities, without listing the positions)."""
+        nu, sub = len(self.usize), self.sub
+        out = np.zeros(nu, np.int64)
+        if not len(bm) or not nu:
+            return out
+        if len(bm) <= 4 * nu:
+            arr = np.frombuffer(bm.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+            return np.diff(np.searchsorted(arr, self.uoff)).astype(np.int64)
+        off, uoff = self.grid.offsets.tolist(), self.uoff.tolist()
+        for k in range(self.grid.nblocks):
+            a, z = off[k], off[k + 1]
+            c = bm.range_cardinality(a, z)
+            if c == z - a:
+                out[k * sub:(k + 1) * sub] = self.usize[k * sub:(k + 1) * sub]
+            elif c:
+                out[k * sub:(k + 1) * sub] = [bm.range_cardinality(uoff[u], uoff[u + 1])
+                                              for u in range(k * sub, (k + 1) * sub)]
+        return out
+
+    BITMAP_UNITS = 8  # units per block of a plan with bitmaps
+    GAP_ELEMENTS = 1 << 14  # candidate runs of a block closer than this are read as one (exact either way)
+
+    def _runs(self) -> None:
+        """Runs of consecutive units of one state inside a block, vectorized: (first unit, end unit, state).
+        Candidate runs of a block separated by fewer than :data:`GAP_ELEMENTS` positions are merged (the
+        units between are read and checked too: a read and a check cost less than another run), and each
+        condition's decision over each candidate run is taken here, with numpy."""
+        st, sub = self.state, self.sub
+        nu = len(st)
+        if nu == 0:
+            u0 = u1 = state = np.zeros(0, np.int64)
         else:
-            cand_counts = np.array([cands.range_cardinality(int(off[k]), int(off[k + 1])) for k in range(nb)],
-                                   dtype=np.int64)
-        self.cand_blocks = np.flatnonzero(cand_counts)
-        self.sure_counts = np.array([sure.range_cardinality(int(off[k]), int(off[k + 1])) for k in range(nb)],
-                                    dtype=np.int64) if len(sure) else np.zeros(nb, np.int64)
-        self.candidates = int(len(cands))
+            brk = np.empty(nu, bool)
+            brk[0] = True
+            np.not_equal(st[1:], st[:-1], out=brk[1:])
+            brk[::sub] = True
+            starts = np.flatnonzero(brk)
+            rs = st[starts]
+            keep = rs > 0
+            ends = np.append(starts[1:], nu)
+            u0, u1, state = starts[keep], ends[keep], rs[keep]
+        cand = state == 2
+        if cand.sum() > 1:
+            cu0, cu1 = u0[cand], u1[cand]
+            blk = cu0 // sub
+            gap = self.uoff[cu0[1:]] - self.uoff[cu1[:-1]]
+            join = (blk[1:] == blk[:-1]) & (gap < self.GAP_ELEMENTS)
+            if join.any():
+                first = np.concatenate(([True], ~join))
+                last = np.concatenate((~join, [True]))
+                gu0, gu1 = cu0[first], cu1[last]
+                # drop the sure runs inside a merged candidate run
+                other = ~cand
+                g = np.searchsorted(gu0, u0[other], side="right") - 1
+                inside = (g >= 0) & (u0[other] < gu1[g.clip(0)])
+                ou0, ou1, ost = u0[other][~inside], u1[other][~inside], state[other][~inside]
+                u0 = np.concatenate((gu0, ou0))
+                u1 = np.concatenate((gu1, ou1))
+                state = np.concatenate((np.full(len(gu0), 2, state.dtype), ost))
+                order = np.argsort(u0, kind="stable")
+                u0, u1, state = u0[order], u1[order], state[order]
+                cand = state == 2
+        self.run_u0, self.run_u1, self.run_state = u0, u1, state
+        self.run_block = u0 // sub
+        nb = self.grid.nblocks
+        self.run_at = np.searchsorted(self.run_block, np.arange(nb + 1))
+        self.cand_blocks = _unique_sorted(self.run_block[cand])
+        self.work_blocks = _unique_sorted(self.run_block)
+        # per candidate run and condition: True (sure over the run), False (no possible position), None
+        self._run_decision: dict[int, dict[DataCond, bool | None]] = {}
+        if self._masks is not None and cand.any():
+            ci = np.flatnonzero(cand)
+            bounds = np.empty(2 * len(ci), np.int64)
+            bounds[0::2], bounds[1::2] = u0[ci], u1[ci]
+            pad = np.append(bounds, nu)
+            table: dict[DataCond, tuple[np.ndarray, np.ndarray]] = {}
+            for c, (sm, mm) in self._masks.items():
+                # reduceat over [u0, u1) pairs (the odd slots are the gaps between runs, unused)
+                all_s = np.logical_and.reduceat(np.append(sm, True), pad)[0:-1:2] if nu else np.zeros(0, bool)
+                any_m = np.logical_or.reduceat(np.append(mm, False), pad)[0:-1:2] if nu else np.zeros(0, bool)
+                table[c] = (all_s, any_m)
+            for j, i in enumerate(ci.tolist()):
+                self._run_decision[i] = {c: (True if a[j] else (False if not m[j] else None))
+                                         for c, (a, m) in table.items()}
+
+    @property
+    def sure_counts(self) -> np.ndarray:
+        """Sure positions per block outside candidate runs (those are counted when checked)."""
+        if self._unit_sure is None:
+            self._unit_sure = np.where(self.state == 1, self.usize, 0)
+        nb, sub = self.grid.nblocks, self.sub
+        us = self._unit_sure
+        return (us.reshape(nb, sub).sum(axis=1) if len(us) == nb * sub else np.zeros(nb, np.int64)).astype(np.int64)
 
     # -- evaluation
-    def _eval_rows(self, k: int, r0: int, r1: int, shift: int = 0) -> np.ndarray:
-        """Flat indices (relative to the first element of row r0, plus ``shift``) where the expression
-        holds in rows ``[r0, r1)`` of block k. A condition whose sure positions cover these rows is true
-        there and one whose possible positions miss them is false, without reading its dataset (in
-        ``plate`` range ``& fiber < 100`` only ``fiber`` is read inside the plate range)."""
+    def _decide(self, c: DataCond, i: int, u0: int, u1: int) -> bool | None:
+        """True/False when the indexes decide condition ``c`` on every position of run i (units ``[u0, u1)``)."""
+        if not self._bitmap_mode:
+            return self._run_decision[i][c]
+        sure, maybe = self._sets[c]
+        lo, hi = int(self.uoff[u0]), int(self.uoff[u1])
+        if sure.range_cardinality(lo, hi) == hi - lo:
+            return True
+        if not maybe.range_cardinality(lo, hi):
+            return False
+        return None
+
+    def _eval_run(self, k: int, i: int, u0: int, u1: int, base: int) -> np.ndarray:
+        """Flat indices relative to position ``base`` where the expression holds in candidate units
+        ``[u0, u1)`` of block k: their rows are read for the conditions the indexes do not decide over the
+        run (in ``plate`` range ``& fiber < 100`` only ``fiber`` is read inside the plate range)."""
+        sub = self.sub
+        lo, hi = int(self.uoff[u0]), int(self.uoff[u1])
+        if self.grid.block:
+            r0, _ = self.grid.sub_rows(k, u0 - k * sub, sub)
+            _, r1 = self.grid.sub_rows(k, u1 - 1 - k * sub, sub)
+        else:
+            r0, r1 = 0, 1
         cache: dict[str, np.ndarray] = {}
-        ext = self.grid.extent(k)
-        inner = math.prod(ext[1:])
-        lo = int(self.grid.offsets[k]) + r0 * inner
-        hi = lo + ((r1 - r0) * inner if ext else 1)
+        slot = [0]
 
-        def values(p: str) -> np.ndarray:
-            if p not in cache:
-                cache[p] = self.readers[p].rows(k, r0, r1)
-            return cache[p]
+        def leaf(c: DataCond) -> Any:
+            slot[0] += 1  # one mask buffer per leaf of the tree (a condition may occur twice)
+            d = self._decide(c, i, u0, u1)
+            if d is not None:
+                return d
+            p = c.path
+            assert p is not None
+            v = cache.get(p)
+            if v is None:
+                v = cache[p] = self.readers[p].rows(k, r0, r1)
+            # into a reused buffer: the mask is consumed before this leaf is evaluated again (fresh
+            # memory for every mask costs page faults, several times the comparison itself)
+            out = _buffer(("mask", slot[0]), v.size)[:v.size].view(np.bool_)
+            return _OPS[c.op](v, c.value, out=out)
 
-        def ev(q: Query) -> np.ndarray:
-            if isinstance(q, DataCond):
-                sure, maybe = self._leafsets[q]
-                if sure.range_cardinality(lo, hi) == hi - lo:
-                    return np.ones(hi - lo, bool)
-                if not maybe.range_cardinality(lo, hi):
-                    return np.zeros(hi - lo, bool)
-                v = values(q.path)  # type: ignore[arg-type]
-                with np.errstate(invalid="ignore"):
-                    return _OPS[q.op](v, q.value)
-            assert isinstance(q, (And, Or))
-            a = ev(q.left)
-            b = ev(q.right)
-            return np.logical_and(a, b, out=a) if isinstance(q, And) else np.logical_or(a, b, out=a)
-
-        m = ev(self.expr)
-        self.elements_read += m.size
+        with np.errstate(invalid="ignore"):
+            m = _fold(self.expr, leaf, _mask_and, _mask_or)
+        self.elements_read += hi - lo
+        if m is True:
+            return np.arange(lo - base, hi - base, dtype=np.int64)
+        if m is False:
+            return np.zeros(0, np.int64)
         idx = np.flatnonzero(m)
-        if shift:
-            idx += shift
+        if lo != base:
+            idx += lo - base
         return idx
 
-    def _eval_block(self, k: int) -> np.ndarray:
-        """Sorted block-local hits of candidate block k: the sub-slabs holding candidates are read and
-        evaluated (consecutive ones in one read), the others contribute their sure positions."""
-        self.blocks_read += 1
-        sub, off = self.sub, self.sub_off
-        bounds = off[k * sub:(k + 1) * sub + 1].tolist()
-        base = bounds[0]
-        need = [b > a and self.cands.range_cardinality(a, b) > 0 for a, b in zip(bounds[:-1], bounds[1:])]
-        if all(n or b == a for n, a, b in zip(need, bounds[:-1], bounds[1:])):
-            return self._eval_rows(k, 0, self.grid.extent(k)[0] if self.grid.block else 1)
-        pieces: list[np.ndarray] = []
-        j = 0
-        while j < sub:
-            j2 = j
-            while j2 < sub and need[j2] == need[j]:
-                j2 += 1
-            lo, hi = bounds[j], bounds[j2]
-            if hi > lo:
-                if need[j]:
-                    r0, r1 = self.grid.sub_rows(k, j, sub)[0], self.grid.sub_rows(k, j2 - 1, sub)[1]
-                    pieces.append(self._eval_rows(k, r0, r1, lo - base))
-                else:
-                    n = self.sure.range_cardinality(lo, hi)
-                    if n == hi - lo:  # e.g. sub-slabs a zone map puts wholly inside the condition
-                        pieces.append(np.arange(lo - base, hi - base, dtype=np.int64))
-                    elif n:
-                        pieces.append(self._sure_in(lo, hi, base))
-            j = j2
+    def _sure_run(self, u0: int, u1: int, base: int, state: int) -> np.ndarray:
+        lo, hi = int(self.uoff[u0]), int(self.uoff[u1])
+        if state == 1:
+            return np.arange(lo - base, hi - base, dtype=np.int64)
+        assert self._sure is not None
+        part = self._sure & self._cls(range(lo, hi))
+        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
+        return arr.astype(np.int64) - base
+
+    def _eval_block(self, k: int, base: int | None = None) -> np.ndarray:
+        """Sorted hits of block k as positions minus ``base`` (default: the block's first position, i.e.
+        block-local indices): candidate runs read and checked, sure runs taken as they are."""
+        a, z = int(self.run_at[k]), int(self.run_at[k + 1])
+        base = int(self.grid.offsets[k]) if base is None else base
+        if (self.run_state[a:z] == 2).any():
+            self.blocks_read += 1
+        pieces = []
+        for i, u0, u1, s in zip(range(a, z), self.run_u0[a:z].tolist(), self.run_u1[a:z].tolist(),
+                                self.run_state[a:z].tolist()):
+            pieces.append(self._eval_run(k, i, u0, u1, base) if s == 2 else self._sure_run(u0, u1, base, s))
+        if len(pieces) == 1:
+            return pieces[0]
         return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
 
     MEMO_ELEMENTS = 1 << 22  # keep up to 4 Mi evaluated hits, so count() then coords() reads blocks once
@@ -373,33 +598,6 @@ class Selection:
             self._memo_elems += local.size
         return local
 
-    SURE_SPLIT_ELEMENTS = 1 << 25  # up to 32 Mi sure positions are listed at once and cut at block bounds
-
-    def _sure_in(self, lo: int, hi: int, origin: int | None = None) -> np.ndarray:
-        """Sure positions in ``[lo, hi)``, minus ``origin`` (default ``lo``; int64, sorted)."""
-        part = self.sure & self._cls(range(lo, hi)) if hi - lo else self._cls()
-        arr = np.frombuffer(part.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
-        out = arr.astype(np.int64)
-        out -= lo if origin is None else origin
-        return out
-
-    def _sure_local(self, k: int) -> np.ndarray:
-        off = self.grid.offsets
-        return self._sure_in(int(off[k]), int(off[k + 1]))
-
-    def _sure_all(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every sure position (sorted, int64) and where each block's start in it, when few enough to
-        list at once: one pass instead of an intersection per block."""
-        if not len(self.sure) or len(self.sure) > self.SURE_SPLIT_ELEMENTS:
-            return None
-        arr = np.frombuffer(self.sure.to_array(), dtype=np.uint32 if self.grid.size < (1 << 32) else np.uint64)
-        arr = arr.astype(np.int64)
-        return arr, np.searchsorted(arr, self.grid.offsets)
-
-    def _work(self) -> np.ndarray:
-        """Blocks with hits or candidates, in order."""
-        return np.union1d(self.cand_blocks, np.flatnonzero(self.sure_counts))
-
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(block id, sorted block-local flat indices of the hits) for every block with hits."""
         if self._hits is not None:
@@ -407,20 +605,36 @@ class Selection:
                 if self._hits[k].size:
                     yield k, self._hits[k]
             return
-        cand = set(self.cand_blocks.tolist())
-        work = self._work().tolist()
-        listed = self._sure_all() if len(work) - len(cand) > 8 else None
-        off = self.grid.offsets
-        for k in work:
-            if k in cand:
-                local = self._checked(k)
-            elif listed is not None:
-                arr, at = listed
-                local = arr[at[k]:at[k + 1]] - off[k]
-            else:
-                local = self._sure_local(k)
+        for k in self.work_blocks.tolist():
+            local = self._checked(k)
             if local.size:
                 yield k, local
+
+    def flat_blocks(self) -> Iterator[np.ndarray]:
+        """C-order flat indices of the hits, one array per block with hits. On a 1-D grid a position is
+        the flat index, so the hits are made in that form directly (no second array per block)."""
+        grid = self.grid
+        if self._hits is not None:
+            for k, local in self.blocks():
+                yield grid.flat(k, local, ascending=True)
+            return
+        if len(grid.shape) != 1:
+            off, uoff = grid.offsets, self.uoff
+            for k in self.work_blocks.tolist():
+                a = int(self.run_at[k])
+                if (int(self.run_at[k + 1]) == a + 1 and self.run_state[a] == 1
+                        and uoff[self.run_u0[a]] == off[k] and uoff[self.run_u1[a]] == off[k + 1]):
+                    yield grid.flat_all(k)  # a block wholly inside the condition: no index list to make
+                    continue
+                local = self._checked(k)
+                if local.size:
+                    yield grid.flat(k, local, ascending=True)
+            return
+        for k in self.work_blocks.tolist():
+            local = self._memo.get(k)
+            flat = local + int(grid.offsets[k]) if local is not None else self._eval_block(k, base=0)
+            if flat.size:
+                yield flat
 
     def count(self) -> int:
         if self._count is None:
@@ -441,17 +655,28 @@ class Selection:
         for d in sleepy_allgather(comm, part):
             hits.update(d)
         cand = set(self.cand_blocks.tolist())
-        for k in np.flatnonzero(self.sure_counts).tolist():
+        for k in self.work_blocks.tolist():
             if k not in cand:
-                hits[k] = self._sure_local(k)
+                hits[k] = self._eval_block(k)
         self._hits = hits
         self._count = None
 
     def explain(self) -> dict[str, Any]:
+        for p in self.leaves:
+            if p.sure < 0 and self._masks is not None:
+                sm, mm = self._masks[p.cond]
+                p.sure = int(np.add.reduce(self.usize, where=sm))
+                p.maybe = int(np.add.reduce(self.usize, where=mm))
+        if self._bitmap_mode:
+            assert self._cands is not None and self._sure is not None
+            candidates, sure = len(self._cands), len(self._sure)
+        else:
+            candidates = int(np.add.reduce(self.usize, where=self.state == 2))
+            sure = int(np.add.reduce(self.usize, where=self._sure_units))
         return {"expression": str(self.expr), "datasets": self.paths, "shape": list(self.shape),
                 "block_shape": list(self.grid.block), "blocks": self.grid.nblocks,
-                "candidate_blocks": int(len(self.cand_blocks)), "candidates": self.candidates,
-                "sure": int(len(self.sure)), "blocks_read": self.blocks_read,
+                "candidate_blocks": int(len(self.cand_blocks)), "candidates": candidates,
+                "sure": sure, "blocks_read": self.blocks_read,
                 "elements_read": self.elements_read, "sub_blocks": self.sub,
                 "reads": sum(r.reads for r in self.readers.values()),
                 "leaves": [{"condition": str(p.cond), "index": p.index, "sure": p.sure, "maybe": p.maybe}
@@ -484,9 +709,7 @@ class DatasetHits:
     def flat(self) -> Iterator[np.ndarray]:
         """Batches of C-order flat indices into the dataset (int64, ``np.unravel_index``-able), one
         batch per block (block order; sorted in a block). The cheapest form of the hits."""
-        grid = self.selection.grid
-        for k, local in self.selection.blocks():
-            yield grid.flat(k, local, ascending=True)
+        yield from self.selection.flat_blocks()
 
     def runs(self) -> Iterator[tuple[tuple[int, ...], int]]:
         """Hyperslab runs: (start coordinate, length along the last axis), block by block."""
@@ -627,8 +850,36 @@ def _eval_obj(q: Query, path: str, obj: Any, is_dset: bool) -> _Match | None:
 # ---------------------------------------------------------------- binding and apply
 
 
-def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str | None) -> Query:
+class _Handles(dict):  # type: ignore[type-arg]
+    """The h5py objects of one file looked up once per query (each lookup makes a new h5py object)."""
+
+    def __init__(self, f: h5py.File) -> None:
+        super().__init__()
+        self.f = f
+
+    def __missing__(self, path: str) -> Any:
+        import h5py
+
+        obj = None
+        if path.startswith("/"):
+            try:  # half the cost of f[path]
+                obj = h5py.Dataset(h5py.h5d.open(self.f.id, path.encode("utf-8")))
+            except Exception:  # noqa: BLE001 - a group, a missing path, ...: the ordinary lookup says which
+                obj = None
+        if obj is None:
+            try:
+                obj = self.f.get(path)
+            except Exception:  # noqa: BLE001
+                obj = None
+        self[path] = obj
+        return obj
+
+
+def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str | None,
+          handles: _Handles | None = None) -> Query:
     import h5py
+
+    handles = handles if handles is not None else _Handles(f)
 
     def err(msg: str, pos: int) -> Exception:
         if text is not None and pos >= 0:
@@ -639,13 +890,15 @@ def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str
         return p if p.startswith("/") else (base.rstrip("/") + "/" + p)
 
     if isinstance(q, (And, Or)):
-        return type(q)(_bind(q.left, f, base, datasets, text), _bind(q.right, f, base, datasets, text))
+        return type(q)(_bind(q.left, f, base, datasets, text, handles),
+                       _bind(q.right, f, base, datasets, text, handles))
     if isinstance(q, DataCond) and q.path is not None:
         p = absolute(q.path)
-        if p not in f or not isinstance(f[p], h5py.Dataset):
+        obj = handles[p]
+        if not isinstance(obj, h5py.Dataset):
             raise err(f"no dataset {p} in {f.filename}", q.pos)
-        if not is_numeric(f[p].dtype):
-            raise err(f"{p} has type {f[p].dtype}: only integer, float and bool datasets are queried element-wise",
+        if not is_numeric(obj.dtype):
+            raise err(f"{p} has type {obj.dtype}: only integer, float and bool datasets are queried element-wise",
                       q.pos)
         return DataCond(p, q.op, q.value, q.pos)
     if isinstance(q, Name):
@@ -655,11 +908,12 @@ def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str
         if len(hits) > 1:
             raise err(f"'{q.name}' names {len(hits)} datasets ({', '.join(hits[:4])}{'...' if len(hits) > 4 else ''}):"
                       " write the full path", q.pos)
-        return _bind(DataCond(hits[0], q.op, q.value, q.pos), f, base, datasets, text)  # type: ignore[arg-type]
+        return _bind(DataCond(hits[0], q.op, q.value, q.pos), f, base, datasets, text,  # type: ignore[arg-type]
+                     handles)
     return q
 
 
-def _check_aligned(q: Query, f: h5py.File, text: str | None) -> None:
+def _check_aligned(q: Query, f: Any, text: str | None) -> None:
     if isinstance(q, Elem):
         paths = _paths(q.expr)
         if paths and _has_unnamed(q.expr):
@@ -672,7 +926,7 @@ def _check_aligned(q: Query, f: h5py.File, text: str | None) -> None:
             raise QueryError(f"datasets combined element by element must have one shape (aligned columns); got {detail}")
     elif isinstance(q, (And, Or)):
         _check_aligned(q.left, f, text)
-        _check_aligned(q.right, f, text)
+        _check_aligned(q.right, f, text)  # f: the file, or its _Handles
 
 
 def _needs_visit(q: Query) -> bool:
@@ -683,10 +937,6 @@ def _needs_visit(q: Query) -> bool:
     if isinstance(q, (And, Or)):
         return _needs_visit(q.left) or _needs_visit(q.right)
     return False
-
-
-def _expr_key(q: Query) -> str:
-    return repr(q)
 
 
 def apply(loc: Location | Sequence[Location], query: Query | str, options: ApplyOptions | None = None
@@ -739,24 +989,28 @@ def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | No
         if isinstance(root, h5py.Group):
             root.visititems(visit)
         datasets = {p: o for p, o, d in objects if d}
-    bound = _split(_bind(q, f, base, datasets, text))
-    _check_aligned(bound, f, text)
+    handles = _Handles(f)
+    handles.update(datasets)
+    bound = _split(_bind(q, f, base, datasets, text, handles))
+    _check_aligned(bound, handles, text)
     store = IndexStore(source)
     result._files.append(store)
-    selections: dict[str, Selection] = {}
+    selections: dict[Any, Selection] = {}
 
     def selection_for(expr: Query) -> Selection:
-        key = _expr_key(expr)
-        if key not in selections:
-            sel = Selection(f, source, expr, options, store)
+        # the aligned datasets of one element expression share its object (keyed by identity: hashing or
+        # printing the tree costs more than the lookup should)
+        sel = selections.get(id(expr))
+        if sel is None or sel.expr is not expr:
+            sel = Selection(f, source, expr, options, store, handles)
             if options.comm is not None:
                 sel.materialize(options.comm)
-            selections[key] = sel
-        return selections[key]
+            selections[id(expr)] = sel
+        return sel
 
     def add(path: str, m: _Match) -> None:
         if m.region is not None:
-            d = f[path]
+            d = handles[path]
             result.datasets.append(DatasetHits(str(source.path), path, tuple(d.shape), d.dtype, selection_for(m.region)))
         if m.obj:
             result.objects.append((str(source.path), path))
@@ -765,7 +1019,7 @@ def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | No
 
     if not objects:  # element expressions over named datasets only: no need to visit the file
         for path in _all_paths(bound):
-            m = _eval_obj(bound, path, f[path], True)
+            m = _eval_obj(bound, path, handles[path], True)
             if m is not None:
                 add(path, m)
         return

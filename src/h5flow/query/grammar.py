@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from h5flow.query.expr import FLIPPED, And, AttrName, AttrValue, DataCond, LinkName, Name, Op, Or, Query
 
@@ -276,4 +277,11 @@ def parse(text: str) -> Query:
     """Parse a query expression; raises :class:`QuerySyntaxError` with the position of the problem."""
     if not isinstance(text, str):
         raise TypeError(f"parse() takes the expression as a string, got {type(text).__name__}")
+    return _parse_cached(text)
+
+
+@lru_cache(maxsize=256)
+def _parse_cached(text: str) -> Query:
+    """Parsed trees are immutable (frozen dataclasses): the same text gives the same tree, parsed once.
+    Errors are raised again on every call (lru_cache keeps only results)."""
     return _Parser(text).parse()

@@ -22,9 +22,10 @@ from __future__ import annotations
 import array
 import math
 import os
+import threading
 import time
-import weakref
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 
 SUFFIX = ".h5flow-index.h5"
 FORMAT = 2  # 2: zone maps also per sub-slab (sub_min/sub_max/sub_nan, attr sub_blocks); 1: per block only
-DEFAULT_SUB_BLOCKS = 8  # sub-slabs per block along its first axis (measured: docs/QUERY.md "Indexes")
-MAX_SUB_BLOCKS = 64
+ZONE_ELEMENTS = 1024  # default zone size: sub-slabs of about this many elements (docs/QUERY.md "Indexes")
+MAX_SUB_BLOCKS = 65536
 KINDS = ("minmax", "bitmap")
 Kind = Literal["minmax", "bitmap"]
 DEFAULT_BINS = 64
@@ -69,8 +70,47 @@ def is_numeric(dtype: np.dtype) -> bool:
     return dtype.kind in "biuf"
 
 
-#: (file, dataset, inode, size, mtime_ns) -> whether pread at H5Dget_chunk_info's address gives the chunk
-_PREAD_CHECKED: dict[tuple[Any, ...], bool] = {}
+#: LRU of per-file-version chunk maps: (dataset, file name, st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)
+#: -> (file address of every block's stored chunk, -1 where it cannot be pread; whether pread was checked good)
+_CHUNK_MAPS: OrderedDict[tuple[Any, ...], tuple[np.ndarray, bool]] = OrderedDict()
+CHUNK_MAPS_KEPT = 64
+_BUFFERS = threading.local()  # read buffers, one per slot (a dataset of the expression), reused query after query
+
+
+def _buffer(slot: Any, nbytes: int) -> np.ndarray:
+    """A reused uint8 buffer of at least ``nbytes`` for reader slot ``slot`` of this thread (its pages stay
+    mapped from query to query). The caller is done with its contents before the slot is read again."""
+    pool = getattr(_BUFFERS, "pool", None)
+    if pool is None:
+        pool = _BUFFERS.pool = {}
+    b = pool.get(slot)
+    if b is None or b.size < nbytes:
+        b = pool[slot] = np.empty(max(nbytes, 1 << 16), np.uint8)
+    return b
+
+
+def file_identity(f: h5py.File) -> tuple[int, tuple[Any, ...]] | None:
+    """(HDF5's own file descriptor, identity key) for a native file opened read-only with the sec2 driver and no
+    user block, else None. The key (device, inode, size, mtime and ctime in ns) changes with any write to the file,
+    in place or by replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
+    used for other contents; reads go through HDF5's own descriptor, so they see the file HDF5 opened."""
+    import h5py
+
+    try:
+        fid = f.id
+        if (fid.get_intent() != h5py.h5f.ACC_RDONLY or fid.get_access_plist().get_driver() != h5py.h5fd.SEC2
+                or fid.get_create_plist().get_userblock() != 0):
+            return None
+        fd = int(fid.get_vfd_handle())
+        st = os.fstat(fd)
+        name = f.filename
+    except Exception:  # noqa: BLE001 - any doubt: no pread
+        return None
+    return fd, (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def forget_chunk_maps() -> None:
+    _CHUNK_MAPS.clear()
 
 
 class BlockReader:
@@ -81,106 +121,119 @@ class BlockReader:
     candidate blocks. Chunks never written (fill value), filtered ones, and every other layout or
     connector take the hyperslab read, so the values are the same either way.
 
-    ``reuse``: stored chunks are read into one buffer that the next read overwrites (no page faults on
-    fresh memory per block); only for a caller that is done with a block before it reads the next.
+    ``reuse``: stored chunks are read into a buffer that the next read overwrites (one per ``slot`` and
+    thread, kept from query to query: no page faults on fresh memory); only for a caller that is done with
+    a block before it reads the next.
 
-    :meth:`rows` reads a run of rows of a block (sub-slabs). Of an unfiltered chunk in a file opened
-    read-only with the sec2 driver and no user block, those rows are one contiguous byte range of the
-    stored chunk, at the chunk's address (``H5Dget_chunk_info``): they are read with one ``pread``.
-    Another chunk is read whole once (HDF5 decodes a filtered chunk whole for any part of it) and its runs
-    are sliced from it; blocks that are not chunks (slabs) are read per run as hyperslabs. The
-    first such read of a dataset (per file version: inode, size, mtime) is checked against
-    ``H5Dread_chunk`` of a whole chunk, and any mismatch or doubt turns this path off (then the rows come
-    from a hyperslab read)."""
+    :meth:`rows` reads a run of rows of a block (zones). Of an unfiltered chunk in a file opened read-only
+    with the sec2 driver and no user block, those rows are one contiguous byte range of the stored chunk, at
+    the chunk's address: they are read with one ``pread`` on HDF5's own descriptor. The addresses of every
+    chunk come from one ``H5Dchunk_iter`` walk of the chunk index, kept per file version (device, inode,
+    size, mtime, ctime: :func:`file_identity`), so repeated queries on an unchanged file do not walk it
+    again, and a changed file never gets the old addresses. The first pread of a file version is checked
+    against ``H5Dread_chunk`` of a whole chunk and any mismatch or doubt turns this path off (then the rows
+    come from a hyperslab read). Another chunk is read whole once (HDF5 decodes a filtered chunk whole for
+    any part of it) and its runs are sliced from it; blocks that are not chunks (slabs) are read per run as
+    hyperslabs."""
 
-    def __init__(self, dset: h5py.Dataset, grid: BlockGrid, native: bool, reuse: bool = False) -> None:
+    def __init__(self, dset: h5py.Dataset, grid: BlockGrid, native: bool, reuse: bool = False, slot: int = 0,
+                 ident: tuple[int, tuple[Any, ...]] | None = None, name: str | None = None) -> None:
         self.dset, self.grid = dset, grid
-        self._buf: np.ndarray | None = None
-        self.reuse = reuse
+        self.name = name
+        self.reuse, self.slot = reuse, slot
         self.direct = False
+        self.dtype = dset.dtype
+        chunks = dset.chunks
         try:
-            dt = dset.dtype
-            self.direct = (dset.chunks is not None and tuple(dset.chunks) == grid.block
+            dt = self.dtype
+            self.direct = (chunks is not None and tuple(chunks) == grid.block
                            and dt.kind in "biuf" and dt.shape == () and native
                            and dset.id.get_create_plist().get_nfilters() == 0)
         except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
             self.direct = False
-        try:  # a chunk is read (and decoded) whole for any part of it: read it once, slice the runs
-            self.whole_chunks = dset.chunks is not None and native and tuple(dset.chunks) == grid.block
-        except Exception:  # noqa: BLE001
-            self.whole_chunks = False
+        # a chunk is read (and decoded) whole for any part of it: read it once, slice the runs
+        self.whole_chunks = chunks is not None and native and tuple(chunks) == grid.block
         self._whole: tuple[int, np.ndarray] | None = None  # (block, values) of the last block read whole
         self.reads = 0  # read requests made (chunk, pread or hyperslab)
+        self._ident = ident
         self._fd: int | None = None
+        self._addr: np.ndarray | None = None  # per block: address of its stored chunk, -1: not by pread
         self._pread: bool | None = None  # None: not tried yet
-        self._addr: dict[int, int | None] = {}
+        self._nbytes = math.prod(grid.block) * self.dtype.itemsize if grid.block else self.dtype.itemsize
 
     def _pread_ok(self) -> bool:
         if self._pread is None:
             self._pread = False
             if self.direct and self.reuse:
                 try:
-                    f = self.dset.file
-                    if f.mode == "r" and f.driver == "sec2" and f.id.get_create_plist().get_userblock() == 0:
-                        fd = os.open(f.filename, os.O_RDONLY)
+                    ident = self._ident if self._ident is not None else file_identity(self.dset.file)
+                    if ident is not None:
+                        fd, fkey = ident
+                        key = (self.name or self.dset.name,) + fkey
+                        entry = _CHUNK_MAPS.get(key)
+                        if entry is None:
+                            addr = self._chunk_addresses()
+                            entry = (addr, self._check_pread(fd, addr))
+                            _CHUNK_MAPS[key] = entry
+                            while len(_CHUNK_MAPS) > CHUNK_MAPS_KEPT:
+                                _CHUNK_MAPS.popitem(last=False)
+                        else:
+                            _CHUNK_MAPS.move_to_end(key)
                         self._fd = fd
-                        weakref.finalize(self, os.close, fd)
-                        st = os.fstat(fd)
-                        key = (f.filename, self.dset.name, st.st_ino, st.st_size, st.st_mtime_ns)
-                        if key not in _PREAD_CHECKED:
-                            _PREAD_CHECKED[key] = self._check_pread()
-                        self._pread = _PREAD_CHECKED[key]
+                        self._addr, self._pread = entry
                 except Exception:  # noqa: BLE001 - any doubt: the hyperslab read
                     self._pread = False
         return bool(self._pread)
 
-    def _check_pread(self) -> bool:
-        """pread of the first allocated chunk equals H5Dread_chunk of it."""
-        for k in range(self.grid.nblocks):
-            addr = self._address(k)
-            if addr is None:
-                continue
-            nbytes = math.prod(self.grid.block) * self.dset.dtype.itemsize
-            mask, raw = self.dset.id.read_direct_chunk(self.grid.origin(k))
-            assert self._fd is not None
-            return mask == 0 and len(raw) == nbytes and os.pread(self._fd, nbytes, addr) == bytes(raw)
-        return False
+    def _chunk_addresses(self) -> np.ndarray:
+        """Address of every block's stored chunk (-1: not allocated, filtered or not of full size), from one
+        walk of the chunk index."""
+        grid, nbytes = self.grid, self._nbytes
+        addr = np.full(grid.nblocks, -1, np.int64)
+        found: list[tuple[tuple[int, ...], int]] = []
 
-    def _address(self, k: int) -> int | None:
-        """File address of block k's stored chunk; None unless it is allocated, unfiltered and full size."""
-        if k not in self._addr:
-            addr = None
-            try:
-                info = self.dset.id.get_chunk_info_by_coord(self.grid.origin(k))
-                nbytes = math.prod(self.grid.block) * self.dset.dtype.itemsize
-                if info.byte_offset is not None and info.filter_mask == 0 and info.size == nbytes:
-                    addr = int(info.byte_offset)
-            except Exception:  # noqa: BLE001 - e.g. a chunk never written
-                addr = None
-            self._addr[k] = addr
-        return self._addr[k]
+        def visit(info: Any) -> None:
+            if info.byte_offset is not None and info.filter_mask == 0 and info.size == nbytes:
+                found.append((tuple(info.chunk_offset), int(info.byte_offset)))
+
+        self.dset.id.chunk_iter(visit)
+        if found:
+            coords = np.array([c for c, _ in found], dtype=np.int64).reshape(len(found), -1)
+            ok = np.all(coords < np.asarray(grid.shape, np.int64), axis=1)
+            ks = np.ravel_multi_index(tuple((coords[ok] // np.asarray(grid.block, np.int64)).T), grid.counts)
+            addr[ks] = np.array([a for _, a in found], np.int64)[ok]
+        return addr
+
+    def _check_pread(self, fd: int, addr: np.ndarray) -> bool:
+        """pread of the first allocated chunk equals H5Dread_chunk of it."""
+        ks = np.flatnonzero(addr >= 0)
+        if not ks.size:
+            return False
+        k = int(ks[0])
+        mask, raw = self.dset.id.read_direct_chunk(self.grid.origin(k))
+        return mask == 0 and len(raw) == self._nbytes and os.pread(fd, self._nbytes, int(addr[k])) == bytes(raw)
 
     def _pread_rows(self, k: int, r0: int, r1: int) -> np.ndarray | None:
         if not self._pread_ok():
             return None
-        addr = self._address(k)
-        if addr is None:
+        assert self._addr is not None and self._fd is not None
+        addr = int(self._addr[k])
+        if addr < 0:
             return None
-        block, dt = self.grid.block, self.dset.dtype
+        block, dt = self.grid.block, self.dtype
         inner = math.prod(block[1:])
         n = (r1 - r0) * inner * dt.itemsize
-        if self._buf is None or self._buf.size < math.prod(block) * dt.itemsize:
-            self._buf = np.empty(math.prod(block) * dt.itemsize, np.uint8)
-        assert self._fd is not None
+        buf = _buffer(self.slot, self._nbytes)
         self.reads += 1
         self._whole = None
-        if os.preadv(self._fd, [memoryview(self._buf)[:n]], addr + r0 * inner * dt.itemsize) != n:
+        if os.preadv(self._fd, [memoryview(buf)[:n]], addr + r0 * inner * dt.itemsize) != n:
             return None
-        v = self._buf[:n].view(dt)
-        ext = self.grid.extent(k)
-        if tuple(ext[1:]) != tuple(block[1:]):
-            v = v.reshape((r1 - r0,) + tuple(block[1:]))[(slice(None),) + tuple(slice(0, e) for e in ext[1:])]
-            v = v.reshape(-1)
+        v = buf[:n].view(dt)
+        if len(block) > 1:
+            ext = self.grid.extent(k)
+            if tuple(ext[1:]) != tuple(block[1:]):
+                v = v.reshape((r1 - r0,) + tuple(block[1:]))[(slice(None),) + tuple(slice(0, e) for e in ext[1:])]
+                v = v.reshape(-1)
         return v
 
     def __call__(self, k: int) -> np.ndarray:
@@ -196,11 +249,13 @@ class BlockReader:
     def rows(self, k: int, r0: int, r1: int) -> np.ndarray:
         """Rows ``[r0, r1)`` of block k (relative to its origin, along the first axis) as a flat array in
         C order: the block's positions ``r0 * inner .. r1 * inner - 1``. The whole block when that is all."""
-        if not self.grid.block or (r0 == 0 and r1 >= self.grid.extent(k)[0]):
+        if not self.grid.block:
             return self(k)
         v = self._pread_rows(k, r0, r1)
         if v is not None:
             return v.view(np.uint8) if v.dtype == np.bool_ else v
+        if r0 == 0 and r1 >= self.grid.extent(k)[0]:
+            return self(k)
         if self.whole_chunks:  # no pread: one chunk read, the runs sliced from it
             if self._whole is None or self._whole[0] != k:
                 v = self(k)
@@ -216,12 +271,10 @@ class BlockReader:
     def _chunk(self, k: int) -> np.ndarray | None:
         origin = self.grid.origin(k)
         block = self.grid.block
-        nbytes = math.prod(block) * self.dset.dtype.itemsize
+        nbytes = self._nbytes
         try:
             if self.reuse:
-                if self._buf is None:
-                    self._buf = np.empty(nbytes, np.uint8)
-                mask, raw = self.dset.id.read_direct_chunk(origin, out=self._buf)
+                mask, raw = self.dset.id.read_direct_chunk(origin, out=_buffer(self.slot, nbytes)[:nbytes])
             else:
                 mask, raw = self.dset.id.read_direct_chunk(origin)
         except Exception:  # noqa: BLE001 - e.g. a chunk never written: the fill value comes from a hyperslab read
@@ -233,6 +286,12 @@ class BlockReader:
         if ext != block:
             v = v.reshape(block)[tuple(slice(0, e) for e in ext)].reshape(-1)
         return v
+
+
+def default_sub(grid: BlockGrid) -> int:
+    """Zones per block by default: sub-slabs of about :data:`ZONE_ELEMENTS` elements (capped at the block's rows)."""
+    n = math.prod(grid.block) if grid.block else 1
+    return grid.clamp_sub(min(MAX_SUB_BLOCKS, -(-n // ZONE_ELEMENTS)))
 
 
 def block_stats(v: np.ndarray) -> tuple[Any, Any, int]:
@@ -265,15 +324,19 @@ def sub_stats(v: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return lo, hi, nan
 
 
-def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.ndarray, op: str, v: float | int
+def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.ndarray, op: str, v: float | int,
+                    anynum: np.ndarray | None = None, clean: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """For groups of elements known only by (min, max, NaN count, count): which groups certainly all
     satisfy ``x op v`` and which certainly have no element that does (numpy semantics: NaN satisfies only
-    ``!=``). Everything else must be read and checked."""
+    ``!=``). Everything else must be read and checked. ``anynum`` (a group holds a number: ``n - n_nan > 0``)
+    and ``clean`` (``anynum`` and no NaN) may be given precomputed."""
     lo, hi = np.asarray(lo), np.asarray(hi)
     n_nan, n = np.asarray(n_nan), np.asarray(n)
-    nonnan = n - n_nan
-    anynum = nonnan > 0
+    if anynum is None:
+        anynum = (n - n_nan) > 0
+    if clean is None:
+        clean = anynum & (n_nan == 0)
     with np.errstate(invalid="ignore"):
         if isinstance(v, float) and np.isnan(v):
             everything = np.ones(lo.shape, bool)
@@ -281,7 +344,7 @@ def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.nda
         if op == "!=":
             outside = anynum & ((hi < v) | (lo > v))
             all_ok = ~anynum | outside
-            none = (n_nan == 0) & anynum & (lo == v) & (hi == v)
+            none = clean & (lo == v) & (hi == v)
             return all_ok, none
         if op == "<":
             a, z = hi < v, lo >= v
@@ -295,8 +358,8 @@ def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.nda
             a, z = (lo == v) & (hi == v), (v < lo) | (v > hi)
         else:
             raise ValueError(f"unknown operator {op!r}")
-    all_ok = anynum & (n_nan == 0) & a
-    none = ~anynum | z
+    all_ok = np.logical_and(clean, a, out=a)
+    none = np.logical_or(~anynum, z, out=z)
     return all_ok, none
 
 
@@ -320,17 +383,25 @@ class MinMax:
     sub_min: np.ndarray | None = None
     sub_max: np.ndarray | None = None
     sub_nan: np.ndarray | None = None
+    format1: bool = False  # written by index format 1 (no zone maps below the block)
 
     def unit_offsets(self) -> np.ndarray:
         """Position ranges of the units :meth:`status` speaks of (sub-slabs, or blocks)."""
         return self.grid.sub_offsets(self.sub)
 
+    _prep: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, compare=False, repr=False)
+
     def status(self, op: str, v: float | int) -> tuple[np.ndarray, np.ndarray]:
         """Per sub-slab (per block when ``sub == 1``): certainly all match, certainly none does."""
-        sizes = np.diff(self.unit_offsets())
-        if self.sub == 1 or self.sub_min is None:
-            return interval_status(self.min, self.max, self.nan, sizes, op, v)
-        return interval_status(self.sub_min, self.sub_max, self.sub_nan, sizes, op, v)
+        per_block = self.sub == 1 or self.sub_min is None
+        prep = self._prep.get(self.sub)
+        if prep is None:  # what does not depend on the condition, once per loaded index
+            sizes = np.diff(self.unit_offsets())
+            lo, hi, nan = (self.min, self.max, self.nan) if per_block else (self.sub_min, self.sub_max, self.sub_nan)
+            anynum = (sizes - nan) > 0
+            prep = self._prep[self.sub] = (lo, hi, nan, sizes, anynum, anynum & (nan == 0))
+        lo, hi, nan, sizes, anynum, clean = prep
+        return interval_status(lo, hi, nan, sizes, op, v, anynum=anynum, clean=clean)
 
 
 @dataclass
@@ -510,7 +581,8 @@ class IndexRow:
     built: str
 
 
-#: sidecar path -> ((path, inode, size, mtime_ns), open file, {(dataset, shape, block): (MinMax, Bitmap)})
+#: sidecar path -> ((path, device, inode, size, mtime_ns, ctime_ns), open file,
+#:                  {(dataset, shape, block): (MinMax, Bitmap), 'format': int})
 _LOADED: dict[str, tuple[tuple[Any, ...], Any, dict[tuple[Any, ...], tuple[Any, Any]]]] = {}
 
 
@@ -568,7 +640,7 @@ class IndexStore:
             st = self.path.stat()
         except FileNotFoundError:
             return None
-        key = (str(self.path), st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (str(self.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         entry = _LOADED.get(str(self.path))
         if entry is None or entry[0] != key:
             if entry is not None:
@@ -577,7 +649,9 @@ class IndexStore:
             entry = (key, f, {})
             _LOADED[str(self.path)] = entry
         _, f, cache = entry
-        fmt = int(f.attrs.get("h5flow_index_format", 1))
+        fmt = cache.get("format")  # type: ignore[call-overload]
+        if fmt is None:
+            fmt = cache["format"] = int(f.attrs.get("h5flow_index_format", 1))  # type: ignore[index]
         if fmt > FORMAT:
             raise IndexError_(f"{self.path} has index format {fmt}, written by a newer h5flow (this one reads "
                               f"formats 1 to {FORMAT}): upgrade h5flow, or rebuild the index with "
@@ -602,6 +676,7 @@ class IndexStore:
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
                 mm = MinMax(grid, m["min"][()], m["max"][()], m["nan"][()], m["crc32"][()],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
+                mm.format1 = "sub_blocks" not in a
                 sub = int(a.get("sub_blocks", 1))  # format 1: none (zone maps per block)
                 if sub > 1 and "sub_min" in m and len(m["sub_min"]) == grid.nblocks * sub:
                     mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, m["sub_min"][()], m["sub_max"][()], m["sub_nan"][()]
@@ -700,14 +775,15 @@ class BuildConfig:
     kind: Kind = "minmax"
     bins: int = DEFAULT_BINS
     progress: bool = True
-    sub_blocks: int = DEFAULT_SUB_BLOCKS  # zone maps per block: sub-slabs along its first axis (capped at its rows)
+    sub_blocks: int | None = None  # zone maps per block: sub-slabs along its first axis (capped at its rows);
+    # None: about ZONE_ELEMENTS elements each (default_sub)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"index kind {self.kind!r}: choose minmax or bitmap")
         if not 2 <= self.bins <= MAX_BINS:
             raise ValueError(f"bins must be between 2 and {MAX_BINS}, got {self.bins}")
-        if not 1 <= self.sub_blocks <= MAX_SUB_BLOCKS:
+        if self.sub_blocks is not None and not 1 <= self.sub_blocks <= MAX_SUB_BLOCKS:
             raise ValueError(f"sub_blocks must be between 1 (zone maps per block) and {MAX_SUB_BLOCKS}, "
                              f"got {self.sub_blocks}")
 
@@ -799,7 +875,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
                 if comm is not None:
                     sample = np.concatenate(sleepy_allgather(comm, sample))
                 edges = _edges(sample, vdtype, config.bins)
-            sub = grid.clamp_sub(config.sub_blocks)
+            sub = default_sub(grid) if config.sub_blocks is None else grid.clamp_sub(config.sub_blocks)
             payload = _build_share(BlockReader(dset, grid, not source.container), mine, vdtype, edges, sub,
                                    config.progress and rank == 0)
             fp1 = source.fingerprint(dset_path)
