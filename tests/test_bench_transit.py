@@ -126,3 +126,48 @@ def test_breakdown_takes_the_slowest_rank_per_step_and_the_mean_over_steps(tmp_p
     console.print(transit.breakdown_table([row], 2))
     text = console.export_text()
     assert "hdf5-tmpfs:log" in text and "P write" in text and "20.0" in text
+
+
+def test_a_failed_plain_pair_does_not_hang_the_benchmark() -> None:
+    """One process of a plain ADIOS2 pair failing (a writer crashed in SST's rendezvous) left its peers
+    blocked for timeout + 60 s per step, 12 min in one run: the others are now killed a few seconds later,
+    and what every process printed is kept."""
+    import time
+
+    from h5flow.benchmarks import adios2_plain
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; print('peer', flush=True); time.sleep(120)"],
+                               stdout=subprocess.PIPE, text=True)
+    failing = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(0.5); print('x' * 200000); "
+                                "sys.exit(3)"], stdout=subprocess.PIPE, text=True)
+    t0 = time.time()
+    outs = adios2_plain._wait_all([sleeper, failing], time.time() + 300)
+    assert time.time() - t0 < adios2_plain.FAILED_GRACE_S + 10
+    assert sleeper.returncode != 0 and failing.returncode == 3
+    assert outs[0] == "peer\n" and outs[1] == "x" * 200000 + "\n"  # a pipe larger than its buffer, read whole
+
+
+def test_a_plain_pair_is_retried_then_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from h5flow.benchmarks import adios2_plain
+
+    calls = []
+
+    def flaky(*args: object, **kw: object) -> dict[str, object]:
+        calls.append(args)
+        if len(calls) < 2:
+            raise RuntimeError("plain ADIOS2 producer 2 exited with -11")
+        return {"transport": "adios2-sst-plain"}
+
+    monkeypatch.setattr(adios2_plain, "run_pair", flaky)
+    plan = transit.Plan(producers=[1], ratios=[1], bytes_per_rank=1, steps=1, reps=1, transports=["adios2-sst-plain"],
+                        tmpfs=tmp_path, disk=tmp_path, out=tmp_path, queue_limit=1, timeout=1)
+    rec = transit.run_one(plan, "adios2-sst-plain", 1, 1, 0)
+    assert len(calls) == 2 and rec["failed_attempts"] == ["plain ADIOS2 producer 2 exited with -11"]
+
+    def broken(*args: object, **kw: object) -> dict[str, object]:
+        raise RuntimeError("plain ADIOS2 consumer 1 exited with 1")
+
+    monkeypatch.setattr(adios2_plain, "run_pair", broken)
+    with pytest.raises(transit.PlainPairFailed, match=f"{transit.PLAIN_ATTEMPTS} attempts failed"):
+        transit.run_one(plan, "adios2-sst-plain", 1, 1, 0)
+    assert list(tmp_path.glob("h5flow-transit-*")) == []  # nothing left behind

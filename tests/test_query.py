@@ -306,6 +306,35 @@ def test_stale_index_is_refused_scanned_or_rebuilt(tmp_path: Path) -> None:
         assert r.datasets[0].count == 110
 
 
+def test_an_index_is_stale_after_a_write_that_sets_the_mtime_back(tmp_path: Path) -> None:
+    """Size and mtime are not enough: a same-size overwrite whose mtime is restored (rsync -a, cp -p, a
+    tool that keeps timestamps) left the index looking fresh and answered with the old data's hits."""
+    p = tmp_path / "s.h5"
+    with h5py.File(p, "w") as h:
+        h.create_dataset("x", data=np.arange(10000.0), chunks=(1000,))
+    build_index(p, "/x", BuildConfig(kind="minmax", progress=False))
+    st = p.stat()
+    with h5py.File(p, "r+") as h:
+        h["x"][5000:5100] = 1e6  # same size: only chunk contents change
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size and p.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(StaleIndexError, match="stale"):
+        apply(p, "/x >= 9990")
+    with apply(p, "/x >= 9990", ApplyOptions(on_stale="scan")) as r:
+        assert r.datasets[0].count == 110
+    # another file put in its place (same size and mtime, a new inode): stale too
+    q = tmp_path / "t.h5"
+    with h5py.File(q, "w") as h:
+        h.create_dataset("x", data=np.arange(10000.0) + 1, chunks=(1000,))
+    build_index(p, "/x", BuildConfig(kind="minmax", progress=False))
+    st = p.stat()
+    assert q.stat().st_size == st.st_size
+    os.utime(q, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(q, p)
+    with pytest.raises(StaleIndexError, match="stale"):
+        apply(p, "/x >= 9990")
+
+
 def test_subset_writes_values_coordinates_and_sources(files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "sub.h5"
     rep = subset(files["bitmap"], "/t/i == 2 & /t/f > 0", out, include=["/t/u"])

@@ -130,6 +130,48 @@ def read(streams: list[str], engine: str, timeout: float) -> dict[str, Any]:
     return {"start": start, "end": time.time(), "io": io_times, "events": events, "rss": rss, "steps": step}
 
 
+FAILED_GRACE_S = 5.0  # once one process of a pair has failed, the others get this long before they are killed
+
+
+def _wait_all(procs: list[subprocess.Popen[str]], deadline: float) -> list[str]:
+    """Every process's standard output, in order, once all have ended; read as it comes, so a full pipe
+    blocks none. When one fails (SST's rendezvous can: a writer crashed, a reader timed out), the others
+    would wait for their peer until ``deadline`` (a writer blocks in ``Open`` until its reader comes): they
+    are killed ``FAILED_GRACE_S`` later. Whatever still runs at ``deadline`` is killed."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    got: dict[int, list[bytes]] = {}
+    for i, p in enumerate(procs):
+        assert p.stdout is not None
+        sel.register(p.stdout.fileno(), selectors.EVENT_READ, i)
+        got[i] = []
+    open_fds = len(procs)
+    stop_at = deadline
+    while open_fds and time.time() < stop_at:
+        for key, _ in sel.select(timeout=0.2):
+            part = os.read(key.fd, 1 << 16)  # the raw descriptor: nothing is buffered in the text wrapper
+            if part:
+                got[key.data].append(part)
+            else:  # end of file: the process closed its output (exited)
+                sel.unregister(key.fd)
+                open_fds -= 1
+        if any(p.poll() not in (None, 0) for p in procs):
+            stop_at = min(stop_at, time.time() + FAILED_GRACE_S)
+    sel.close()
+    outs = []
+    for i, p in enumerate(procs):
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        assert p.stdout is not None
+        while part := os.read(p.stdout.fileno(), 1 << 16):
+            got[i].append(part)
+        p.stdout.close()
+        outs.append(b"".join(got[i]).decode(errors="replace"))
+    return outs
+
+
 def run_pair(prefix: str, engine: str, producers: int, consumers: int, nbytes: int, steps: int,
              queue_limit: int = 4, timeout: float = 120.0) -> dict[str, Any]:
     """Launch ``producers`` writers and ``consumers`` readers of ``nbytes`` per writer per step; the run record."""
@@ -145,19 +187,16 @@ def run_pair(prefix: str, engine: str, producers: int, consumers: int, nbytes: i
     readers = [subprocess.Popen([*me, "read", ",".join(stream_name(prefix, r) for r in
                                                        streams_of(c, producers, consumers)), engine, str(timeout)],
                                 stdout=subprocess.PIPE, text=True) for c in range(consumers)]
+    procs = [("consumer", rank, p) for rank, p in enumerate(readers)] + \
+        [("producer", rank, p) for rank, p in enumerate(writers)]
+    outs = _wait_all([p for _, _, p in procs], launched + timeout + 60 * steps)
     parts: dict[str, list[dict[str, Any]]] = {"producer": [], "consumer": []}
     errors = []
-    for role, procs in (("consumer", readers), ("producer", writers)):
-        for rank, p in enumerate(procs):
-            try:
-                out, _ = p.communicate(timeout=timeout + 60 * steps)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-            if p.returncode != 0 or not out.strip():
-                errors.append(f"plain ADIOS2 {role} {rank} exited with {p.returncode}")
-                continue
-            parts[role].append({"rank": rank, **json.loads(out.strip().splitlines()[-1])})
+    for (role, rank, p), out in zip(procs, outs):
+        if p.returncode != 0 or not out.strip():
+            errors.append(f"plain ADIOS2 {role} {rank} exited with {p.returncode}")
+            continue
+        parts[role].append({"rank": rank, **json.loads(out.strip().splitlines()[-1])})
     finished = time.time()
     if errors:
         raise RuntimeError("; ".join(errors))

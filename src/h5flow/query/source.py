@@ -73,14 +73,18 @@ class Source:
     def fingerprint(self, dset_path: str) -> str:
         """A token that changes whenever the dataset's data can have changed (docs/QUERY.md, 'Stale')."""
         if not self.container:
+            # ctime: a write whose mtime was set back (rsync -a, cp -p, os.utime) still moves it; the inode:
+            # another file renamed into this one's place
             st = self.path.stat()
-            return f"native:size={st.st_size}:mtime_ns={st.st_mtime_ns}"
+            return (f"native:size={st.st_size}:mtime_ns={st.st_mtime_ns}:ctime_ns={st.st_ctime_ns}"
+                    f":dev={st.st_dev}:ino={st.st_ino}")
         d = _container_dir(self.path, dset_path)
         h = hashlib.sha256()
         for c in sorted(d.iterdir()):
             if c.is_file() and not c.name.startswith(("@attr.", "@acrt.")):
                 st = c.stat()
-                h.update(f"{c.name}:{st.st_size}:{st.st_mtime_ns};".encode("utf-8", "surrogateescape"))
+                h.update(f"{c.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino};"
+                         .encode("utf-8", "surrogateescape"))
         return f"h5flow_log:{h.hexdigest()[:32]}"
 
 
