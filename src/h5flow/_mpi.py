@@ -86,7 +86,7 @@ def _slot_gather_rounds(comm: Any, raw: np.ndarray, root: int | None) -> list[by
 
     rows = np.empty((comm.size, _SLOT), dtype=np.uint8)
     _settle(comm.Iallgather(_slot(raw), rows))
-    sizes = np.array([_slot_size(r) for r in rows], dtype=np.int64)
+    sizes = np.ascontiguousarray(rows[:, :_HEAD]).view(np.int64)[:, 0]
     big = sizes > _SLOT - _HEAD
     got = root is None or comm.rank == root
     out: list[bytes | None] = [rows[i, _HEAD:_HEAD + int(sizes[i])].tobytes() if got and not big[i] else None
