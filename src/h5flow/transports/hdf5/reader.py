@@ -14,6 +14,7 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
+from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports._phases import Phases
@@ -49,9 +50,11 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
 
 class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
-                 seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases) -> None:
+                 seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases,
+                 buffers: ReadBuffers | None = None) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
+        self._buffers = buffers or ReadBuffers()
         self._files = files
         self._layout = layout
         self._open = opener
@@ -90,7 +93,7 @@ class Hdf5ReadStep(ReadStep):
             with self._phase("read"):
                 for first, last in _runs(ids):
                     a, b = rows[first][1], rows[last][1] + rows[last][2]
-                    buf = np.empty((b - a, ncomp), dtype=dtype)
+                    buf = self._buffers.take((b - a, ncomp), dtype)  # every row is read into it below
                     if b > a:
                         dset.read_direct(buf, np.s_[a:b])
                     for i in range(first, last + 1):
@@ -98,7 +101,7 @@ class Hdf5ReadStep(ReadStep):
         else:
             for i in ids:
                 owner, a, n = rows[i]
-                buf = np.empty((n, ncomp), dtype=dtype)
+                buf = self._buffers.take((n, ncomp), dtype)  # every row is read into it below
                 if n:
                     dset = self._file(owner)[mesh.name][path]
                     with self._phase("read"):
@@ -151,6 +154,7 @@ class Hdf5Reader(Reader):
         self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
         self._watch: DirWatch | None = None  # rank 0: wakes its polling when the staging directory changes
         self._garbage: list[Entry] = []  # rank 0: released steps not deleted yet (see _collect)
+        self._buffers = ReadBuffers()  # read buffers, reused once the analysis has let go of them
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -312,6 +316,7 @@ class Hdf5Reader(Reader):
         t0 = time.time()
         found = None
         self._phase.take()  # a step's phases start at its begin_step
+        self._buffers.next_step()
         t_discover = time.perf_counter()
         if comm.rank == 0:
             found = self._poll(timeout)
@@ -347,7 +352,8 @@ class Hdf5Reader(Reader):
             return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
 
         self._step_t0, self._seen = t0, found.seen
-        step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase)
+        step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase,
+                            self._buffers)
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 
@@ -381,3 +387,4 @@ class Hdf5Reader(Reader):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        self._buffers.clear()

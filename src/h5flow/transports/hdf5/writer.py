@@ -378,7 +378,13 @@ class Hdf5Writer(StepWriter):
 
     def _wait_for_consumers(self, delay: float) -> None:
         """Rank 0, queue full (``block``): sleep ``delay`` s, or less: until a consumer group's file changes
-        (a release), where the file system tells (inotify, same host)."""
+        (a release), where the file system tells (inotify, same host).
+
+        A producer waiting here has time to spare: it deletes the steps every group has released first, which
+        a consumer would otherwise do in its release (it has no idle time when it is the slower side:
+        measured ~1 ms per 8 MiB on tmpfs, 4.4 ms per step of the one consumer at 8:1 on 16 cores)."""
+        if self.settings.keep != "all" and self._published:
+            self.staging.collect_garbage(self.info.run_id, self._published)
         if self._consumer_watch is None:
             self._consumer_watch = DirWatch(self.staging.consumers)
         self._consumer_watch.wait(delay)
