@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
 def _block(value: float) -> object:
@@ -127,3 +128,53 @@ def test_intransit_commands_start_without_the_other_commands_modules() -> None:
         unrelated = sorted(m for m in imported if m.startswith(("h5flow.query", "h5flow.packing",
                                                                  "h5flow.benchmarks", "h5flow.testing")))
         assert not unrelated, f"h5flow {cmd} imports {unrelated}"
+
+
+def test_step_metadata_json_is_what_asdict_gives() -> None:
+    """The step's meta.json is serialised without dataclasses.asdict's deep copies: the same JSON, byte for
+    byte (the format consumers parse), and it reads back to the same metadata."""
+    import dataclasses
+    import json
+
+    from h5flow.model import ArrayMeta, BlockMeta, MeshMeta, StepMeta
+
+    img = MeshMeta("mesh", "image",
+                   [BlockMeta(i, i % 3, "image", 64, 125, (0, 3, 0, 3, 4 * i, 4 * i + 3), (0.0, 0.5, 1.0),
+                              (0.25, 0.25, 0.25), 1) for i in range(5)],
+                   [ArrayMeta("data", "cell", "<f8"), ArrayMeta("v", "point", "<f4", 3)], (0, 3, 0, 3, 0, 19))
+    parts = MeshMeta("particles", "particles", [BlockMeta(0, 0, "particles", 0, 17)],
+                     [ArrayMeta("mass", "point", "<f8")])
+    meta = StepMeta(7, 0.125, 3, {"mesh": img, "particles": parts})
+    text = meta.to_json()
+    assert text == json.dumps(dataclasses.asdict(meta), separators=(",", ":"))
+    assert StepMeta.from_json(text) == meta
+
+
+def test_step_file_attributes_are_what_h5py_writes(tmp_path: Path) -> None:
+    """The writer's low-level attribute path stores what ``attrs[name] = value`` would: same names, HDF5
+    types and values, read back by h5py as the same Python/numpy values."""
+    import h5py
+
+    from h5flow.transports.hdf5._h5 import write_new_attrs
+
+    values = {"format": "h5flow-step", "version": 1, "step": 12, "time": 0.375, "producers": 4,
+              "layout": "n-n", "rank": 3, "neg": -2, "big": 1 << 40, "nan": float("nan"), "np": np.float64(2.5),
+              "unicode": "Ünïcode"}
+    with h5py.File(tmp_path / "fast.h5", "w") as f:
+        write_new_attrs(f, values)
+    with h5py.File(tmp_path / "slow.h5", "w") as f:
+        for k, v in values.items():
+            f.attrs[k] = v
+    with h5py.File(tmp_path / "fast.h5", "r") as a, h5py.File(tmp_path / "slow.h5", "r") as b:
+        assert list(a.attrs) == list(b.attrs)
+        for k in values:
+            fa, fb = a.attrs.get_id(k), b.attrs.get_id(k)
+            assert fa.get_type().equal(fb.get_type()), k
+            assert fa.shape == fb.shape, k
+            va, vb = a.attrs[k], b.attrs[k]
+            assert type(va) is type(vb), k
+            assert (va == vb) or (va != va and vb != vb), k
+    with h5py.File(tmp_path / "fast.h5", "r+") as f, pytest.raises(Exception):
+        write_new_attrs(f, {"step": 1})  # not for overwriting: an existing name is an error, never a silent keep
+    with pytest.raises(TypeError), h5py.File(tmp_path / "other.h5", "w") as f:
+        write_new_attrs(f, {"list": [1, 2]})

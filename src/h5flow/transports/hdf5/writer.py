@@ -526,8 +526,7 @@ class Hdf5Writer(StepWriter):
             f = h5py.File(path, "w", libver=("v110", "latest"))
         try:
             with phase("metadata"):
-                self._write_attrs(f, meta)
-                f.attrs["rank"] = rank
+                self._write_attrs(f, meta, rank=rank)
             for name, mesh in meta.meshes.items():
                 g = f.create_group(name)
                 mine = self._puts.mine(name)
@@ -542,13 +541,10 @@ class Hdf5Writer(StepWriter):
             with phase("close"):
                 f.close()
 
-    def _write_attrs(self, f: h5py.File, meta: StepMeta) -> None:
-        f.attrs["format"] = STEP_FORMAT
-        f.attrs["version"] = 1
-        f.attrs["step"] = meta.step
-        f.attrs["time"] = meta.time
-        f.attrs["producers"] = meta.producers
-        f.attrs["layout"] = self.settings.layout
+    def _write_attrs(self, f: h5py.File, meta: StepMeta, **more: Any) -> None:
+        """The step file's attributes (a new file: none exist yet), ``more`` after them."""
+        _h5.write_new_attrs(f, {"format": STEP_FORMAT, "version": 1, "step": meta.step, "time": meta.time,
+                                "producers": meta.producers, "layout": self.settings.layout, **more})
 
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
