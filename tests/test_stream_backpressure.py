@@ -317,11 +317,11 @@ def test_released_steps_are_deleted(actors: Actors) -> None:
     assert stream["format"] == "h5flow-stream" and stream["version"] == 1
 
 
-@pytest.mark.parametrize(("layout", "step_file"), [(None, "rank-00000.h5"), ("n-1", "data.h5")],
-                         ids=["default-n-n", "n-1"])
-def test_keep_all_keeps_readable_step_files(actors: Actors, layout: str | None, step_file: str) -> None:
+@pytest.mark.parametrize(("layout", "step_files"), [(None, ["rank-00000.h5", "rank-00000.extents.json"]),
+                                                     ("n-1", ["data.h5"])], ids=["default-n-n", "n-1"])
+def test_keep_all_keeps_readable_step_files(actors: Actors, layout: str | None, step_files: list[str]) -> None:
     """Each kept step is a plain HDF5 file h5py reads without MPI: one per producer rank in the default layout
-    (n-n), one shared data.h5 in n-1."""
+    (n-n, with where its datasets' raw data lie for consumers' raw reads), one shared data.h5 in n-1."""
     from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
 
     n, nblocks = 4, 3
@@ -334,7 +334,8 @@ def test_keep_all_keeps_readable_step_files(actors: Actors, layout: str | None, 
     sim = Simulation(OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=n), 0, 1)
     for s in range(n):
         d = actors.root / f"step-{s:09d}"
-        assert sorted(x.name for x in d.iterdir()) == sorted([step_file, "meta.json"])
+        assert sorted(x.name for x in d.iterdir()) == sorted([*step_files, "meta.json"])
+        step_file = step_files[0]
         meta_json = json.loads((d / "meta.json").read_text())
         sim.advance(s)
         expected = np.concatenate([b.arrays("cell")["data"].ravel() for b in sim.blocks()])  # block-id order
@@ -444,7 +445,8 @@ def test_n_n_two_producer_ranks(actors: Actors) -> None:
     sims = [Simulation(OscillatorConfig(shape=SHAPE, nblocks=nblocks, steps=n), r, 2) for r in range(2)]
     for s in range(n):
         d = actors.root / f"step-{s:09d}"
-        assert sorted(x.name for x in d.iterdir()) == ["meta.json", "rank-00000.h5", "rank-00001.h5"]
+        assert sorted(x.name for x in d.iterdir()) == ["meta.json", "rank-00000.extents.json", "rank-00000.h5",
+                                                       "rank-00001.extents.json", "rank-00001.h5"]
         owners = [b["owner"] for b in json.loads((d / "meta.json").read_text())["meshes"]["mesh"]["blocks"]]
         assert sorted(set(owners)) == [0, 1]
         for r, sim in enumerate(sims):

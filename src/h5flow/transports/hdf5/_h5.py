@@ -91,3 +91,99 @@ def write_new_attrs(obj: h5py.HLObject, attrs: dict[str, Any]) -> None:
         tid, arr = _attr_type(value)
         attr = h5py.h5a.create(obj.id, name.encode(), tid, space)
         attr.write(arr)
+
+
+# -- raw extents of a rank file (layout n-n) -------------------------------------------------------------
+
+EXTENTS_FORMAT = "h5flow-extents"
+EXTENTS_VERSION = 1
+
+
+def extents_path(rank_file: Path) -> Path:
+    """``rank-<r>.h5`` → ``rank-<r>.extents.json``: where its datasets' raw data lie in it."""
+    return rank_file.with_name(rank_file.name[: -len(".h5")] + ".extents.json")
+
+
+def dataset_extent(dset: h5py.Dataset) -> list[Any] | None:
+    """``[offset, nbytes, dtype, shape]`` of a contiguous, unfiltered dataset's raw data as HDF5 placed it in
+    the file (``H5Dget_offset``: the absolute byte position), or ``None`` (chunked, filtered, or no storage)."""
+    offset = dset.id.get_offset()
+    if offset is None or dset.chunks is not None:
+        return None
+    return [int(offset), int(dset.id.get_storage_size()), dset.dtype.str, list(dset.shape)]
+
+
+def write_extents(rank_file: Path, extents: dict[str, list[Any] | None]) -> None:
+    """Next to a closed rank file: its size and its datasets' extents (read by consumers with ``pread``,
+    docs/STREAM.md "Raw reads"). Written inside the step's .tmp directory, published with it."""
+    import json
+
+    doc = {"format": EXTENTS_FORMAT, "version": EXTENTS_VERSION, "file_size": rank_file.stat().st_size,
+           "datasets": extents}
+    extents_path(rank_file).write_text(json.dumps(doc, separators=(",", ":")))
+
+
+class RawFile:
+    """A consumer's raw view of one published rank file: its extents (checked against the file), one
+    descriptor, ``pread`` into the caller's buffer. :meth:`open` returns ``None`` where the producer left
+    no usable extents (the C producer, chunked data): the caller reads through HDF5 instead."""
+
+    def __init__(self, fd: int, datasets: dict[str, list[Any] | None]) -> None:
+        self.fd = fd
+        self.datasets = datasets
+
+    @classmethod
+    def open(cls, rank_file: Path) -> RawFile | None:
+        import json
+        import os
+
+        try:
+            doc = json.loads(extents_path(rank_file).read_text())
+        except FileNotFoundError:
+            return None
+        if doc.get("format") != EXTENTS_FORMAT or doc.get("version") != EXTENTS_VERSION:
+            return None
+        fd = os.open(rank_file, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
+        if size != doc.get("file_size"):  # not the file the extents describe: never read it raw
+            os.close(fd)
+            raise OSError(f"{rank_file}: {size} bytes, but its extents describe a file of {doc.get('file_size')} "
+                          "bytes (the step's files were changed after publication)")
+        return cls(fd, doc.get("datasets") or {})
+
+    def can_read(self, path: str, dtype: Any, ncomp: int, last_row: int) -> bool:
+        """Whether rows up to ``last_row`` of dataset ``path`` can be read raw as ``dtype`` × ``ncomp``."""
+        import numpy as np
+
+        ext = self.datasets.get(path)
+        if not ext:
+            return False
+        offset, nbytes, dt, shape = ext
+        dtype = np.dtype(dtype)
+        return (dt == dtype.str and len(shape) == 2 and shape[1] == ncomp and last_row <= shape[0]
+                and nbytes == shape[0] * ncomp * dtype.itemsize)
+
+    def read_rows(self, path: str, first: int, out: Any) -> None:
+        """Rows ``first ..`` of dataset ``path`` into the C-contiguous array ``out`` (every byte of it)."""
+        import os
+
+        offset, _nbytes, _dt, shape = self.datasets[path]
+        view = memoryview(out).cast("B")
+        pos = offset + first * shape[1] * out.dtype.itemsize
+        done = 0
+        while done < len(view):
+            n = os.preadv(self.fd, [view[done:]], pos + done)
+            if n <= 0:
+                raise OSError(f"short read: {done} of {len(view)} bytes of {path} at offset {pos}")
+            done += n
+
+    def close(self) -> None:
+        import os
+
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

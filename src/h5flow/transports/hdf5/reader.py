@@ -51,10 +51,12 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
 class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
                  seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases,
-                 buffers: ReadBuffers | None = None) -> None:
+                 buffers: ReadBuffers | None = None, raw_opener: Any = None) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
         self._buffers = buffers or ReadBuffers()
+        self._open_raw = raw_opener  # n-n: owner -> _h5.RawFile | None (None: read through HDF5)
+        self._raws: dict[int, _h5.RawFile | None] = {}
         self._files = files
         self._layout = layout
         self._open = opener
@@ -66,6 +68,14 @@ class Hdf5ReadStep(ReadStep):
             with self._phase("open"):
                 self._files[key] = self._open(owner)
         return self._files[key]
+
+    def _raw(self, owner: int) -> _h5.RawFile | None:
+        if self._open_raw is None:
+            return None
+        if owner not in self._raws:
+            with self._phase("open"):
+                self._raws[owner] = self._open_raw(owner)
+        return self._raws[owner]
 
     def _rows(self, mesh: MeshMeta, assoc: Association, ids: list[int]) -> dict[int, tuple[int, int, int]]:
         """block id → (file key owner, first row, row count) in the dataset that holds it."""
@@ -99,13 +109,19 @@ class Hdf5ReadStep(ReadStep):
                     for i in range(first, last + 1):
                         out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
         else:
+            key = f"{mesh.name}/{path}"
             for i in ids:
                 owner, a, n = rows[i]
                 buf = self._buffers.take((n, ncomp), dtype)  # every row is read into it below
                 if n:
-                    dset = self._file(owner)[mesh.name][path]
-                    with self._phase("read"):
-                        dset.read_direct(buf, np.s_[a : a + n])
+                    raw = self._raw(owner)
+                    if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
+                        with self._phase("read"):  # where the producer's HDF5 put the rows: no HDF5 open
+                            raw.read_rows(key, a, buf)
+                    else:
+                        dset = self._file(owner)[mesh.name][path]
+                        with self._phase("read"):
+                            dset.read_direct(buf, np.s_[a : a + n])
                 out[i] = buf
         return out
 
@@ -124,7 +140,11 @@ class Hdf5ReadStep(ReadStep):
         with self._phase("close"):
             for f in self._files.values():
                 f.close()
+            for r in self._raws.values():
+                if r is not None:
+                    r.close()
         self._files.clear()
+        self._raws.clear()
 
 
 class Hdf5Reader(Reader):
@@ -351,9 +371,12 @@ class Hdf5Reader(Reader):
                 return _h5.open_log(step_dir / "data.h5", "r")
             return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
 
+        def open_raw(owner: int) -> _h5.RawFile | None:
+            return _h5.RawFile.open(step_dir / f"rank-{owner:05d}.h5")
+
         self._step_t0, self._seen = t0, found.seen
         step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase,
-                            self._buffers)
+                            self._buffers, open_raw if found.layout == "n-n" and self.settings.raw_reads else None)
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 

@@ -21,7 +21,7 @@ class Hdf5Settings(TransportSettings):
     """``<transport type="hdf5">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
-        "file_name", "method", "collective", "layout", "driver", "quota", "keep"}
+        "file_name", "method", "collective", "layout", "driver", "quota", "keep", "raw_reads"}
 
     method: str = "stream"  # SENSEI's method; only streaming is supported
     collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c'); n-1 only
@@ -33,6 +33,9 @@ class Hdf5Settings(TransportSettings):
     driver: str = "mpio"  # mpio | subfiling; subfiling is n-1 only
     quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
     keep: str = "released"  # released: delete a step once every consumer group released it | all
+    # consumer, layout n-n: read contiguous datasets with pread at the offsets the producer's HDF5 gave them
+    # (rank-<r>.extents.json, checked against the file) instead of opening each rank file through HDF5
+    raw_reads: bool = True
     queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
     queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
     group: str = "default"  # consumer group name (each group sees every step)
@@ -82,6 +85,7 @@ class Hdf5Settings(TransportSettings):
             raise node.error(f"{what} (on {node.describe()})", hint, attr="layout")
         s.quota_bytes = node.nbytes("quota", s.quota_bytes)
         s.keep = node.choice("keep", s.keep, ("released", "all"))
+        s.raw_reads = node.boolean("raw_reads", s.raw_reads)
         read_queue(node, s)
         read_polling(node, s)
         return s

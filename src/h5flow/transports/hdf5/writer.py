@@ -524,6 +524,7 @@ class Hdf5Writer(StepWriter):
         rank, phase = self.comm.rank, self._phase
         with phase("create"):
             f = h5py.File(path, "w", libver=("v110", "latest"))
+        extents: dict[str, list[Any] | None] = {}
         try:
             with phase("metadata"):
                 self._write_attrs(f, meta, rank=rank)
@@ -536,10 +537,13 @@ class Hdf5Writer(StepWriter):
                     data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                             else np.zeros((0, ncomp), dtype=dtype))
                     with phase("write"):
-                        g.create_dataset(path_, data=data.astype(dtype, copy=False))
+                        dset = g.create_dataset(path_, data=data.astype(dtype, copy=False))
+                    extents[f"{name}/{path_}"] = _h5.dataset_extent(dset)
         finally:
             with phase("close"):
                 f.close()
+        with phase("close"):  # where HDF5 put the raw data, for consumers' raw reads (the file is closed)
+            _h5.write_extents(Path(path), extents)
 
     def _write_attrs(self, f: h5py.File, meta: StepMeta, **more: Any) -> None:
         """The step file's attributes (a new file: none exist yet), ``more`` after them."""

@@ -1,0 +1,137 @@
+"""Raw reads of n-n step files (issue 14): a consumer reads contiguous datasets with pread at the offsets the
+producer's HDF5 gave them, recorded next to each rank file, instead of opening every rank file through
+HDF5. Checked against reads through HDF5, with every fallback and the refusal of a changed file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _blocks(step: int) -> list[tuple[str, object]]:
+    from h5flow.model import ImageBlock, ParticleBlock
+
+    rng = np.random.default_rng(step)
+    out: list[tuple[str, object]] = []
+    for b in range(3):  # three blocks of one rank: rows of one dataset, read at their offsets
+        blk = ImageBlock(b, (0.0, 0.0, 4.0 * b), (1.0, 1.0, 1.0), (0, 3, 0, 4, 4 * b, 4 * b + 3), 0)
+        blk.arrays("cell")["data"] = rng.random((4, 5, 4))
+        blk.arrays("cell")["ids"] = rng.integers(-9, 9, (4, 5, 4)).astype(np.int32)
+        blk.arrays("point")["v"] = rng.random((5, 6, 5, 3)).astype(np.float32)
+        out.append(("mesh", blk))
+    n = 7 + step
+    out.append(("particles", ParticleBlock(0, rng.random((n, 3)), {"mass": rng.random(n)})))
+    return out
+
+
+def _stream(tmp_path: Path, name: str, steps: int, **settings: object) -> object:
+    from mpi4py import MPI
+
+    from h5flow.config import TransportConfig
+    from h5flow.transports import open_writer
+
+    cfg = TransportConfig.of(filename=str(tmp_path / name), heartbeat=2.0, queue_limit=0, layout="n-n",
+                             keep="all", **settings)
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        for s in range(steps):
+            w.begin_step(s, float(s))
+            for mesh, blk in _blocks(s):
+                w.put(mesh, blk)
+            assert w.end_step().published
+    return cfg
+
+
+def _read_all(cfg: object, steps: int, raw: bool, before_read: object = None) -> list[dict[str, np.ndarray]]:
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader
+
+    cfg.settings.raw_reads = raw
+    cfg.settings.group = "raw" if raw else "hdf5"  # each reading is its own consumer group: every step again
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    out = []
+    try:
+        for _ in range(steps):
+            res = reader.begin_step(10.0)
+            assert res.status is StepStatus.OK, res.reason
+            if before_read is not None:
+                before_read(res.step)
+            got = {}
+            for b in res.step.blocks("mesh", ["data", "ids"], "cell"):
+                got[f"data{b.block_id}"] = b.arrays("cell")["data"].copy()
+                got[f"ids{b.block_id}"] = b.arrays("cell")["ids"].copy()
+            for b in res.step.blocks("mesh", ["v"], "point"):
+                got[f"v{b.block_id}"] = b.arrays("point")["v"].copy()
+            for b in res.step.blocks("particles", ["mass"]):
+                got["mass"], got["pos"] = b.arrays["mass"].copy(), b.positions.copy()
+            got["_raw"] = np.array([r is not None for r in res.step._raws.values()])
+            got["_hdf5_files"] = np.array(len(res.step._files))
+            out.append(got)
+            reader.release()
+    finally:
+        reader.close()
+    return out
+
+
+def test_raw_reads_equal_reads_through_hdf5_and_what_was_written(tmp_path: Path) -> None:
+    cfg = _stream(tmp_path, "s", 3)
+    raw = _read_all(cfg, 3, raw=True)
+    via_hdf5 = _read_all(cfg, 3, raw=False)
+    for s in range(3):
+        assert raw[s]["_raw"].all() and raw[s]["_raw"].size == 1 and int(raw[s]["_hdf5_files"]) == 0
+        assert via_hdf5[s]["_raw"].size == 0 and int(via_hdf5[s]["_hdf5_files"]) == 1
+        blocks = _blocks(s)
+        for b in range(3):
+            img = blocks[b][1]
+            np.testing.assert_array_equal(raw[s][f"data{b}"], img.arrays("cell")["data"])
+            np.testing.assert_array_equal(raw[s][f"ids{b}"], img.arrays("cell")["ids"])
+            np.testing.assert_array_equal(raw[s][f"v{b}"], img.arrays("point")["v"])
+        np.testing.assert_array_equal(raw[s]["mass"], blocks[3][1].arrays["mass"])
+        np.testing.assert_array_equal(raw[s]["pos"], blocks[3][1].positions)
+        for k in raw[s]:
+            if not k.startswith("_"):
+                assert raw[s][k].dtype == via_hdf5[s][k].dtype, k
+                np.testing.assert_array_equal(raw[s][k], via_hdf5[s][k], err_msg=k)
+
+
+def test_a_rank_file_changed_after_publication_is_refused_not_read(tmp_path: Path) -> None:
+    cfg = _stream(tmp_path, "s", 1)
+    (f,) = sorted((tmp_path / "s.h5flow").glob("step-*/rank-00000.h5"))
+
+    def grow(step: object) -> None:
+        with open(f, "ab") as out:
+            out.write(b"\0" * 16)
+
+    with pytest.raises(OSError, match="extents describe a file of"):
+        _read_all(cfg, 1, raw=True, before_read=grow)
+
+
+def test_without_extents_the_consumer_reads_through_hdf5(tmp_path: Path) -> None:
+    """A step written by a producer that records no extents (the C producer, an older h5flow) is read through
+    HDF5, as are datasets whose extents don't fit the read (another dtype)."""
+    import json
+
+    cfg = _stream(tmp_path, "s", 2)
+    files = sorted((tmp_path / "s.h5flow").glob("step-*/rank-00000.extents.json"))
+    assert len(files) == 2
+    files[0].unlink()
+    doc = json.loads(files[1].read_text())
+    doc["datasets"]["mesh/cell/data"][2] = "<f4"  # claims another dtype: this dataset goes through HDF5
+    files[1].write_text(json.dumps(doc))
+    got = _read_all(cfg, 2, raw=True)
+    assert not got[0]["_raw"].any() and int(got[0]["_hdf5_files"]) == 1
+    assert got[1]["_raw"].all() and int(got[1]["_hdf5_files"]) == 1
+    for s in range(2):
+        np.testing.assert_array_equal(got[s]["data0"], _blocks(s)[0][1].arrays("cell")["data"])
+        np.testing.assert_array_equal(got[s]["v2"], _blocks(s)[2][1].arrays("point")["v"])
+
+
+def test_raw_reads_setting_from_xml() -> None:
+    from h5flow.xmlconfig import loads
+
+    cfg = loads('<sensei><transport type="hdf5" filename="/dev/shm/x" raw_reads="false"/></sensei>')
+    assert cfg.transport().settings.raw_reads is False
+    cfg = loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>')
+    assert cfg.transport().settings.raw_reads is True
