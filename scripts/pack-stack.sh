@@ -98,9 +98,9 @@ export H5FLOW_HDF5_DIR="$_h5s"
 export H5FLOW_BUILD_DIR="$_h5s"  # holds plugins/ (the h5flow_log connector for layout="log")
 export PYTHONPATH="${H5FLOW_SRC:-$PWD/src}${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONNOUSERSITE=1
-h5flow() { python3 -m h5flow.cli "$@"; }
-export -f h5flow
 EOF
+printf '%s\n' '#!/bin/sh' '# h5flow from the sources on PYTHONPATH (see env.sh)' 'exec python3 -m h5flow.cli "$@"' > "$stage/bin/h5flow"
+chmod +x "$stage/bin/h5flow"
 # bytecode is left out (it doubles the size): compile it once there, before timing anything
 cat >> "$stage/env.sh" <<'EOF'
 [[ -e "$_h5s/.compiled" ]] || { python3 -m compileall -q -j 0 "$_h5s/py/lib" >/dev/null 2>&1; touch "$_h5s/.compiled"; }
