@@ -207,7 +207,8 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
 
 
 @pytest.mark.parametrize(("attrs", "layout", "files"), [
-    ({}, "n-n", ["meta.json", "rank-00000.h5", "rank-00001.h5"]),
+    ({}, "n-n", ["meta.json", "rank-00000.extents.json", "rank-00000.h5", "rank-00001.extents.json",
+                 "rank-00001.h5"]),
     ({"collective": "true"}, "n-1", ["data.h5", "meta.json"]),
     ({"method": "sc"}, "n-1", ["data.h5", "meta.json"]),
 ], ids=["default", "collective", "method-sc"])
@@ -223,6 +224,32 @@ def test_c_producer_default_layout_is_n_n_and_collective_implies_n_1(tmp_path: P
     root = Path(f"{stream}.h5flow")
     assert json.loads((root / "stream.json").read_text())["layout"] == layout
     assert sorted(p.name for p in (root / "step-000000000").iterdir()) == files
+    if layout == "n-n":  # where HDF5 put each rank's data, as the Python producer records it (raw reads)
+        import h5py
+
+        from h5flow.transports.hdf5._h5 import RawFile, dataset_extent
+
+        for r in range(2):
+            rank_file = root / "step-000000000" / f"rank-{r:05d}.h5"
+            doc = json.loads((root / "step-000000000" / f"rank-{r:05d}.extents.json").read_text())
+            assert doc["format"] == "h5flow-extents" and doc["version"] == 1
+            assert doc["file_size"] == rank_file.stat().st_size
+            with h5py.File(rank_file, "r") as f:
+                names = []
+                f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+                assert sorted(doc["datasets"]) == sorted(names)
+                for n in names:
+                    assert doc["datasets"][n] == dataset_extent(f[n]), n
+                    raw = RawFile.open(rank_file)
+                    assert raw is not None
+                    try:
+                        rows, ncomp = f[n].shape
+                        assert raw.can_read(n, f[n].dtype, ncomp, rows)
+                        got = np.empty(f[n].shape, f[n].dtype)
+                        raw.read_rows(n, 0, got)
+                        np.testing.assert_array_equal(got, f[n][...])
+                    finally:
+                        raw.close()
 
 
 @pytest.mark.parametrize("attr", ['collective="true"', 'method="sc"'])

@@ -7,6 +7,7 @@
  * (queue_limit, quota, block/discard), garbage collection, the reservation of a step's room on disk.
  */
 #define _DEFAULT_SOURCE
+#include "extents.h"
 #include "h5flow.h"
 #include "h5flow_util.h"
 
@@ -1204,6 +1205,7 @@ static int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, s
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int rc = 0;
     char h5msg[1024];
+    h5fl_extent *ext = NULL; /* where each dataset's raw data lies, for consumers' raw reads */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST);
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
@@ -1216,6 +1218,9 @@ static int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, s
     if (step_attrs(w, f) || attr_num(f, "rank", H5T_STD_I64LE, H5T_NATIVE_INT64, &rank))
         goto fail;
     what = "writing";
+    ext = calloc(n ? n : 1, sizeof *ext);
+    if (!ext)
+        goto fail;
     for (size_t k = 0; k < n; k++) {
         uint64_t total = 0;
         for (size_t b = 0; b < m[k].nblocks; b++)
@@ -1238,8 +1243,10 @@ static int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, s
             bad = write_rows(d, mem_type(m[k].type), row, nrows, local_piece(w, m[k].name, local++), H5P_DEFAULT) != 0;
             row += nrows;
         }
-        if (d >= 0)
+        if (d >= 0) {
+            h5fl_extent_of(&ext[k], d, m[k].name, "cell", m[k].name, TYPES[m[k].type].dtype, total, 1);
             H5Dclose(d);
+        }
         if (gc >= 0)
             H5Gclose(gc);
         if (g >= 0)
@@ -1252,9 +1259,15 @@ static int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, s
         f = -1;
         goto fail;
     }
+    f = -1;
     H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+    int e = h5fl_write_extents(path, ext, n);
+    free(ext);
+    if (e)
+        return set_err(w, H5FLOW_ERR_IO, "rank %d: writing the extents of %s: %s", w->rank, path, strerror(e));
     return 0;
 fail:
+    free(ext);
     h5_errtext(h5msg, sizeof h5msg);
     rc = set_err(w, H5FLOW_ERR_IO, "rank %d: %s %s: %s", w->rank, what, path, h5msg);
     if (f >= 0)
