@@ -48,22 +48,26 @@ MASK, ALL, COPY = 0, 1, 2
 
 
 def segments(kind: np.ndarray, length: np.ndarray, base: np.ndarray, masks: list[np.ndarray],
-             seg_mask: np.ndarray, seg_off: np.ndarray, copies: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+             seg_mask: np.ndarray, seg_off: np.ndarray, copies: dict[int, np.ndarray], hits: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The positions of segments one after the other in one new int64 array, and the end of each segment in
     it. Segment s, by ``kind[s]``: MASK, the positions ``base[s] + i`` of the hits of
     ``masks[seg_mask[s]][seg_off[s]:seg_off[s] + length[s]]`` (bool); ALL, ``base[s] .. base[s] + length[s]
-    - 1``; COPY, ``copies[s] + base[s]`` (``length[s]`` int64 values). One pass in C where the kernels are
-    built (the output array is made at its upper bound and cut to its length in place: only the pages written
-    are touched)."""
+    - 1``; COPY, ``copies[s] + base[s]`` (``length[s]`` int64 values). ``hits``: how many hits the MASK
+    segments hold, if the caller knows (else counted per segment). One pass in C where the kernels are built,
+    into an array of the exact size (a larger one costs more in page faults than counting)."""
     n = len(kind)
-    cap = int(length.sum())
+    mk = kind == MASK
+    if hits is None:
+        hits = sum(int(np.count_nonzero(masks[int(seg_mask[s])][int(seg_off[s]):int(seg_off[s] + length[s])]))
+                   for s in np.flatnonzero(mk).tolist())
+    cap = int(length[~mk].sum()) + int(hits)
     out = np.empty(cap, np.int64)
     ends = np.empty(n, np.int64)
     _load()
     fn = _LIB[1]
     if fn is not None and n:
         src = np.zeros(n, np.int64)
-        mk = kind == MASK
         if mk.any():
             addr = np.array([m.ctypes.data for m in masks], np.int64)
             src[mk] = addr[seg_mask[mk]] + seg_off[mk]
@@ -74,8 +78,8 @@ def segments(kind: np.ndarray, length: np.ndarray, base: np.ndarray, masks: list
         base64 = np.ascontiguousarray(base, np.int64)
         got = fn(n, kind64.ctypes.data, src.ctypes.data, length64.ctypes.data, base64.ctypes.data,
                  out.ctypes.data, cap, ends.ctypes.data)
-        if got < 0:
-            raise RuntimeError("h5flow_query_segments: output too small")
+        if got != cap:
+            raise RuntimeError(f"h5flow_query_segments wrote {got} positions, {cap} counted")
     else:
         at = 0
         for s in range(n):
@@ -92,8 +96,8 @@ def segments(kind: np.ndarray, length: np.ndarray, base: np.ndarray, masks: list
             at += v.size
             ends[s] = at
         got = at
-    if got < cap:
-        out.resize(got, refcheck=False)  # in place: realloc to the smaller size
+    if got != cap:
+        raise RuntimeError(f"{got} positions written, {cap} counted")
     return out, ends
 
 

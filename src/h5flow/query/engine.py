@@ -245,7 +245,14 @@ class Selection:
         self.shape: tuple[int, ...] = tuple(first.shape)
         self.grid: BlockGrid = grid_for(self.shape, first.dtype.itemsize, first.chunks, native=not source.container)
         self.dsets = dsets
-        ident = file_identity(file) if not source.container else None
+        ident = None
+        if not source.container:
+            kept = getattr(file, "_h5flow_cache", None)  # a kept file: its identity is that of its open
+            ident = kept.get("identity") if kept is not None else None
+            if ident is None:
+                ident = file_identity(file)
+                if kept is not None:
+                    kept["identity"] = ident
         # a block's values are used before the next block is read (only hit positions are kept): reuse buffers
         self.readers = {p: BlockReader(d, self.grid, not source.container, reuse=True, slot=i, ident=ident, name=p)
                         for i, (p, d) in enumerate(dsets.items())}
@@ -623,12 +630,15 @@ class Selection:
                 # one group per set of datasets to read: a condition decided on some runs of a group and not
                 # on others is evaluated on all of them (its dataset is read for the group anyway; the
                 # comparison agrees with the decision where there was one)
-                need = np.stack([(codes[self._cpath == j] == 2).any(axis=0) for j in range(len(self.paths))])
-                uniq, inv = np.unique(need.T, axis=0, return_inverse=True)
-                inv = inv.reshape(-1)
+                und = (codes == 2).view(np.int8).astype(np.int64)
+                if len(self.paths) < 63:  # a run's key: the bit set of the datasets it reads
+                    keys = np.bitwise_or.reduce(und << self._cpath[:, None], axis=0)
+                else:
+                    keys = np.unique(np.stack([und[self._cpath == j].any(axis=0) for j in range(len(self.paths))]).T,
+                                     axis=0, return_inverse=True)[1].reshape(-1)
                 groups = []
-                for g in range(len(uniq)):
-                    which = np.flatnonzero(inv == g)
+                for key in sorted(set(keys.tolist())):
+                    which = np.flatnonzero(keys == key)
                     sub_ = codes[:, which]
                     groups.append((which, np.where((sub_ == sub_[:, :1]).all(axis=1), sub_[:, 0], 2)))
             for g, (which, code) in enumerate(groups):
@@ -650,7 +660,8 @@ class Selection:
             v = self._sure_run(int(self.run_u0[ids[j]]), int(self.run_u1[ids[j]]), 0, 3)
             kind[j], length[j], base[j] = _kernels.COPY, v.size, 0
             copies[j] = v
-        out, ends = _kernels.segments(kind, length, base, masks, seg_mask, seg_off, copies)
+        hits = sum(int(np.count_nonzero(m)) for m in masks)  # each mask is wholly its runs' segments
+        out, ends = _kernels.segments(kind, length, base, masks, seg_mask, seg_off, copies, hits)
         # a block's hits end where its last run's segment ends (where the previous block's do, if it has none)
         bend = np.cumsum(lens)
         cut = np.where(bend > 0, ends[np.maximum(bend - 1, 0)], 0) if nr else np.zeros(len(ka), np.int64)
@@ -1001,6 +1012,11 @@ class _Handles(dict):  # type: ignore[type-arg]
     def __init__(self, f: h5py.File) -> None:
         super().__init__()
         self.f = f
+        # a file kept open between queries (source.kept_file) is unchanged while it is used: its datasets
+        # are looked up once (read-only h5py objects, which keep their shape) for every query on it
+        self.shared: dict[str, Any] | None = getattr(f, "_h5flow_cache", None)
+        if self.shared is not None:
+            self.update(self.shared.setdefault("objects", {}))
 
     def __missing__(self, path: str) -> Any:
         import h5py
@@ -1008,7 +1024,7 @@ class _Handles(dict):  # type: ignore[type-arg]
         obj = None
         if path.startswith("/"):
             try:  # half the cost of f[path]
-                obj = h5py.Dataset(h5py.h5d.open(self.f.id, path.encode("utf-8")))
+                obj = h5py.Dataset(h5py.h5d.open(self.f.id, path.encode("utf-8")), readonly=self.shared is not None)
             except Exception:  # noqa: BLE001 - a group, a missing path, ...: the ordinary lookup says which
                 obj = None
         if obj is None:
@@ -1017,6 +1033,8 @@ class _Handles(dict):  # type: ignore[type-arg]
             except Exception:  # noqa: BLE001
                 obj = None
         self[path] = obj
+        if self.shared is not None and len(self.shared["objects"]) < 256:
+            self.shared["objects"][path] = obj
         return obj
 
 

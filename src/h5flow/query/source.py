@@ -367,6 +367,8 @@ def kept_file(path: Path) -> _Lease | None:
             now = _file_key(os.fstat(f.id.get_vfd_handle()))
         except Exception:  # noqa: BLE001
             now = None
+        # what queries look up in an unchanged file, kept with its handle (engine._Handles, file identity)
+        f._h5flow_cache = {}  # type: ignore[attr-defined]
         k = _Kept(key, f)
         if now != key or st.st_ctime_ns > t0 - RACY_NS:
             # changed while it was opened, or too recently to trust the key: this query only
