@@ -495,6 +495,7 @@ class Selection:
         # 2 undecided (read there). Zone-map plans decide every candidate run here with numpy; bitmap plans
         # when a batch first needs it (Roaring range cardinalities)
         self._cix = {c: j for j, c in enumerate(self.conds)}
+        self._global = len(self.grid.shape) == 1  # hits as global positions (1-D: flat indices), else block-local
         self._cpath = np.array([self.paths.index(c.path) for c in self.conds], np.int64)  # type: ignore[arg-type]
         self._codes = np.full((len(self.conds), len(u0)), 2, np.int8)
         self._coded = self._masks is not None
@@ -597,8 +598,9 @@ class Selection:
         return out
 
     def _hits_batch(self, ks: Sequence[int]) -> dict[int, np.ndarray]:
-        """Sorted hits of each block of ``ks`` as global positions (on a 1-D grid: the flat indices); empty
-        arrays included; all views of one new array, in block order. The candidate runs of these blocks are
+        """Sorted hits of each block of ``ks`` as global positions on a 1-D grid (the flat indices), block-local
+        ones on others (what :meth:`BlockGrid.flat` takes; ``self._global`` says which); empty arrays included;
+        all views of one new array, in block order. The candidate runs of these blocks are
         evaluated together, grouped by the indexes' decisions over them (:meth:`_eval_group`); the hits of
         every run (candidate runs from their masks, sure runs as they are) are then written in one pass
         (:func:`_kernels.segments`)."""
@@ -614,6 +616,8 @@ class Selection:
         kind = np.full(nr, _kernels.ALL, np.int8)
         length = hi - lo
         base = lo.copy()
+        if not self._global:  # block-local positions (what grid.flat takes)
+            base -= self.grid.offsets[self.run_block[ids]]
         seg_mask = np.zeros(nr, np.int64)
         seg_off = np.zeros(nr, np.int64)
         masks: list[np.ndarray] = []
@@ -658,7 +662,8 @@ class Selection:
             self.blocks_read += int(np.count_nonzero(cb[1:] != cb[:-1])) + 1
         for j in np.flatnonzero(st == 3).tolist():  # partly sure (bitmaps): the sure positions listed
             v = self._sure_run(int(self.run_u0[ids[j]]), int(self.run_u1[ids[j]]), 0, 3)
-            kind[j], length[j], base[j] = _kernels.COPY, v.size, 0
+            kind[j], length[j] = _kernels.COPY, v.size
+            base[j] = 0 if self._global else -int(self.grid.offsets[self.run_block[ids[j]]])
             copies[j] = v
         hits = sum(int(np.count_nonzero(m)) for m in masks)  # each mask is wholly its runs' segments
         out, ends = _kernels.segments(kind, length, base, masks, seg_mask, seg_off, copies, hits)
@@ -685,6 +690,8 @@ class Selection:
         """Sorted hits of block k as positions minus ``base`` (default: the block's first position, i.e.
         block-local indices): candidate runs read and checked, sure runs taken as they are."""
         g = self._hits_global([k])[k]
+        if not self._global:
+            g = g + int(self.grid.offsets[k])
         base = int(self.grid.offsets[k]) if base is None else base
         return g - base if base else g
 
@@ -692,8 +699,8 @@ class Selection:
 
     def _walk(self, ks: Sequence[int], skip: set[int] | None = None, fresh: bool = False
               ) -> Iterator[tuple[int, np.ndarray | None]]:
-        """(block, its sorted hits as global positions) for the blocks ``ks`` in order; blocks in ``skip``
-        give None (not evaluated). Blocks are evaluated in batches of up to :data:`BATCH_ELEMENTS` positions
+        """(block, its sorted hits in the form of :meth:`_hits_batch`) for the blocks ``ks`` in order; blocks in
+        ``skip`` give None (not evaluated). Blocks are evaluated in batches of up to :data:`BATCH_ELEMENTS` positions
         (:meth:`_hits_global`) and kept while the memo has room, so count() then coords() reads them once.
         ``fresh``: the arrays go to the caller's caller as they are (they may be changed there): memo entries
         are copied and new ones not kept."""
@@ -736,7 +743,7 @@ class Selection:
         for k, g in self._walk(self.work_blocks.tolist()):
             assert g is not None
             if g.size:
-                yield k, g - int(off[k])
+                yield k, (g - int(off[k])) if self._global else g
 
     def flat_blocks(self) -> Iterator[np.ndarray]:
         """C-order flat indices of the hits, one array per block with hits. On a 1-D grid a position is
@@ -757,7 +764,7 @@ class Selection:
                 if g is None:
                     yield grid.flat_all(k)
                 elif g.size:
-                    yield grid.flat(k, g - int(off[k]), ascending=True)
+                    yield grid.flat(k, g, ascending=True)  # block-local positions on this grid
             return
         for _, g in self._walk(self.work_blocks.tolist(), fresh=True):
             assert g is not None
@@ -801,14 +808,14 @@ class Selection:
         """Evaluate the candidate blocks split across ``comm``'s ranks; every rank gets every hit."""
         mine = self.grid.split(comm.size, comm.rank, self.cand_blocks)
         off = self.grid.offsets
-        part = {int(k): g - int(off[k]) for k, g in self._hits_global(mine.tolist()).items()}
+        part = {int(k): (g - int(off[k])) if self._global else g for k, g in self._hits_global(mine.tolist()).items()}
         hits: dict[int, np.ndarray] = {}
         for d in sleepy_allgather(comm, part):
             hits.update(d)
         cand = set(self.cand_blocks.tolist())
         rest = [k for k in self.work_blocks.tolist() if k not in cand]
         for k, g in self._hits_global(rest).items():
-            hits[k] = g - int(off[k])
+            hits[k] = (g - int(off[k])) if self._global else g
         self._hits = hits
         self._count = None
 
