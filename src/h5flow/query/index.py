@@ -91,8 +91,9 @@ def _buffer(slot: Any, nbytes: int) -> np.ndarray:
 
 def file_identity(f: h5py.File) -> tuple[int, tuple[Any, ...]] | None:
     """(HDF5's own file descriptor, identity key) for a native file opened read-only with the sec2 driver (or
-    the log driver of a handle kept between queries, which reads the same way) and no user block, else None. The key (device, inode, size, mtime and ctime in ns) changes with any write to the file,
-    in place or by replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
+    the log driver of a handle kept between queries, which reads the same way) and no user block, else None.
+    The key (device, inode, size, mtime and ctime in ns) changes with any write to the file, in place or by
+    replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
     used for other contents; reads go through HDF5's own descriptor, so they see the file HDF5 opened."""
     import h5py
 
@@ -272,7 +273,8 @@ class BlockReader:
                 while e < n and full_l[e] and foff_l[e] == foff_l[e - 1] + (boff_l[e] - boff_l[e - 1]):
                     e += 1
                 self.reads += 1
-                if os.preadv(fd, [mv[boff_l[j]:boff_l[e]]], foff_l[j]) == boff_l[e] - boff_l[j]:  # type: ignore[arg-type]
+                got = os.preadv(fd, [mv[boff_l[j]:boff_l[e]]], foff_l[j])  # type: ignore[arg-type]
+                if got == boff_l[e] - boff_l[j]:
                     j = e
                     continue
                 for i in range(j, e):  # a short read (the file shrank?): these runs the ordinary way
