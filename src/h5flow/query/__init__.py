@@ -11,7 +11,8 @@ from h5flow.query.engine import ApplyOptions, DatasetHits, QueryResult, StaleInd
 from h5flow.query.expr import Q, Query, QueryError
 from h5flow.query.grammar import QuerySyntaxError, parse
 from h5flow.query.index import BuildConfig, BuildResult, IndexStore, build_index, drop_index, verify_index
+from h5flow.query.source import forget_open_files, keep_files_open
 
 __all__ = ["ApplyOptions", "BuildConfig", "BuildResult", "DatasetHits", "IndexStore", "Q", "Query", "QueryError",
-           "QueryResult", "QuerySyntaxError", "StaleIndexError", "apply", "build_index", "drop_index", "parse",
-           "verify_index"]
+           "QueryResult", "QuerySyntaxError", "StaleIndexError", "apply", "build_index", "drop_index",
+           "forget_open_files", "keep_files_open", "parse", "verify_index"]

@@ -90,15 +90,17 @@ def _buffer(slot: Any, nbytes: int) -> np.ndarray:
 
 
 def file_identity(f: h5py.File) -> tuple[int, tuple[Any, ...]] | None:
-    """(HDF5's own file descriptor, identity key) for a native file opened read-only with the sec2 driver and no
-    user block, else None. The key (device, inode, size, mtime and ctime in ns) changes with any write to the file,
-    in place or by replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
+    """(HDF5's own file descriptor, identity key) for a native file opened read-only with the sec2 driver (or
+    the log driver of a handle kept between queries, which reads the same way) and no user block, else None.
+    The key (device, inode, size, mtime and ctime in ns) changes with any write to the file, in place or by
+    replacing it (ctime cannot be set back by ``utime``), so what is cached under it is never
     used for other contents; reads go through HDF5's own descriptor, so they see the file HDF5 opened."""
     import h5py
 
     try:
         fid = f.id
-        if (fid.get_intent() != h5py.h5f.ACC_RDONLY or fid.get_access_plist().get_driver() != h5py.h5fd.SEC2
+        if (fid.get_intent() != h5py.h5f.ACC_RDONLY
+                or fid.get_access_plist().get_driver() not in (h5py.h5fd.SEC2, h5py.h5fd.LOG)
                 or fid.get_create_plist().get_userblock() != 0):
             return None
         fd = int(fid.get_vfd_handle())
@@ -235,6 +237,53 @@ class BlockReader:
                 v = v.reshape((r1 - r0,) + tuple(block[1:]))[(slice(None),) + tuple(slice(0, e) for e in ext[1:])]
                 v = v.reshape(-1)
         return v
+
+    def read_runs(self, ks: np.ndarray, r0s: np.ndarray, r1s: np.ndarray, sizes: np.ndarray, slot: Any
+                  ) -> np.ndarray:
+        """Rows ``[r0s[j], r1s[j])`` of blocks ``ks[j]`` one after the other in one flat array (``sizes[j]``
+        elements each: the run's positions), in a reused buffer of ``slot`` (bool read as uint8). Runs that
+        are stored rows of an unfiltered chunk are read with ``preadv`` straight into the buffer, runs
+        adjacent in the file as one call; every other run is read as :meth:`rows` reads it and copied."""
+        dt = self.dtype
+        total = int(sizes.sum())
+        buf = _buffer(slot, total * dt.itemsize)
+        out = buf[:total * dt.itemsize].view(dt)
+        inner = math.prod(self.grid.block[1:]) if self.grid.block else 1
+        direct = self.grid.block and self._pread_ok()
+        if direct:
+            assert self._addr is not None
+            addr = self._addr[ks]
+            # rows of a chunk are one byte range only where the block is not cut along an inner axis
+            full = (addr >= 0) & (sizes == (r1s - r0s) * inner)
+            foff = addr + r0s * (inner * dt.itemsize)
+        else:
+            full = np.zeros(len(ks), bool)
+            foff = np.zeros(len(ks), np.int64)
+        nbytes = sizes * dt.itemsize
+        boff = np.zeros(len(ks) + 1, np.int64)
+        np.cumsum(nbytes, out=boff[1:])
+        mv = memoryview(buf)
+        fd = self._fd
+        j, n = 0, len(ks)
+        full_l, foff_l, boff_l = full.tolist(), foff.tolist(), boff.tolist()
+        while j < n:
+            if full_l[j]:
+                # extend over the next runs that continue this one in the file and in the buffer
+                e = j + 1
+                while e < n and full_l[e] and foff_l[e] == foff_l[e - 1] + (boff_l[e] - boff_l[e - 1]):
+                    e += 1
+                self.reads += 1
+                got = os.preadv(fd, [mv[boff_l[j]:boff_l[e]]], foff_l[j])  # type: ignore[arg-type]
+                if got == boff_l[e] - boff_l[j]:
+                    j = e
+                    continue
+                for i in range(j, e):  # a short read (the file shrank?): these runs the ordinary way
+                    full_l[i] = False
+            v = self.rows(int(ks[j]), int(r0s[j]), int(r1s[j]))
+            out[boff_l[j] // dt.itemsize:boff_l[j + 1] // dt.itemsize] = v.view(dt) if v.dtype != dt else v
+            j += 1
+        self._whole = None
+        return out.view(np.uint8) if dt == np.bool_ else out
 
     def __call__(self, k: int) -> np.ndarray:
         self.reads += 1
