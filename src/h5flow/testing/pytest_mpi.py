@@ -16,6 +16,7 @@ of the job).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,9 +114,20 @@ def _launch(item: pytest.Function, marker: pytest.Mark) -> None:
     n = int(marker.kwargs.get("n", 4))
     timeout = float(marker.kwargs.get("timeout", 240))
     shared = item.funcargs.get("mpi_tmp_path")
-    if shared is None:
+    own_shared = shared is None
+    if own_shared:
         shared = Path(tempfile.mkdtemp(prefix="h5flow-mpi-"))
     results = Path(tempfile.mkdtemp(prefix="h5flow-mpi-results-"))
+    try:
+        _run_job(item, n, timeout, marker, Path(shared), results)
+    finally:  # every test left two directories in /tmp behind (hundreds per `make test`)
+        shutil.rmtree(results, ignore_errors=True)
+        if own_shared:
+            shutil.rmtree(shared, ignore_errors=True)
+
+
+def _run_job(item: pytest.Function, n: int, timeout: float, marker: pytest.Mark, shared: Path,
+             results: Path) -> None:
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in (marker.kwargs.get("env") or {}).items()})
     env.update({CHILD_ENV: "1", TMP_ENV: str(shared), RESULT_ENV: str(results), "PYTHONFAULTHANDLER": "1"})
