@@ -105,6 +105,8 @@ def test_an_hdf5_consumer_that_keeps_every_step_sees_each_steps_own_values(tmp_p
                 del data, res
                 reader.release()
             buffers = reader._buffers
+            # the breakdown's consumer phases: the wait for the other ranks at release apart from its own work
+            assert {"read", "barrier", "release"} <= set(reader.events[-1]["phases"]), reader.events[-1]
             reader.close()
         assert [float(h.min()) for h in history] == [0.0, 2.0, 4.0], layout
         assert [float(h.max()) for h in history] == [0.0, 2.0, 4.0], layout

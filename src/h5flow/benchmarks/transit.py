@@ -148,7 +148,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--breakdown", action="store_true",
                    help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
                         "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
-                        "the consumer (discover, open, read, close, release)")
+                        "the consumer (discover, open, read, close, barrier: waiting for the other consumer ranks at "
+                        "release, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
@@ -648,7 +649,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
 
 PRODUCER_PHASES = ("gather", "admit", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
                    "publish")
-CONSUMER_PHASES = ("discover", "open", "read", "close", "release")
+CONSUMER_PHASES = ("discover", "open", "read", "close", "barrier", "release")
 
 
 def breakdown_table(rows: list[Row], steps: int) -> Any:
