@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
+from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association, dataset_layout, step_nbytes
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports.adios2.stream import (ENGINES, Announcement, announcement_path, engine_name,
@@ -77,7 +77,7 @@ class Adios2Reader(Reader):
         self._seen = 0.0
         self._published = 0.0
         self._nbytes = 0
-        self._pool: dict[tuple[int, str, str], np.ndarray] = {}  # fetch buffers, reused when no longer referenced
+        self._buffers = ReadBuffers()  # fetch buffers, reused once no analysis refers to them
 
     # -- attach ----------------------------------------------------------------------------------
     def _find_announcement(self, deadline: float | None) -> tuple[Announcement | None, str]:
@@ -145,6 +145,7 @@ class Adios2Reader(Reader):
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
         comm = self.comm
         t0 = time.time()
+        self._buffers.next_step()
         deadline = None if timeout is None else t0 + timeout
         if self.info is None:
             res = self._attach(deadline, timeout)
@@ -240,7 +241,10 @@ class Adios2Reader(Reader):
                 for b in mine:
                     spans.append((b.block_id, start, b.count(assoc)))
                     start += b.count(assoc)
-                buf = self._buffer((s.rank, name, path), (start, ncomp), np.dtype(dtype))
+                # last step's array when nothing outside this reader refers to it any more: a fresh 32 MiB
+                # array is a fresh mmap each step (above glibc's largest mmap threshold), every page faulted
+                # and zeroed again on the copy, which cost more than the copy itself
+                buf = self._buffers.take((start, ncomp), np.dtype(dtype))
                 if start:
                     var = s.io.InquireVariable(f"{name}/{path}")
                     if var is None:
@@ -257,21 +261,6 @@ class Adios2Reader(Reader):
         for name, path, buf, spans in pending:
             out.setdefault(name, {})[path] = {b: buf[a : a + n] for b, a, n in spans}
         return out
-
-    def _buffer(self, key: tuple[int, str, str], shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
-        """The array to fetch ``key`` into: last step's when nothing outside this reader still refers to it.
-
-        A fresh 32 MiB array is a fresh mmap each step (above glibc's largest mmap threshold): every page
-        faults and is zeroed again on the copy, which cost more than the copy itself. An array an analysis
-        kept (a block, or any view of it) is never reused: its step's data stays as it was.
-        """
-        buf = self._pool.get(key)
-        # references: the pool, ``buf`` and getrefcount's argument; any view of it adds one
-        if buf is not None and buf.shape == shape and buf.dtype == dtype and sys.getrefcount(buf) <= 3:
-            return buf
-        buf = np.empty(shape, dtype=dtype)
-        self._pool[key] = buf
-        return buf
 
     def _do_release(self, step: ReadStep) -> None:
         if isinstance(step, Adios2ReadStep):
