@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 import h5py
+import numpy as np
 
 from h5flow import _hdf5lib
 
@@ -65,8 +68,6 @@ _SCALAR_TYPES: dict[type, Any] = {}
 def _attr_type(value: Any) -> tuple[Any, Any]:
     """(HDF5 type, numpy array) of one attribute value, as h5py's ``attrs[name] = value`` stores it: a str
     as a variable-length UTF-8 string, an int as a 64-bit integer, a float as a 64-bit float."""
-    import numpy as np
-
     if isinstance(value, str):
         dt = h5py.string_dtype("utf-8")
         if str not in _SCALAR_TYPES:
@@ -116,8 +117,6 @@ def dataset_extent(dset: h5py.Dataset) -> list[Any] | None:
 def write_extents(rank_file: Path, extents: dict[str, list[Any] | None]) -> None:
     """Next to a closed rank file: its size and its datasets' extents (read by consumers with ``pread``,
     docs/STREAM.md "Raw reads"). Written inside the step's .tmp directory, published with it."""
-    import json
-
     doc = {"format": EXTENTS_FORMAT, "version": EXTENTS_VERSION, "file_size": rank_file.stat().st_size,
            "datasets": extents}
     extents_path(rank_file).write_text(json.dumps(doc, separators=(",", ":")))
@@ -126,7 +125,7 @@ def write_extents(rank_file: Path, extents: dict[str, list[Any] | None]) -> None
 class RawFile:
     """A consumer's raw view of one published rank file: its extents (checked against the file), one
     descriptor, ``pread`` into the caller's buffer. :meth:`open` returns ``None`` where the producer left
-    no usable extents (the C producer, chunked data): the caller reads through HDF5 instead."""
+    no usable extents (steps of older producers, chunked data): the caller reads through HDF5 instead."""
 
     def __init__(self, fd: int, datasets: dict[str, list[Any] | None]) -> None:
         self.fd = fd
@@ -134,9 +133,6 @@ class RawFile:
 
     @classmethod
     def open(cls, rank_file: Path) -> RawFile | None:
-        import json
-        import os
-
         try:
             doc = json.loads(extents_path(rank_file).read_text())
         except FileNotFoundError:
@@ -157,8 +153,6 @@ class RawFile:
 
     def can_read(self, path: str, dtype: Any, ncomp: int, last_row: int) -> bool:
         """Whether rows up to ``last_row`` of dataset ``path`` can be read raw as ``dtype`` × ``ncomp``."""
-        import numpy as np
-
         ext = self.datasets.get(path)
         if not ext:
             return False
@@ -169,8 +163,6 @@ class RawFile:
 
     def read_rows(self, path: str, first: int, out: Any) -> None:
         """Rows ``first ..`` of dataset ``path`` into the C-contiguous array ``out`` (every byte of it)."""
-        import os
-
         offset, _nbytes, _dt, shape = self.datasets[path]
         view = memoryview(out).cast("B")
         pos = offset + first * shape[1] * out.dtype.itemsize
@@ -182,8 +174,6 @@ class RawFile:
             done += n
 
     def close(self) -> None:
-        import os
-
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
