@@ -171,3 +171,14 @@ def test_a_plain_pair_is_retried_then_left_out(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(transit.PlainPairFailed, match=f"{transit.PLAIN_ATTEMPTS} attempts failed"):
         transit.run_one(plan, "adios2-sst-plain", 1, 1, 0)
     assert list(tmp_path.glob("h5flow-transit-*")) == []  # nothing left behind
+
+
+def test_posix_bound_uses_page_aligned_buffers(tmp_path: Path) -> None:
+    """The bound's buffers start pages, like the file offsets it writes and reads at: the kernel copies
+    between same-aligned buffers at full speed on every CPU (on AMD EPYC a destination 16 bytes past the
+    source modulo 4 KiB was 3-4x slower), so the bound is the machine at its best."""
+    for n in (1, 4096, (1 << 20) + 5):
+        buf = transit.page_aligned(n)
+        assert buf.nbytes == n and buf.ctypes.data % 4096 == 0 and buf.flags.writeable
+    assert transit.posix_write_read(tmp_path, (1 << 20) + 5, 3) > 0
+    assert list(tmp_path.iterdir()) == []  # its files are gone

@@ -831,9 +831,12 @@ int main(int argc, char **argv)
     size_t total = (size_t)opt.datasets * opt.bytes_per_proc;
     if (opt.bytes_per_proc != 0 && total / opt.bytes_per_proc != (size_t)opt.datasets)
         DIE("-d x -e overflows");
-    r.wbuf = malloc(total);
-    r.rbuf = malloc(total);
-    if (r.wbuf == NULL || r.rbuf == NULL)
+    /* Page-aligned, like the file offsets of every API's transfers: the kernel copies between a buffer and the
+     * page cache fastest when both have the same alignment, and on some CPUs several times slower when the
+     * destination lies a few bytes past the source modulo 4 KiB (malloc's large blocks start 16 bytes into a
+     * page). Aligned buffers measure each API, not where malloc put the buffer. */
+    if (posix_memalign((void **)&r.wbuf, 4096, total ? total : 1) != 0 ||
+        posix_memalign((void **)&r.rbuf, 4096, total ? total : 1) != 0)
         DIE("cannot allocate 2 x %zu bytes of buffers", total);
 
     if (rank == 0)
