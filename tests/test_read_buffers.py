@@ -12,8 +12,9 @@ import pytest
 from h5flow.transports._buffers import ReadBuffers
 
 
-def _fill(pool: ReadBuffers, value: float, shape: tuple[int, ...] = (1000, 2)) -> np.ndarray:
-    a = pool.take(shape, np.dtype("<f8"))
+def _fill(pool: ReadBuffers, value: float, shape: tuple[int, ...] = (1000, 2), phase: int | None = None
+          ) -> np.ndarray:
+    a = pool.take(shape, np.dtype("<f8"), phase)
     a[...] = value
     return a
 
@@ -29,18 +30,19 @@ def test_a_buffer_nobody_holds_is_reused() -> None:
     assert b.shape == (1000, 2) and b.dtype == np.dtype("<f8") and b.flags.c_contiguous
 
 
+@pytest.mark.parametrize("phase", [None, 2048, 4095])
 @pytest.mark.parametrize("keep", ["array", "view", "view of a view", "reshaped", "memoryview", "in a list",
                                   "as another dtype"])
-def test_a_buffer_a_user_still_holds_is_never_reused(keep: str) -> None:
+def test_a_buffer_a_user_still_holds_is_never_reused(keep: str, phase: int | None) -> None:
     pool = ReadBuffers()
-    a = _fill(pool, 1.0)
+    a = _fill(pool, 1.0, phase=phase)  # with a phase the array is a slice of the pooled block
     held = {"array": lambda: a, "view": lambda: a[10:20], "view of a view": lambda: a[10:][:5, 0],
             "reshaped": lambda: a.reshape(-1), "memoryview": lambda: memoryview(a),
             "in a list": lambda: [a], "as another dtype": lambda: a.view(np.uint8)}[keep]()
     del a
     gc.collect()
     pool.next_step()
-    b = _fill(pool, 2.0)  # the same size: it would take the held buffer if it were free
+    b = _fill(pool, 2.0, phase=phase)  # the same size: it would take the held buffer if it were free
     assert pool.reused == 0
     kept = np.asarray(held[0] if isinstance(held, list) else held)
     assert (kept.view("<f8") if kept.dtype == np.uint8 else kept).min() == 1.0, "a kept step's data changed"
@@ -111,3 +113,20 @@ def test_an_hdf5_consumer_that_keeps_every_step_sees_each_steps_own_values(tmp_p
         assert [float(h.min()) for h in history] == [0.0, 2.0, 4.0], layout
         assert [float(h.max()) for h in history] == [0.0, 2.0, 4.0], layout
         assert buffers.reused >= 2, (layout, buffers.reused, buffers.allocated)
+
+
+def test_a_phase_puts_the_array_at_the_file_offsets_place_in_a_page() -> None:
+    """Reads copy fastest between same-aligned addresses: the array starts where the file offset does in
+    its page, for a new block and for a reused one asked for at another phase, and stays inside its block."""
+    pool = ReadBuffers()
+    for step, phase in enumerate([0, 16, 2048, 4095, 6144 + 8, None, 7]):
+        a = pool.take((1000, 3), np.dtype("<f4"), phase)
+        if phase is not None:
+            assert (a.ctypes.data - phase) % 4096 == 0
+        block = a.base
+        assert block.ctypes.data <= a.ctypes.data and a.ctypes.data + a.nbytes <= block.ctypes.data + block.nbytes
+        a[...] = step
+        assert a.shape == (1000, 3) and a.flags.c_contiguous and float(a.min()) == float(a.max()) == step
+        del a, block
+        pool.next_step()
+    assert pool.allocated == 1 and pool.reused == 6

@@ -114,6 +114,14 @@ def dataset_extent(dset: h5py.Dataset) -> list[Any] | None:
     return [int(offset), int(dset.id.get_storage_size()), dset.dtype.str, list(dset.shape)]
 
 
+def contiguous_offset(dset: h5py.Dataset) -> int | None:
+    """The file offset of a contiguous dataset's first element, or ``None`` (chunked, or no storage yet)."""
+    if dset.chunks is not None:
+        return None
+    offset = dset.id.get_offset()
+    return None if offset is None else int(offset)
+
+
 def write_extents(rank_file: Path, extents: dict[str, list[Any] | None]) -> None:
     """Next to a closed rank file: its size and its datasets' extents (read by consumers with ``pread``,
     docs/STREAM.md "Raw reads"). Written inside the step's .tmp directory, published with it."""
@@ -161,11 +169,15 @@ class RawFile:
         return (dt == dtype.str and len(shape) == 2 and shape[1] == ncomp and last_row <= shape[0]
                 and nbytes == shape[0] * ncomp * dtype.itemsize)
 
+    def row_offset(self, path: str, first: int) -> int:
+        """The file offset of row ``first`` of dataset ``path`` (which :meth:`can_read`)."""
+        offset, _nbytes, dt, shape = self.datasets[path]
+        return int(offset) + first * int(shape[1]) * np.dtype(dt).itemsize
+
     def read_rows(self, path: str, first: int, out: Any) -> None:
         """Rows ``first ..`` of dataset ``path`` into the C-contiguous array ``out`` (every byte of it)."""
-        offset, _nbytes, _dt, shape = self.datasets[path]
         view = memoryview(out).cast("B")
-        pos = offset + first * shape[1] * out.dtype.itemsize
+        pos = self.row_offset(path, first)  # can_read checked that out's dtype is the dataset's
         done = 0
         while done < len(view):
             n = os.preadv(self.fd, [view[done:]], pos + done)

@@ -101,9 +101,11 @@ class Hdf5ReadStep(ReadStep):
         if self._layout != "n-n":
             dset = self._file(0)[mesh.name][path]
             with self._phase("read"):
+                start = _h5.contiguous_offset(dset)
                 for first, last in _runs(ids):
                     a, b = rows[first][1], rows[last][1] + rows[last][2]
-                    buf = self._buffers.take((b - a, ncomp), dtype)  # every row is read into it below
+                    phase = None if start is None else start + a * ncomp * dtype.itemsize
+                    buf = self._buffers.take((b - a, ncomp), dtype, phase)  # every row is read into it below
                     if b > a:
                         dset.read_direct(buf, np.s_[a:b])
                     for i in range(first, last + 1):
@@ -112,16 +114,20 @@ class Hdf5ReadStep(ReadStep):
             key = f"{mesh.name}/{path}"
             for i in ids:
                 owner, a, n = rows[i]
-                buf = self._buffers.take((n, ncomp), dtype)  # every row is read into it below
-                if n:
-                    raw = self._raw(owner)
-                    if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
-                        with self._phase("read"):  # where the producer's HDF5 put the rows: no HDF5 open
-                            raw.read_rows(key, a, buf)
-                    else:
-                        dset = self._file(owner)[mesh.name][path]
-                        with self._phase("read"):
-                            dset.read_direct(buf, np.s_[a : a + n])
+                raw = self._raw(owner) if n else None
+                if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
+                    buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
+                    with self._phase("read"):  # where the producer's HDF5 put the rows: no HDF5 open
+                        raw.read_rows(key, a, buf)
+                elif n:
+                    dset = self._file(owner)[mesh.name][path]
+                    start = _h5.contiguous_offset(dset)
+                    buf = self._buffers.take((n, ncomp), dtype,  # every row is read into it below
+                                             None if start is None else start + a * ncomp * dtype.itemsize)
+                    with self._phase("read"):
+                        dset.read_direct(buf, np.s_[a : a + n])
+                else:
+                    buf = self._buffers.take((0, ncomp), dtype)
                 out[i] = buf
         return out
 
