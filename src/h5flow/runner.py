@@ -189,7 +189,9 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     n = 0
     last: list[Any] = []
     analysis_times: list[tuple[int, float, float]] = []
-    io: list[tuple[int, float]] = []  # (step, seconds this rank spent reading: after discovery, blocks(), release)
+    # (step, seconds this rank spent reading: after discovery, blocks(), release; of them, seconds it waited at
+    # release for the other consumer ranks)
+    io: list[tuple[int, float, float]] = []
     reader = open_reader(comm, tcfg)
     try:
         while True:
@@ -203,8 +205,10 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             analysis_times.append((res.step.step, t0, time.time()))
             t_rel = time.time()
             reader.release()
-            visible = float(reader.events[-1].get("visible", t0)) if reader.events else t0
-            io.append((res.step.step, max(0.0, t0 - visible) + reads[0] + time.time() - t_rel))
+            ev = reader.events[-1] if reader.events else {}
+            visible = float(ev.get("visible", t0))
+            io.append((res.step.step, max(0.0, t0 - visible) + reads[0] + time.time() - t_rel,
+                       float(ev.get("barrier", 0.0))))
             n += 1
             if comm.rank == 0:
                 _progress(progress, n, total)
@@ -278,7 +282,11 @@ def _io_seconds(part: dict[str, Any]) -> float:
 
     Producer (``(step, start, end, waited)``; publishing is collective): from the last rank's arrival to
     the last rank's return, less the backpressure wait, so a rank waiting for a slower one's compute does
-    not count. Consumer (``(step, seconds)``): the slowest rank's reading time.
+    not count. Consumer (``(step, seconds, barrier)``): the same rule at the release's barrier, where the
+    ranks wait for each other (mostly for the slowest one's analysis): the slowest rank's reading time
+    without its wait there, plus the wait of the rank that came last (the barrier's own cost). With one
+    consumer rank that is its reading time. Records of ``(step, seconds)`` (the plain ADIOS2 pair's, and
+    records written before the barrier was kept): the slowest rank's time.
     """
     per_step: dict[int, list[list[float]]] = {}
     for r in part["ranks"]:
@@ -288,6 +296,8 @@ def _io_seconds(part: dict[str, Any]) -> float:
     for ts in per_step.values():
         if len(ts[0]) == 3:
             total += max(0.0, max(t[1] for t in ts) - max(t[0] for t in ts) - max(t[2] for t in ts))
+        elif len(ts[0]) == 2:
+            total += max(t[0] - t[1] for t in ts) + min(t[1] for t in ts)
         else:
             total += max(t[0] for t in ts)
     return total

@@ -5,15 +5,17 @@ on disk, socket, adios2 SST, adios2 BP5), the oscillator on M ranks publishes S 
 bytes per rank (weak scaling) and a histogram runs on N ranks, through `h5flow run`'s runner: two
 concurrent mpiexec jobs. Each configuration is repeated R times; the median time to solution is
 reported with the bytes moved, the peak RSS of every rank, the publish → visible latency and the time
-spent inside the transport. In the same run it measures the references:
+spent inside the transport (write + read; a rank waiting for another rank's compute or analysis is not
+counted, on either side: docs/STREAM.md). In the same run it measures the references:
 
 * ``adios2-sst-plain`` / ``adios2-bp5-plain``: a plain ADIOS2 writer/reader pair moving the same bytes per
   step with no h5flow code in between (:mod:`h5flow.benchmarks.adios2_plain`), M writers and N readers;
 * the null transport: the oscillator and the analysis in one job of M ranks, the analysis reading the
   producer's blocks in place (zero copies, nothing moved), the fastest of at least three runs; every row's
   time to solution ÷ this;
-* the physical bound: a raw POSIX write + read of the same bytes in the same directory (every row's time
-  inside the transport ÷ this), and a memcpy of them, each the fastest of three tries.
+* the physical bound: a raw POSIX write + read of the same bytes in the same directory, one new file per
+  rank and step, from and into page-aligned buffers (every row's time inside the transport ÷ this), and a
+  memcpy of them, each the fastest of three tries.
 
 The 1-minute load average is printed at the start and the end; a busy machine (load ≥ half the cores,
 at least 1) is warned about, since the rows then measure the other jobs as much as the transports.

@@ -34,7 +34,8 @@ Public methods check the call order and then call the protected ``_do_*`` hooks 
 Telemetry is part of the contract (the run records of ``h5flow run`` are built from it): every writer keeps
 :attr:`Writer.events` (one dict per ``end_step``; ``"waited"``: seconds of backpressure) and
 :attr:`Writer.dropped`; every reader keeps :attr:`Reader.events` (one dict per released step; ``"visible"``:
-when the step was found), :attr:`Reader.discarded`, :attr:`Reader.missed` and :attr:`Reader.dropped`. A
+when the step was found; ``"barrier"``: seconds this rank waited at release for the other consumer ranks,
+mostly for the slowest one's analysis), :attr:`Reader.discarded`, :attr:`Reader.missed` and :attr:`Reader.dropped`. A
 transport that measures nothing leaves them empty.
 
 Partitioning happens once, here: :class:`Reader` builds ``self.partitioner`` from ``config.partitioner``

@@ -269,10 +269,12 @@ class Adios2Reader(Reader):
             if s.state == "in_step":
                 s.engine.EndStep()
                 s.state, s.info = "idle", {}
+        t_barrier = time.perf_counter()
         sleepy_wait(self.comm)
+        barrier = time.perf_counter() - t_barrier
         self.events.append({"step": step.step, "seq": self._seq, "published": self._published,
                             "visible": self._seen, "begin": self._step_t0, "released": time.time(),
-                            "nbytes": self._nbytes})
+                            "nbytes": self._nbytes, "barrier": barrier})
         self._seq += 1
 
     def _do_close(self) -> None:

@@ -409,8 +409,10 @@ class Hdf5Reader(Reader):
         self._next_seq = step.seq + 1
         self._delivered += 1
         self._last_delivered = step.step
+        phases = self._phase.take()
         self.events.append({"step": step.step, "seq": step.seq, "published": e.published_at, "visible": self._seen,
-                            "begin": self._step_t0, "released": now, "nbytes": e.nbytes, "phases": self._phase.take()})
+                            "begin": self._step_t0, "released": now, "nbytes": e.nbytes, "phases": phases,
+                            "barrier": phases.get("barrier", 0.0)})
 
     def _do_close(self) -> None:
         if self._current is not None and isinstance(self._current, Hdf5ReadStep):

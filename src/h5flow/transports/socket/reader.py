@@ -346,7 +346,9 @@ class SocketReader(Reader):
 
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, SocketReadStep)
+        t_barrier = time.perf_counter()
         sleepy_wait(self.comm)  # every rank has its blocks
+        barrier = time.perf_counter() - t_barrier
         now = time.time()
         if self.comm.rank == 0:
             assert self.contact is not None
@@ -356,7 +358,8 @@ class SocketReader(Reader):
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
-                            "visible": self._seen, "begin": self._step_t0, "released": now, "nbytes": info["nbytes"]})
+                            "visible": self._seen, "begin": self._step_t0, "released": now, "nbytes": info["nbytes"],
+                            "barrier": barrier})
 
     def _do_close(self) -> None:
         if self.comm.rank == 0 and self.contact is not None and self._end is None:
