@@ -410,16 +410,17 @@ static void scan_bytes(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
     a->n += n;
     int lo = a->any ? h5fl_bc_first(c, 0, bytes_idx(a, a->min)) : h5fl_bc_first(c, 0, 256);
     int hi = a->any ? h5fl_bc_last(c, bytes_idx(a, a->max) + 1, 256) : h5fl_bc_last(c, 0, 256);
+    /* (a new row's value is in buf: memchr finds it) */
     if (lo >= 0) {
         const uint8_t *q = memchr(buf, (int)((unsigned)lo ^ flip), n);
         a->min = bytes_val(a, lo);
-        a->kmin = k0 + (uint64_t)(q - (const uint8_t *)buf);
+        a->kmin = k0 + (q ? (uint64_t)(q - (const uint8_t *)buf) : 0);
         h5fl_bc_touch(c, lo);
     }
     if (hi >= 0) {
         const uint8_t *q = memchr(buf, (int)((unsigned)hi ^ flip), n);
         a->max = bytes_val(a, hi);
-        a->kmax = k0 + (uint64_t)(q - (const uint8_t *)buf);
+        a->kmax = k0 + (q ? (uint64_t)(q - (const uint8_t *)buf) : 0);
         h5fl_bc_touch(c, hi);
     }
     a->any = true;
