@@ -1399,16 +1399,16 @@ static int from_data(h5fl_dset_t *d, int kind, size_t esize, const h5fl_extent_t
 {
     a->kind = kind;
     a->esize = esize;
-    h5fl_bytecount_t bc;
-    if (esize == 1) {
-        h5fl_bc_init(&bc);
-        a->bc = &bc;
-    }
     const uint64_t chunk = 1u << 20;
     uint8_t *buf = malloc(chunk * esize);
     if (!buf) {
         h5fl_err("out of memory");
         return -1;
+    }
+    h5fl_bytecount_t bc; /* 1-byte integers: counted (stats_bytes.h), settled before returning */
+    if (esize == 1) {
+        h5fl_bc_init(&bc);
+        a->bc = &bc;
     }
     for (int pass = 0; pass < 2; pass++) {
         uint64_t k = 0;
