@@ -517,3 +517,96 @@ def test_large_writes_overwritten_and_udf(tmp_path: Path) -> None:
     assert rs[0]["source"] == "data" and rs[0]["visible"] == 1_250_000
     check_record(rs[0], np.load(f"{p}.i8.npy")[:1_250_000], 0)
     assert rs[1]["source"] == "stats" and rs[1]["sum"] == 3.0 * 250_000
+
+
+# ---------------------------------------------------------------- 1-byte integers: the count table (stats_bytes.c)
+
+BYTE_WRITES = """
+def byte_writes(t, rng):
+    # (start, values) per write of one 1-D dataset, in order: the connector's count table is reused from
+    # write to write, so narrow writes follow wide ones (a row left over from the last write would show)
+    info = np.iinfo(t)
+    lo, hi = int(info.min), int(info.max)
+    def rand(k, a=lo, b=hi):
+        return rng.integers(a, b, size=k, dtype=t, endpoint=True)
+    out = [rng.permutation(np.arange(lo, hi + 1)).astype(t)]          # every value once (buffered)
+    x = rand((3 << 20) + 7)                                            # every value, many times; direct
+    x[5] = hi; x[(1 << 20) + 3] = lo; x[-1] = lo; x[-2] = hi           # (first positions: early max, late min)
+    out.append(x)
+    out.append(np.full(300_001, -5 if t == "i1" else 200, dtype=t))    # constant: min == max, width 0
+    x = rand((1 << 20) + 13, lo + 40, lo + 100)                        # narrow; min and max improve in
+    x[300_001] = lo + 30; x[700_003] = lo + 20; x[700_100] = lo + 20   # later blocks, each first position
+    x[900_000] = lo + 20; x[(1 << 20) + 12] = lo + 20                  # before later equal ones
+    x[50_000] = lo + 110; x[600_000] = lo + 120; x[600_001] = lo + 120
+    out.append(x)
+    if t == "i1":
+        out.append(rand(500_003, -128, -1))                            # negative only
+        out.append(rand(70_001, -3, 2))                                # around zero
+    x = np.repeat(np.arange(hi, lo - 1, -1), 4099).astype(t)           # descending: a new min in every block
+    out.append(x)
+    out.append(np.repeat(np.arange(lo, hi + 1), 4099).astype(t))       # ascending: a new max in every block
+    for k in (1, 3, 17, 255, 24 * 1024 + 1, (256 << 10) - 1, (256 << 10) + 1):  # odd lengths around the
+        out.append(rand(k))                                            # block and direct-write sizes
+    out.append(np.array([hi, lo, hi, lo], dtype=t))                    # both ends in a tiny write
+    out.append(rand((1 << 20) + 1, lo + 1, lo + 1))                    # constant again, not the last value
+    ws, pos = [], 0
+    for x in out:
+        ws.append((pos, x)); pos += x.size
+    return ws, pos
+"""
+
+
+def test_byte_stats_count_table_match_numpy(tmp_path: Path) -> None:
+    """int8 and uint8 statistics come from one count table (stats_bytes.c); they must equal the numpy
+    oracle of the documented definitions bit for bit — min, max, the first position of each, the exact
+    sum, the histogram (bins of the documented formula, the last one closed) — for every value at once, a
+    constant write (width 0: every element in bin 0), negative int8, extremes first seen in late blocks,
+    sorted data, odd lengths, many writes of one dataset (the table is reused from write to write), writes
+    through a filter (statistics computed after the fused passes), and writes recomputed from their data
+    (partly overwritten)."""
+    p = tmp_path / "bytes.h5"
+    run_script(BYTE_WRITES + textwrap.dedent("""
+        p = sys.argv[1]
+        rng = np.random.default_rng(8)
+        with opened(h5py.File(p, "w")) as f:
+            for t in ("i1", "u1"):
+                ws, total = byte_writes(t, rng)
+                d = f.create_dataset(t, shape=(total,), dtype=t)
+                for k, (s, x) in enumerate(ws):
+                    d[s:s + x.size] = x
+                    np.save(f"{p}.{t}.{k}.npy", x)
+                # a filtered copy of a few of the writes (whole chunks: one write, one record)
+                z = f.create_dataset(t + "z", shape=(4 << 16,), dtype=t, chunks=(1 << 16,), compression="gzip")
+                for k in range(4):
+                    x = ws[1 + 2 * (k % 2)][1][(k << 16):((k + 1) << 16)].copy()  # wide, narrow
+                    if k == 3:
+                        x[:] = x[0]
+                    z[k << 16:(k + 1) << 16] = x
+                    np.save(f"{p}.{t}z.{k}.npy", x)
+                # latest write wins: the first half of write 1 stays, recomputed from the data
+                o = f.create_dataset(t + "o", shape=(3 << 20,), dtype=t)
+                x = ws[1][1][:3 << 20]
+                o[:] = x
+                o[3 << 19:] = np.zeros(3 << 19, dtype=t)
+                np.save(f"{p}.{t}o.npy", x)
+    """), str(p))
+    recs = records(p)
+    for t in ("i1", "u1"):
+        rs = sorted((r for r in recs if r["dataset"] == f"/{t}"), key=lambda r: r["write"])
+        assert len(rs) == (17 if t == "i1" else 15)
+        for k, r in enumerate(rs):
+            assert r["source"] == "stats", r
+            x = np.load(f"{p}.{t}.{k}.npy")
+            check_record(r, x, r["first"][0])
+            assert r["hist"]["counts"][15] >= 1 or r["min"] == r["max"]  # the last bin closed: max is in it
+        assert rs[0]["hist"]["counts"] == [16] * 16 and rs[2]["hist"]["counts"] == [300_001] + [0] * 15
+        rs = sorted((r for r in recs if r["dataset"] == f"/{t}z"), key=lambda r: r["write"])
+        assert len(rs) == 4
+        for k, r in enumerate(rs):
+            assert r["source"] == "stats", r
+            check_record(r, np.load(f"{p}.{t}z.{k}.npy"), k << 16)
+        rs = sorted((r for r in recs if r["dataset"] == f"/{t}o"), key=lambda r: r["write"])
+        x = np.load(f"{p}.{t}o.npy")
+        assert rs[0]["source"] == "data" and rs[0]["visible"] == 3 << 19
+        check_record(rs[0], x[:3 << 19], 0)
+        check_record(rs[1], np.zeros(3 << 19, dtype=t), 3 << 19)

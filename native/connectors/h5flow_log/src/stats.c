@@ -2,6 +2,7 @@
 #include "stats.h"
 
 #include "h5flow_udf.h"
+#include "stats_bytes.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -50,6 +51,7 @@ typedef struct h5fl_stats_w {
     bool armed;
     uint64_t want, seen, hseen; /* bytes of the write; seen by the first pass; by the histogram */
     struct acc *pend;
+    h5fl_bytecount_t *bc; /* 1-byte integers: the count table of the write being appended (pend->bc) */
 } h5fl_stats_w_t;
 
 /* ---------------------------------------------------------------- element kinds and the accumulator */
@@ -91,6 +93,11 @@ typedef struct acc {
     __extension__ unsigned __int128 usum;
     uint64_t hist[H5FL_STATS_BINS];
     bool has_hist;
+    /* 1-byte integers (stats_bytes.h): the elements seen are counted in this table, and min/max/kmin/kmax
+     * are kept from it as they come; the sum and the histogram are taken from it (bytes_settle,
+     * hist_scan) — NULL: the scans below */
+    h5fl_bytecount_t *bc;
+    bool hist_done; /* the histogram was taken from bc */
 } acc_t;
 
 /* The sum: integers exactly over all the elements seen, rounded once to a double. */
@@ -377,8 +384,54 @@ static int simd_level(void)
 #define SIMD_OR(F, ARGS) F ARGS
 #endif
 
+/* 1-byte integers, with a count table: count the n elements, then look for values outside what the
+ * accumulator held before — they can only be new, and only in the rows below its min or above its max
+ * (for data that spans the whole range, none). A new min (max) occurs first in this call, so its first
+ * position is the first of its byte here. */
+static sval_t bytes_val(const acc_t *a, int i)
+{
+    sval_t v;
+    if (a->kind == K_INT)
+        v.i = i - 128;
+    else
+        v.u = (uint64_t)i;
+    return v;
+}
+
+static int bytes_idx(const acc_t *a, sval_t v) { return a->kind == K_INT ? (int)(v.i + 128) : (int)v.u; }
+
+static void scan_bytes(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
+{
+    h5fl_bytecount_t *c = a->bc;
+    unsigned flip = a->kind == K_INT ? 0x80u : 0u;
+    if (!n)
+        return;
+    h5fl_bc_count(c, buf, n, flip);
+    a->n += n;
+    int lo = a->any ? h5fl_bc_first(c, 0, bytes_idx(a, a->min)) : h5fl_bc_first(c, 0, 256);
+    int hi = a->any ? h5fl_bc_last(c, bytes_idx(a, a->max) + 1, 256) : h5fl_bc_last(c, 0, 256);
+    /* (a new row's value is in buf: memchr finds it) */
+    if (lo >= 0) {
+        const uint8_t *q = memchr(buf, (int)((unsigned)lo ^ flip), n);
+        a->min = bytes_val(a, lo);
+        a->kmin = k0 + (q ? (uint64_t)(q - (const uint8_t *)buf) : 0);
+        h5fl_bc_touch(c, lo);
+    }
+    if (hi >= 0) {
+        const uint8_t *q = memchr(buf, (int)((unsigned)hi ^ flip), n);
+        a->max = bytes_val(a, hi);
+        a->kmax = k0 + (q ? (uint64_t)(q - (const uint8_t *)buf) : 0);
+        h5fl_bc_touch(c, hi);
+    }
+    a->any = true;
+}
+
 static void acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
+    if (a->bc) {
+        scan_bytes(a, buf, n, k0);
+        return;
+    }
     switch (a->kind * 16 + (int)a->esize) {
         case K_INT * 16 + 1: SIMD_OR(scan_i8, (a, buf, n, k0)); break;
         case K_INT * 16 + 2: SIMD_OR(scan_i16, (a, buf, n, k0)); break;
@@ -542,8 +595,51 @@ HIST256(hist_f64, double, LD4_F64)
 #define hist_u64_256 hist_u64
 #endif
 
+/* The histogram of every element counted in a->bc at once: each value that occurs, binned with the
+ * formula of HIST (bit for bit: the same operations on the same doubles; HISTV's agree with it), adds its
+ * count. Valid when hist_scan is given the same elements as acc_scan was, as everywhere here: the first
+ * call takes them all, later ones (the rest of the same elements) add nothing. */
+static void hist_bytes(acc_t *a)
+{
+    if (a->hist_done)
+        return;
+    a->hist_done = true;
+    const h5fl_bytecount_t *c = a->bc;
+    double lo = as_double(a->kind, a->min), w = as_double(a->kind, a->max) - lo;
+    double sc = w > 0 ? H5FL_STATS_BINS / w : 0;
+    for (int i = bytes_idx(a, a->min); i <= bytes_idx(a, a->max); i++) {
+        uint64_t cnt = h5fl_bc_get(c, i);
+        if (!cnt)
+            continue;
+        double x = (as_double(a->kind, bytes_val(a, i)) - lo) * sc;
+        x = x > 0 ? x : 0;
+        x = x < H5FL_STATS_BINS - 1 ? x : H5FL_STATS_BINS - 1;
+        a->hist[(uint32_t)x] += cnt;
+    }
+}
+
+/* Done with a->bc (after the histogram, if any): the exact sum from the counts; the table may go. */
+static void bytes_settle(acc_t *a)
+{
+    if (!a->bc)
+        return;
+    if (a->any)
+        for (int i = bytes_idx(a, a->min); i <= bytes_idx(a, a->max); i++) {
+            uint64_t cnt = h5fl_bc_get(a->bc, i);
+            if (a->kind == K_INT)
+                a->isum += (i128_t)(i - 128) * (i128_t)cnt;
+            else
+                a->usum += (u128_t)i * cnt;
+        }
+    a->bc = NULL;
+}
+
 static void hist_scan(acc_t *a, const void *buf, uint64_t n)
 {
+    if (a->bc) {
+        hist_bytes(a);
+        return;
+    }
     switch (a->kind * 16 + (int)a->esize) {
         case K_INT * 16 + 1: SIMD_OR(hist_i8, (a, buf, n)); break;
         case K_INT * 16 + 2: SIMD_OR(hist_i16, (a, buf, n)); break;
@@ -588,6 +684,7 @@ static void sw_free(h5fl_stats_w_t *s)
     free(s->udf_sym);
     free(s->udf_err);
     free(s->pend);
+    free(s->bc);
     free(s);
 }
 
@@ -783,6 +880,12 @@ void h5fl_stats_arm(h5fl_dset_t *d, uint64_t nbytes)
     memset(s->pend, 0, sizeof *s->pend);
     s->pend->kind = s->kind;
     s->pend->esize = s->esize;
+    if (s->esize == 1 && !s->bc && (s->bc = malloc(sizeof *s->bc)))
+        h5fl_bc_init(s->bc);
+    if (s->esize == 1 && s->bc) { /* (without one: the scans) */
+        h5fl_bc_reset(s->bc);    /* clears only the rows the last write used */
+        s->pend->bc = s->bc;
+    }
     s->want = nbytes;
     s->seen = s->hseen = 0;
     s->armed = true;
@@ -832,6 +935,7 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
     acc_t a = {0};
     a.kind = s->kind;
     a.esize = s->esize;
+    h5fl_bytecount_t bc; /* 1-byte integers not computed by the fused passes */
     /* a filtered write's record holds its filtered length; `data` is its bytes before filtering */
     uint64_t raw = (r->flags & H5FL_REC_FILTER) ? r->raw : r->nbytes;
     bool fused =
@@ -841,12 +945,17 @@ void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *r
         if (a.has_hist && s->hseen == 0)
             hist_scan(&a, data, n);
     } else if (a.kind != K_NONE && n * a.esize == raw) {
+        if (a.esize == 1) {
+            h5fl_bc_init(&bc);
+            a.bc = &bc;
+        }
         acc_scan(&a, data, n, 0);
         if ((a.has_hist = hist_ok(&a)))
             hist_scan(&a, data, n);
     } else {
         a.kind = K_NONE;
     }
+    bytes_settle(&a);
     /* the user data function */
     int ustat = UDF_NONE;
     char umsg[UDF_MSG_MAX] = "";
@@ -1296,6 +1405,11 @@ static int from_data(h5fl_dset_t *d, int kind, size_t esize, const h5fl_extent_t
         h5fl_err("out of memory");
         return -1;
     }
+    h5fl_bytecount_t bc; /* 1-byte integers: counted (stats_bytes.h), settled before returning */
+    if (esize == 1) {
+        h5fl_bc_init(&bc);
+        a->bc = &bc;
+    }
     for (int pass = 0; pass < 2; pass++) {
         uint64_t k = 0;
         for (size_t i = 0; i < ne; i++)
@@ -1303,6 +1417,7 @@ static int from_data(h5fl_dset_t *d, int kind, size_t esize, const h5fl_extent_t
                 uint64_t n = e[i].len - off < chunk ? e[i].len - off : chunk;
                 gather_ctx_t g = {d, buf};
                 if (h5fl_gather_seq(&g, e[i].start + off, (size_t)n) != 0) {
+                    a->bc = NULL;
                     free(buf);
                     return -1;
                 }
@@ -1314,7 +1429,12 @@ static int from_data(h5fl_dset_t *d, int kind, size_t esize, const h5fl_extent_t
             }
         if (pass == 0 && !(a->has_hist = hist_ok(a)))
             break;
+        if (pass == 0 && a->bc) { /* the histogram from the counts: no second pass over the data */
+            hist_scan(a, NULL, 0);
+            break;
+        }
     }
+    bytes_settle(a);
     free(buf);
     return 0;
 }
