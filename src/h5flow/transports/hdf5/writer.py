@@ -521,15 +521,17 @@ class Hdf5Writer(StepWriter):
                 g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
 
     def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
+        """This rank's step file through HDF5's low-level calls (``_h5.create_rank_file``: the file h5py's
+        high-level calls would make, with less Python per step)."""
         rank, phase = self.comm.rank, self._phase
         with phase("create"):
-            f = h5py.File(path, "w", libver=("v110", "latest"))
+            fid = _h5.create_rank_file(path)
         extents: dict[str, list[Any] | None] = {}
         try:
             with phase("metadata"):
-                self._write_attrs(f, meta, rank=rank)
+                self._write_attrs(fid, meta, rank=rank)
             for name, mesh in meta.meshes.items():
-                g = f.create_group(name)
+                g = _h5.create_group(fid, name)
                 mine = self._puts.mine(name)
                 for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     parts = [block_payload(b)[i][1] for b in mine]
@@ -537,16 +539,19 @@ class Hdf5Writer(StepWriter):
                     data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                             else np.zeros((0, ncomp), dtype=dtype))
                     with phase("write"):
-                        dset = g.create_dataset(path_, data=data.astype(dtype, copy=False))
+                        dset = _h5.write_new_dataset(g, path_, data.astype(dtype, copy=False))
                     extents[f"{name}/{path_}"] = _h5.dataset_extent(dset)
+                    del dset
+                del g
         finally:
             with phase("close"):
-                f.close()
+                _h5.close_rank_file(fid)
         with phase("close"):  # where HDF5 put the raw data, for consumers' raw reads (the file is closed)
             _h5.write_extents(Path(path), extents)
 
-    def _write_attrs(self, f: h5py.File, meta: StepMeta, **more: Any) -> None:
-        """The step file's attributes (a new file: none exist yet), ``more`` after them."""
+    def _write_attrs(self, f: Any, meta: StepMeta, **more: Any) -> None:
+        """The step file's attributes (a new file: none exist yet), ``more`` after them. ``f``: an
+        ``h5py.File`` or a low-level ``FileID``."""
         _h5.write_new_attrs(f, {"format": STEP_FORMAT, "version": 1, "step": meta.step, "time": meta.time,
                                 "producers": meta.producers, "layout": self.settings.layout, **more})
 
