@@ -34,7 +34,14 @@ static void bc_spill(h5fl_bytecount_t *c)
     c->pend = 0;
 }
 
-/* 8 bytes per step, one 64-bit load, each byte to the next sub-table in turn. */
+/* The 8 bytes of one 64-bit word, each to the next sub-table in turn. */
+static inline void count8(uint32_t (*s)[256], uint64_t w)
+{
+    for (unsigned k = 0; k < 8; k++)
+        s[k & 3][(w >> (8 * k)) & 255]++;
+}
+
+/* 16 bytes per step (two 64-bit loads), each byte to the next sub-table in turn. */
 static void bc_run(uint32_t (*s)[256], const uint8_t *p, size_t n, unsigned flip)
 {
     const uint64_t fl = (uint64_t)flip * 0x0101010101010101ull;
@@ -43,24 +50,8 @@ static void bc_run(uint32_t (*s)[256], const uint8_t *p, size_t n, unsigned flip
         uint64_t a, b;
         memcpy(&a, p + i, 8);
         memcpy(&b, p + i + 8, 8);
-        a ^= fl;
-        b ^= fl;
-        s[0][a & 255]++;
-        s[1][(a >> 8) & 255]++;
-        s[2][(a >> 16) & 255]++;
-        s[3][(a >> 24) & 255]++;
-        s[0][(a >> 32) & 255]++;
-        s[1][(a >> 40) & 255]++;
-        s[2][(a >> 48) & 255]++;
-        s[3][a >> 56]++;
-        s[0][b & 255]++;
-        s[1][(b >> 8) & 255]++;
-        s[2][(b >> 16) & 255]++;
-        s[3][(b >> 24) & 255]++;
-        s[0][(b >> 32) & 255]++;
-        s[1][(b >> 40) & 255]++;
-        s[2][(b >> 48) & 255]++;
-        s[3][b >> 56]++;
+        count8(s, a ^ fl);
+        count8(s, b ^ fl);
     }
     for (; i < n; i++)
         s[i & 3][p[i] ^ flip]++;

@@ -1,6 +1,7 @@
-/* The check macro of the C unit tests: report and count, keep going. */
+/* The check macro of the C unit tests (report and count, keep going) and their pseudo-random numbers. */
 #ifndef H5FL_TEST_CHECK_H
 #define H5FL_TEST_CHECK_H
+#include <stdint.h>
 #include <stdio.h>
 
 static int failures;
@@ -11,5 +12,15 @@ static int failures;
             failures++;                                                                                    \
         }                                                                                                  \
     } while (0)
+
+/* xorshift64: the same sequence in every run, so a failure reproduces */
+static uint64_t rng = 88172645463325252ull;
+static inline uint64_t xr(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
 
 #endif

@@ -7,15 +7,6 @@
 
 #include "check.h"
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t xr(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
 static size_t make_record(uint8_t *buf, uint64_t epoch, uint64_t order, uint64_t nruns)
 {
     h5fl_record_t r = {0};

@@ -9,15 +9,6 @@
 
 #include "check.h"
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t xr(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
 static int same(const h5fl_bytecount_t *c, const uint64_t *want)
 {
     for (int i = 0; i < 256; i++)
