@@ -156,6 +156,7 @@ def test_log_layout_step_is_one_logical_file_packable_to_native(comm, mpi_tmp_pa
             w.begin_step(s, sim.advance(s))
             publish_step(w, sim, comm.rank)
             assert w.end_step().published
+            w.flush()  # async_write: the step's phases are known once its write thread has published it
             # where the step's time went (bench transit --breakdown): no collective open, no flush phase
             assert {"create", "write", "close", "agree", "publish"} <= set(w.events[-1]["phases"]), w.events[-1]
             assert "flush" not in w.events[-1]["phases"]

@@ -28,7 +28,7 @@ method="FLEXPATH" enabled="1 "/>
 </sensei>
 """
 
-HDF5_ACCEPTED = ("collective, driver, enabled, file_name, filename, group, heartbeat, keep, layout, method, "
+HDF5_ACCEPTED = ("async_write, collective, driver, enabled, file_name, filename, group, heartbeat, keep, layout, method, "
                  "poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, type")
 
 

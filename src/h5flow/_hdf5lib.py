@@ -50,6 +50,8 @@ def lib() -> ctypes.CDLL:
     h5.H5is_library_threadsafe.restype = herr_t
     h5.H5VLget_connector_name.argtypes = [hid_t, ctypes.c_char_p, ctypes.c_size_t]
     h5.H5VLget_connector_name.restype = ctypes.c_ssize_t
+    h5.H5Dwrite.argtypes = [hid_t, hid_t, hid_t, hid_t, hid_t, ctypes.c_void_p]
+    h5.H5Dwrite.restype = herr_t
     return h5
 
 
@@ -69,6 +71,7 @@ def version() -> str:
     return f"{major.value}.{minor.value}.{release.value}"
 
 
+@functools.cache
 def is_threadsafe() -> bool:
     flag = hbool_t(False)
     if lib().H5is_library_threadsafe(ctypes.byref(flag)) < 0:

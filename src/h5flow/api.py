@@ -227,8 +227,13 @@ class WriteStream:
         """``with s.step(t, time=...) as st:``: ``st.write(...)`` inside; published (collectively) at the end."""
         return _StepContext(StepWriter(self, step, time))
 
+    def flush(self) -> None:
+        """Wait until every step left so far is published (the hdf5 transport's write thread,
+        ``async_write``, publishes a step after ``end_step`` returned); raises a failed step's error."""
+        self.writer.flush()
+
     def close(self) -> None:
-        """End the stream: consumers see end-of-stream after the last step. Collective."""
+        """End the stream (after the last step is published): consumers see end-of-stream. Collective."""
         self.writer.close()
 
     def __enter__(self) -> WriteStream:

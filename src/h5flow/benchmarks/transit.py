@@ -45,6 +45,8 @@ MIB = 1 << 20
 TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
 PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no h5flow code
 HDF5_LAYOUTS = ("n-1", "n-n", "log")
+#: a layout name with this suffix runs that layout with async_write="false": steps written inside end_step
+SYNC = "-sync"
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
 
@@ -142,11 +144,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
-    p.add_argument("--hdf5-layout", choices=list(HDF5_LAYOUTS), nargs="+", default=[DEFAULT_LAYOUT], metavar="L",
+    p.add_argument("--hdf5-layout", choices=[*HDF5_LAYOUTS, *(x + SYNC for x in HDF5_LAYOUTS)], nargs="+",
+                   default=[DEFAULT_LAYOUT], metavar="L",
                    help="hdf5 transport layouts: n-1 (one shared file per step, SENSEI's), n-n (one file per "
-                        "producer rank), log (one h5flow_log container per step); the first is the hdf5 rows' "
-                        "layout, each further one adds rows named <transport>:<layout> measured in the same run "
-                        f"(default {DEFAULT_LAYOUT}, the transport's own default)")
+                        "producer rank), log (one h5flow_log container per step), each also as <layout>-sync "
+                        "(async_write=\"false\": the step is written inside end_step, not on the write thread); "
+                        "the first is the hdf5 rows' layout, each further one adds rows named "
+                        "<transport>:<layout> measured in the same run "
+                        f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
     p.add_argument("--breakdown", action="store_true",
                    help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
                         "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
@@ -287,8 +292,11 @@ def memcpy(chunk: int, count: int) -> float:
 
 def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT) -> str:
     if transport.startswith("hdf5"):
-        el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{hdf5_layout}" '
-              f'queue_limit="{queue_limit}"/>')
+        sync = hdf5_layout.endswith(SYNC)
+        layout = hdf5_layout[: -len(SYNC)] if sync else hdf5_layout
+        more = ' async_write="false"' if sync else ""
+        el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{layout}" '
+              f'queue_limit="{queue_limit}"{more}/>')
     elif transport == "socket":
         el = f'<transport type="socket" filename="{stream}" queue_limit="{queue_limit}"/>'
     else:
@@ -669,7 +677,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
         console.print(breakdown_table(rows, plan.steps))
 
 
-PRODUCER_PHASES = ("gather", "admit", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
+PRODUCER_PHASES = ("wait", "gather", "admit", "copy", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
                    "publish")
 CONSUMER_PHASES = ("discover", "open", "read", "close", "barrier", "release")
 
@@ -681,7 +689,9 @@ def breakdown_table(rows: list[Row], steps: int) -> Any:
 
     tab = Table(title="where the time goes (--breakdown): ms per step, per step the slowest rank's; producer "
                       "phases | consumer phases (discover includes waiting for the producer); "
-                      "inside = time inside the transport per step, × POSIX")
+                      "inside = time inside the transport per step, × POSIX. With async_write (the default) "
+                      "the producer's end_step is wait (for the previous step's write) + gather + admit + copy; "
+                      "reserve to publish run on its write thread, beside the simulation")
     tab.add_column("transport")
     tab.add_column("M:N", justify="right")
     for name in PRODUCER_PHASES:

@@ -10,8 +10,10 @@ Producer side, per rank::
     for step ...:
         w.begin_step(step, time)
         w.put("mesh", block)          # every block this rank owns, any number (zero included)
-        w.end_step()                  # collective: the step is published (or dropped under 'discard')
-    w.close()                         # collective: publishes end-of-stream
+        w.end_step()                  # collective: the step is accepted and published (or dropped under
+                                      # 'discard'); hdf5 with async_write publishes it in the background
+    w.flush()                         # optional: every accepted step is published when it returns
+    w.close()                         # collective: waits for the last step, publishes end-of-stream
 
 Consumer side, per rank::
 
@@ -76,7 +78,9 @@ class PublishInfo:
     published: bool  # False when dropped by the 'discard' policy
     nbytes: int  # payload bytes of the step, all ranks together
     reason: str = ""  # why it was dropped
-    seconds: float = 0.0  # time spent in end_step (write + publish + waiting on backpressure)
+    # seconds in end_step: the write and publication, or with a write thread (hdf5's async_write) the wait for
+    # the previous step's write and the copy; backpressure included
+    seconds: float = 0.0
 
 
 class ReadStep(ABC):
@@ -145,6 +149,12 @@ class Writer(ABC):
         self._in_step = False
         return self._do_end_step()
 
+    def flush(self) -> None:
+        """Wait until every step ``end_step`` accepted is published (a transport that publishes in the
+        background, such as hdf5 with ``async_write``, finishes here; the others publish inside ``end_step``).
+        Raises the :class:`TransportError` of a step whose background write failed."""
+        self._do_flush()
+
     def close(self) -> None:
         if self._closed:
             return
@@ -170,6 +180,9 @@ class Writer(ABC):
 
     @abstractmethod
     def _do_end_step(self) -> PublishInfo: ...
+
+    def _do_flush(self) -> None:  # noqa: B027 - optional hook: publishing inside end_step needs nothing here
+        pass
 
     @abstractmethod
     def _do_close(self) -> None: ...

@@ -9,16 +9,17 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
-from h5flow.transports._common import Decision, StepWriter, block_payload, dataset_layout
+from h5flow.transports._common import Decision, StepPuts, StepWriter, block_payload, dataset_layout
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
@@ -54,6 +55,28 @@ class _Prepared(Decision):
     prepare_error: str = ""
 
 
+class StagedBlock(NamedTuple):
+    """One block of this rank as the step's write takes it: its id and ``block_payload``'s rows."""
+
+    block_id: int
+    payload: list[tuple[str, np.ndarray]]
+
+
+def _async_possible(comm: Any, wanted: bool) -> tuple[bool, str]:
+    """(write steps on a thread, why not when it was asked for). The thread makes MPI calls (its collectives
+    on a duplicate communicator) while the simulation's thread may make its own: with more than one rank
+    that needs MPI_THREAD_MULTIPLE."""
+    if not wanted:
+        return False, ""
+    if comm.size > 1:
+        from mpi4py import MPI
+
+        if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+            return False, ("MPI was initialised without MPI_THREAD_MULTIPLE (mpi4py's default; do not lower "
+                           "mpi4py.rc.thread_level), which a write thread needs; steps are written inside end_step")
+    return True, ""
+
+
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
     """Write rows [offset, offset+len(data)) of a (count, ncomp) dataset; ``None`` = empty collective part."""
     fspace = dset.id.get_space()
@@ -87,6 +110,17 @@ class Hdf5Writer(StepWriter):
         self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
         self._json: tuple[StepMeta | None, str] = (None, "")  # the step's meta.json text, made once per step
+        # async_write (docs/STREAM.md "Write-behind"): the write thread, the step on it, the communicator its
+        # collectives use (a duplicate: never matched with a collective of the simulation's thread), the
+        # copies of this rank's rows (reused step after step), and the error that stopped the stream
+        self._async, why_not = _async_possible(comm, s.async_write)
+        self._wcomm: Any = comm.Dup() if self._async and comm.size > 1 else comm
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
+        self._failed: str | None = None
+        self._buffers: dict[tuple[str, int, str], np.ndarray] = {}
+        if why_not and comm.rank == 0:
+            print(f"h5flow: async_write is off: {why_not}", file=sys.stderr, flush=True)
         info = None
         error = ""
         if comm.rank == 0:
@@ -122,24 +156,78 @@ class Hdf5Writer(StepWriter):
 
     # -- steps -----------------------------------------------------------------------------------
     def _do_end_step(self) -> PublishInfo:
+        t_enter = time.time()
+        self._drain()  # async_write: the previous step's write, and its error, before this step is admitted
+        waited_write = time.time() - t_enter
         admitted = self._admit_step()  # rank 0 has also reserved the step's room on disk (see _admit)
         if isinstance(admitted, PublishInfo):
             return admitted
         meta, nbytes, decision, t0 = admitted
-        comm, cfg, step = self.comm, self.settings, meta.step
         t_admit = time.time()
         # gather: the ranks' block metadata, waiting for the last rank to reach end_step (its compute, not
         # the transport); admit: rank 0's queue check and the decision's broadcast (what rank 0 did in
         # between is in its own phases: reserve, prepare, create, metadata)
+        if waited_write:
+            self._phase.add("wait", waited_write)
         self._phase.add("gather", self._gathered_at - t0)
         self._phase.add("admit", t_admit - self._gathered_at - sum(self._phase.seconds.get(k, 0.0) for k in (
             "reserve", "prepare", "create", "metadata")))
+        with self._phase("copy" if self._async else "stage"):
+            staged = self._stage(meta)
+        self._puts = StepPuts()
+        event: dict[str, Any] = {"step": meta.step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
+                                 "published": True, "nbytes": nbytes, "waited": decision.waited}
+        self.events.append(event)
+        if not self._async:
+            self._publish(meta, nbytes, decision, staged, self._step_time, event)
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="h5flow-write")
+            self._pending = self._pool.submit(self._publish, meta, nbytes, decision, staged, self._step_time, event)
+        return PublishInfo(meta.step, True, nbytes, "", time.time() - t_enter)
+
+    def _stage(self, meta: StepMeta) -> dict[str, list[StagedBlock]]:
+        """This rank's blocks of the step, per mesh in block-id order, as the rows the write needs. With
+        ``async_write`` the rows are copied (into buffers kept from the previous step: no new pages per step),
+        because the simulation may change its arrays the moment ``end_step`` returns."""
+        out: dict[str, list[StagedBlock]] = {}
+        for name in meta.meshes:
+            blocks = []
+            for b in self._puts.mine(name):
+                payload = block_payload(b)
+                if self._async:
+                    payload = [(path, self._copy_of((name, b.block_id, path), data)) for path, data in payload]
+                blocks.append(StagedBlock(b.block_id, payload))
+            out[name] = blocks
+        return out
+
+    def _copy_of(self, key: tuple[str, int, str], data: np.ndarray) -> np.ndarray:
+        buf = self._buffers.get(key)
+        if buf is None or buf.shape != data.shape or buf.dtype != data.dtype:
+            buf = self._buffers[key] = np.empty(data.shape, dtype=data.dtype)
+        np.copyto(buf, data)
+        return buf
+
+    def _publish(self, meta: StepMeta, nbytes: int, decision: Decision, staged: dict[str, list[StagedBlock]],
+                 step_time: float, event: dict[str, Any]) -> None:
+        """Collective over ``self._wcomm``: write the admitted step into its .tmp directory (retrying on a full
+        file system), then rank 0 publishes it. In ``end_step`` or, with ``async_write``, on the write thread
+        (then on a duplicate of the communicator, so it never meets the simulation's own collectives)."""
+        try:
+            self._write_and_publish(meta, nbytes, decision, staged, step_time, event)
+        except BaseException as e:
+            event.update(published=False, error=str(e))
+            raise
+
+    def _write_and_publish(self, meta: StepMeta, nbytes: int, decision: Decision,
+                           staged: dict[str, list[StagedBlock]], step_time: float, event: dict[str, Any]) -> None:
+        comm, cfg, step = self._wcomm, self.settings, meta.step
         tmp = self.staging.tmp_step(step)
         # rank 0 prepared the step's directory (log: and its container) before broadcasting its decision
         prepared = decision.prepare_error if isinstance(decision, _Prepared) else None
         attempt = 0
         while True:
-            failure = self._write_step(tmp, meta, nbytes, prepared)  # the same on every rank: they agreed on it
+            failure = self._write_step(tmp, meta, nbytes, staged, prepared)  # the same on every rank
             prepared = None  # a retry prepares anew
             if failure is None:
                 break
@@ -166,7 +254,7 @@ class Hdf5Writer(StepWriter):
             try:
                 os.replace(tmp, self.staging.step_path(step))
                 published_at = time.time()
-                self.staging.append(f"P {decision.seq} {step} {self._step_time!r} {nbytes} {published_at!r}")
+                self.staging.append(f"P {decision.seq} {step} {step_time!r} {nbytes} {published_at!r}")
             except OSError as e:
                 shutil.rmtree(tmp, ignore_errors=True)
                 shutil.rmtree(self.staging.step_path(step), ignore_errors=True)  # no P line: never visible
@@ -176,18 +264,37 @@ class Hdf5Writer(StepWriter):
         if error:
             raise TransportError(error)
         self._phase.add("publish", time.perf_counter() - t_publish)
-        return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
-                                                              "written": t_written, "publish": published_at},
-                                    phases=self._phase.take())
+        event.update(written=t_written, publish=published_at, phases=self._phase.take())
 
-    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, prepared: str | None = None
-                    ) -> tuple[bool, str] | None:
+    def _drain(self) -> None:
+        """Wait for the step on the write thread (if any); raise its error. After an error every later call
+        raises it again: the stream is stopped (the X line is written) and no step may follow it."""
+        if self._failed is not None:
+            raise TransportError(self._failed)
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        try:
+            pending.result()
+        except TransportError as e:
+            self._failed = str(e)
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug on the write thread: the stream cannot go on
+            self._failed = f"rank {self.comm.rank}: writing a step in the background failed: {e!r}"
+            raise TransportError(self._failed) from e
+
+    def _do_flush(self) -> None:
+        self._drain()
+
+    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, staged: dict[str, list[StagedBlock]],
+                    prepared: str | None = None) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
         rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
         waiting in one. ``prepared``: rank 0's outcome of :meth:`_prepare`, already known to every rank (it
-        came with the admission decision); ``None``: prepare here (one more broadcast)."""
-        comm, cfg, step = self.comm, self.settings, meta.step
+        came with the admission decision); ``None``: prepare here (one more broadcast). ``staged``: this rank's
+        rows (:meth:`_stage`)."""
+        comm, cfg, step = self._wcomm, self.settings, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
         try:
@@ -205,15 +312,15 @@ class Hdf5Writer(StepWriter):
                 if cfg.layout in ("n-1", "log"):
                     try:
                         if cfg.layout == "n-1":
-                            error = self._write_shared(tmp / "data.h5", meta)
+                            error = self._write_shared(tmp / "data.h5", meta, staged)
                         else:
-                            error = self._write_log(tmp / "data.h5", meta, structured=prepared is not None)
+                            error = self._write_log(tmp / "data.h5", meta, staged, structured=prepared is not None)
                     except Exception as e:  # noqa: BLE001 - out of step with the others: the lease catches a hang
                         error = f"rank {comm.rank}: writing {tmp / 'data.h5'}: {e}"
                 else:
                     path = tmp / f"rank-{comm.rank:05d}.h5"
                     try:
-                        self._write_per_rank(path, meta)
+                        self._write_per_rank(path, meta, staged)
                     except Exception as e:  # noqa: BLE001 - decided together below
                         error = f"rank {comm.rank}: writing {path}: {e}"
                 if comm.rank == 0 and not error:
@@ -392,13 +499,13 @@ class Hdf5Writer(StepWriter):
     def _record_discard(self, step: int, why: str) -> None:
         self.staging.append(f"D {step} {self._step_time!r} {why}")
 
-    def _write_shared(self, path: Path, meta: StepMeta) -> str:
+    def _write_shared(self, path: Path, meta: StepMeta, staged: dict[str, list[StagedBlock]]) -> str:
         """Collective: write the step's shared file; "" or this rank's error.
 
         A failed data write (a full file system) does not leave the collective sequence: the rank keeps
         making every collective call (with nothing to write), flushes, and the ranks agree on the outcome
         (``allgather``) before the collective close, so they all leave the file the same way."""
-        comm, cfg = self.comm, self.settings
+        comm, cfg = self._wcomm, self.settings
         error = ""
 
         def failed(what: str, e: BaseException) -> None:
@@ -423,8 +530,8 @@ class Hdf5Writer(StepWriter):
                 with phase("metadata"):
                     g = f.create_group(name)
                     g.attrs["kind"] = mesh.kind
-                mine = self._puts.mine(name)
-                payloads = [block_payload(b) for b in mine]
+                mine = staged[name]
+                payloads = [b.payload for b in mine]
                 n_calls = comm.allreduce(len(mine), op=_max()) if cfg.collective else len(mine)
                 for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                     offsets = mesh.offsets(assoc)
@@ -459,7 +566,7 @@ class Hdf5Writer(StepWriter):
                 failed("closing", e)
         return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
 
-    def _write_log(self, path: Path, meta: StepMeta, structured: bool) -> str:
+    def _write_log(self, path: Path, meta: StepMeta, staged: dict[str, list[StagedBlock]], structured: bool) -> str:
         """Collective (no MPI-IO; at most one sleepy barrier): the step as one logical file through h5flow_log;
         "" or this rank's error.
 
@@ -469,7 +576,7 @@ class Hdf5Writer(StepWriter):
         rows to its own logs (the connector gives each open its own epoch, so the ranks share no file). A
         rank's error does not leave the sequence: the outcome is agreed on by the allgather in
         :meth:`_write_step`, and the step is published only after every rank has closed."""
-        comm, phase = self.comm, self._phase
+        comm, phase = self._wcomm, self._phase
         error = ""
         if not structured:
             if comm.rank == 0:
@@ -480,7 +587,7 @@ class Hdf5Writer(StepWriter):
                 self._close_log_file()
                 return error or f"rank {comm.rank}: another rank failed"
         f, self._log_file = self._log_file, None
-        mine = {name: self._puts.mine(name) for name in meta.meshes}
+        mine = staged
         if not any(mine.values()):
             if f is not None:
                 f.close()
@@ -494,10 +601,10 @@ class Hdf5Writer(StepWriter):
                 for name, mesh in meta.meshes.items():
                     if not mine[name]:
                         continue
-                    payloads = [block_payload(b) for b in mine[name]]
                     for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
                         dset, offsets = f[name][path_], mesh.offsets(assoc)
-                        for b, payload in zip(mine[name], payloads):
+                        for b in mine[name]:
+                            payload = b.payload
                             write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl,
                                        ncomp)
         except Exception as e:  # noqa: BLE001 - decided together in _write_step
@@ -520,7 +627,7 @@ class Hdf5Writer(StepWriter):
             for path_, assoc, dtype, ncomp in dataset_layout(mesh):
                 g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
 
-    def _write_per_rank(self, path: Any, meta: StepMeta) -> None:
+    def _write_per_rank(self, path: Any, meta: StepMeta, staged: dict[str, list[StagedBlock]]) -> None:
         """This rank's step file through HDF5's low-level calls (``_h5.create_rank_file``: the file h5py's
         high-level calls would make, with less Python per step)."""
         rank, phase = self.comm.rank, self._phase
@@ -532,9 +639,9 @@ class Hdf5Writer(StepWriter):
                 self._write_attrs(fid, meta, rank=rank)
             for name, mesh in meta.meshes.items():
                 g = _h5.create_group(fid, name)
-                mine = self._puts.mine(name)
+                mine = staged[name]
                 for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
-                    parts = [block_payload(b)[i][1] for b in mine]
+                    parts = [b.payload[i][1] for b in mine]
                     # one block (the usual case) is written from the simulation's array, without a copy
                     data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                             else np.zeros((0, ncomp), dtype=dtype))
@@ -557,6 +664,10 @@ class Hdf5Writer(StepWriter):
 
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
+        try:
+            self._drain()
+        finally:
+            self._stop_write_thread()
         sleepy_wait(self.comm)
         error = ""
         if self.comm.rank == 0:
@@ -575,11 +686,25 @@ class Hdf5Writer(StepWriter):
 
     def _do_abort(self) -> None:
         # No end-of-stream: consumers see the X line of an error the writer stopped on, or else report the
-        # producer as lost once the heartbeat stops.
+        # producer as lost once the heartbeat stops. A step on the write thread is finished first (every rank's
+        # thread takes part in its collectives, whatever the simulation raised), or fails on its own.
+        with contextlib.suppress(Exception):
+            self._drain()
+        self._stop_write_thread()
         self._heartbeat.stop()
         if self.comm.rank == 0:
             self._close_log_file()
             self._release_rank0()
+
+    def _stop_write_thread(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if self._wcomm is not self.comm:
+            with contextlib.suppress(Exception):
+                self._wcomm.Free()
+            self._wcomm = self.comm
+        self._buffers.clear()
 
     def _release_rank0(self) -> None:
         """Rank 0 at the end: its reservations, its directory watch, the claim."""

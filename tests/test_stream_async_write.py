@@ -1,0 +1,179 @@
+"""The hdf5 producer's write-behind (``async_write``, the default): ``end_step`` copies the rank's rows and
+returns; a write thread writes and publishes the step. What the simulation does to its arrays after
+``end_step`` must never reach the step; an error on the write thread must stop the stream and reach the
+producer at its next call; nothing is published half-written."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+LAYOUTS = ["n-n", "n-1", "log"]
+
+
+def _config(tmp_path: Path, layout: str, **settings: object) -> object:
+    from h5flow.config import TransportConfig
+
+    return TransportConfig.of(filename=str(tmp_path / "s"), heartbeat=2.0, queue_limit=0, layout=layout,
+                              keep="all", **settings)
+
+
+def _block(step: int, field: np.ndarray) -> object:
+    from h5flow.model import ImageBlock
+
+    blk = ImageBlock(0, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0, 5, 0, 3, 0, 2), 0)
+    blk.arrays("cell")["data"] = field
+    return blk
+
+
+def _read_steps(cfg: object, steps: int) -> list[np.ndarray]:
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader
+
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    out = []
+    try:
+        for _ in range(steps):
+            res = reader.begin_step(10.0)
+            assert res.status is StepStatus.OK, res.reason
+            (blk,) = res.step.blocks("mesh", ["data"], "cell")
+            out.append(np.array(blk.arrays("cell")["data"]))
+            reader.release()
+    finally:
+        reader.close()
+    return out
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_arrays_changed_after_end_step_do_not_reach_the_step(tmp_path: Path, layout: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulation overwrites its array the moment end_step returns (its next time step), while the
+    write thread is held back: every step still holds the values it had at end_step."""
+    from mpi4py import MPI
+
+    from h5flow.transports import open_writer
+    from h5flow.transports.hdf5.writer import Hdf5Writer
+
+    slow = Hdf5Writer._write_step
+
+    def held_back(self: Hdf5Writer, *args: object, **kwargs: object) -> object:
+        time.sleep(0.2)  # the simulation's thread runs first: without the copy it would overwrite the rows
+        return slow(self, *args, **kwargs)
+
+    monkeypatch.setattr(Hdf5Writer, "_write_step", held_back)
+    cfg = _config(tmp_path, layout)
+    field = np.zeros((3, 4, 6))
+    expected = []
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        assert w._async
+        for s in range(3):
+            field[...] = np.arange(field.size).reshape(field.shape) + 100.0 * s
+            expected.append(field.copy())
+            w.begin_step(s, float(s))
+            w.put("mesh", _block(s, field))
+            assert w.end_step().published
+            field[...] = -1.0  # the simulation's next step begins in place
+    got = _read_steps(cfg, 3)
+    for s in range(3):
+        np.testing.assert_array_equal(got[s].reshape(expected[s].shape), expected[s])
+
+
+def test_copies_are_reused_from_step_to_step(tmp_path: Path) -> None:
+    """The write thread's copy of a rank's rows is one buffer per block and dataset, kept from step to step
+    (a producer's memory must not grow with the number of steps, nor fault in new pages every step)."""
+    from mpi4py import MPI
+
+    from h5flow.transports import open_writer
+
+    cfg = _config(tmp_path, "n-n")
+    field = np.ones((3, 4, 6))
+    seen = []
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        for s in range(3):
+            w.begin_step(s, float(s))
+            w.put("mesh", _block(s, field * s))
+            w.end_step()
+            w.flush()
+            seen.append({k: id(v) for k, v in w._buffers.items()})
+    assert len(seen[0]) == 1 and seen[0] == seen[1] == seen[2]
+
+
+@pytest.mark.parametrize("async_write", [True, False])
+def test_flush_publishes_and_sync_publishes_in_end_step(tmp_path: Path, async_write: bool) -> None:
+    from mpi4py import MPI
+
+    from h5flow.transports import open_writer
+    from h5flow.transports.hdf5.staging import Staging
+
+    cfg = _config(tmp_path, "n-n", async_write=async_write)
+    staging = Staging(cfg.filename)
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        assert w._async is async_write
+        w.begin_step(0, 0.0)
+        w.put("mesh", _block(0, np.ones((3, 4, 6))))
+        w.end_step()
+        if not async_write:  # written and published inside end_step
+            assert staging.step_path(0).is_dir()
+            assert "publish" in w.events[-1]
+        w.flush()
+        assert staging.step_path(0).is_dir()
+        assert {"copy" if async_write else "stage", "write", "publish"} <= set(w.events[-1]["phases"])
+
+
+def test_an_error_on_the_write_thread_stops_the_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 1's write fails on the write thread: it is never published, the stream's index says why (X),
+    the producer's next end_step raises it (and close after it), and a consumer gets step 0 then the error."""
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
+    from h5flow.transports.hdf5.staging import Staging
+    from h5flow.transports.hdf5.writer import Hdf5Writer
+
+    good = Hdf5Writer._write_per_rank
+
+    def failing(self: Hdf5Writer, path: object, meta: object, staged: object) -> None:
+        if meta.step == 1:
+            raise OSError(5, "Input/output error (injected)")
+        good(self, path, meta, staged)
+
+    monkeypatch.setattr(Hdf5Writer, "_write_per_rank", failing)
+    cfg = _config(tmp_path, "n-n")
+    staging = Staging(cfg.filename)
+    w = open_writer(MPI.COMM_SELF.Dup(), cfg)
+    with pytest.raises(TransportError, match="step 1 was not published.*injected"):
+        with w:
+            for s in range(3):
+                w.begin_step(s, float(s))
+                w.put("mesh", _block(s, np.full((3, 4, 6), float(s))))
+                assert w.end_step().published  # step 2's end_step raises step 1's error
+    assert [e["step"] for e in w.events] == [0, 1]
+    assert w.events[0]["published"] and not w.events[1]["published"]
+    with pytest.raises(TransportError, match="injected"):
+        w.flush()  # the stream stays stopped
+    assert staging.step_path(0).is_dir()
+    assert not staging.step_path(1).exists() and not staging.step_path(2).exists()
+    assert not staging.tmp_step(1).exists()
+    lines = staging.index.read_text().splitlines()
+    assert lines[0].startswith("P 0 0 ") and lines[1].startswith("X ") and "injected" in lines[1]
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    try:
+        res = reader.begin_step(10.0)
+        assert res.status is StepStatus.OK and res.step.step == 0
+        reader.release()
+        res = reader.begin_step(10.0)
+        assert res.status is StepStatus.ERROR and "injected" in res.reason
+    finally:
+        reader.close()
+
+
+def test_async_write_in_xml(tmp_path: Path) -> None:
+    from h5flow.xmlconfig import load
+
+    for text, want in (("", True), (' async_write="false"', False), (' async_write="1"', True)):
+        p = tmp_path / "c.xml"
+        p.write_text(f'<sensei><transport type="hdf5" filename="{tmp_path / "s"}"{text}/></sensei>')
+        assert load(p).transport().settings.async_write is want
