@@ -177,3 +177,56 @@ def test_async_write_in_xml(tmp_path: Path) -> None:
         p = tmp_path / "c.xml"
         p.write_text(f'<sensei><transport type="hdf5" filename="{tmp_path / "s"}"{text}/></sensei>')
         assert load(p).transport().settings.async_write is want
+
+
+@pytest.mark.mpi(n=3)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_simulation_collectives_beside_the_write_thread(comm, mpi_tmp_path: Path, layout: str) -> None:  # noqa: ANN001
+    """Three producer ranks make their own collectives on their communicator (blocking reductions and
+    broadcasts, and nonblocking reductions waited for in sleeps, as a simulation's time loop does) while
+    their write threads publish the previous step with theirs: the write thread's are on a duplicate, so none
+    is matched with the simulation's. Each step holds what every rank put, and the simulation's reductions
+    give their own results."""
+    from mpi4py import MPI
+
+    from h5flow.transports import open_writer
+
+    cfg = _config(mpi_tmp_path, layout)
+    steps = 4
+    with open_writer(comm, cfg) as w:
+        # n-1 on several ranks writes inside end_step (its collective HDF5 calls hold the GIL: a write thread
+        # there deadlocked this very loop, a simulation rank holding the GIL in allreduce)
+        assert w._async is (layout != "n-1") and (w._wcomm is not comm) is w._async, w.async_off
+        for s in range(steps):
+            field = np.full((3, 4, 6), 1000.0 * s + comm.rank)
+            w.begin_step(s, float(s))
+            blk = _block(s, field)
+            blk.block_id = comm.rank
+            blk.extent = (0, 5, 0, 3, 3 * comm.rank, 3 * comm.rank + 2)
+            w.put("mesh", blk)
+            assert w.end_step().published
+            field[...] = -1.0
+            for k in range(30):  # the simulation's collectives while step s is written
+                mine = np.array([comm.rank + k, 7 * comm.rank], dtype=np.int64)
+                total = np.empty_like(mine)
+                req = comm.Iallreduce(mine, total, op=MPI.SUM)
+                while not req.Test():
+                    time.sleep(0.0002)
+                assert total.tolist() == [sum(range(comm.size)) + comm.size * k, 7 * sum(range(comm.size))], total
+                assert comm.allreduce(comm.rank + k, op=MPI.SUM) == sum(range(comm.size)) + comm.size * k
+                assert comm.bcast(("token", s, k) if comm.rank == 0 else None, root=0) == ("token", s, k)
+    comm.Barrier()
+    if comm.rank == 0:
+        from h5flow.transports import StepStatus, open_reader
+
+        reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+        try:
+            for s in range(steps):
+                res = reader.begin_step(10.0)
+                assert res.status is StepStatus.OK, res.reason
+                for b in res.step.blocks("mesh", ["data"], "cell"):
+                    np.testing.assert_array_equal(b.arrays("cell")["data"].ravel(), 1000.0 * s + b.block_id)
+                reader.release()
+        finally:
+            reader.close()
+    comm.Barrier()

@@ -62,19 +62,29 @@ class StagedBlock(NamedTuple):
     payload: list[tuple[str, np.ndarray]]
 
 
-def _async_possible(comm: Any, wanted: bool) -> tuple[bool, str]:
-    """(write steps on a thread, why not when it was asked for). The thread makes MPI calls (its collectives
-    on a duplicate communicator) while the simulation's thread may make its own: with more than one rank
-    that needs MPI_THREAD_MULTIPLE."""
+def _async_possible(comm: Any, wanted: bool, layout: str) -> tuple[bool, str, bool]:
+    """(write steps on a thread, why not when it was asked for, whether to say so on stderr).
+
+    The thread makes MPI calls (its collectives on a duplicate communicator) while the simulation's thread
+    may make its own: with more than one rank that needs MPI_THREAD_MULTIPLE. And every wait of the thread
+    for another rank must let go of Python's GIL: mpi4py keeps the GIL inside a blocking collective, so a
+    simulation thread waiting in one on rank B while rank A's write thread holds the GIL waiting for B's
+    write thread would deadlock. n-n and log wait only in h5flow's sleeping collectives; n-1's collective
+    HDF5 calls (the mpio driver's open, close and collective transfers) go through h5py, which holds the
+    GIL inside them, so n-1 on more than one rank writes inside end_step."""
     if not wanted:
-        return False, ""
+        return False, "", False
     if comm.size > 1:
         from mpi4py import MPI
 
+        if layout == "n-1":
+            return False, ("layout n-1's collective HDF5 calls hold Python's GIL while they wait for the other "
+                           "ranks (through h5py); steps are written inside end_step"), False
         if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
             return False, ("MPI was initialised without MPI_THREAD_MULTIPLE (mpi4py's default; do not lower "
-                           "mpi4py.rc.thread_level), which a write thread needs; steps are written inside end_step")
-    return True, ""
+                           "mpi4py.rc.thread_level), which a write thread needs; steps are written inside end_step"
+                           ), True
+    return True, "", False
 
 
 def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
@@ -113,14 +123,14 @@ class Hdf5Writer(StepWriter):
         # async_write (docs/STREAM.md "Write-behind"): the write thread, the step on it, the communicator its
         # collectives use (a duplicate: never matched with a collective of the simulation's thread), the
         # copies of this rank's rows (reused step after step), and the error that stopped the stream
-        self._async, why_not = _async_possible(comm, s.async_write)
+        self._async, self.async_off, say = _async_possible(comm, s.async_write, s.layout)
         self._wcomm: Any = comm.Dup() if self._async and comm.size > 1 else comm
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
         self._failed: str | None = None
         self._buffers: dict[tuple[str, int, str], np.ndarray] = {}
-        if why_not and comm.rank == 0:
-            print(f"h5flow: async_write is off: {why_not}", file=sys.stderr, flush=True)
+        if say and comm.rank == 0:
+            print(f"h5flow: async_write is off: {self.async_off}", file=sys.stderr, flush=True)
         info = None
         error = ""
         if comm.rank == 0:
