@@ -230,3 +230,37 @@ def test_simulation_collectives_beside_the_write_thread(comm, mpi_tmp_path: Path
         finally:
             reader.close()
     comm.Barrier()
+
+
+@pytest.mark.parametrize("async_write", [True, False])
+def test_the_write_thread_deletes_released_steps(tmp_path: Path, async_write: bool) -> None:
+    """After publishing a step, producer rank 0's write thread deletes the steps every group released (time
+    the simulation does not wait for), so the consumer, often the slower side, does not delete them inside its
+    release; a step not released yet stays. Writing inside end_step leaves that to the consumer's idle time."""
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader, open_writer
+    from h5flow.transports.hdf5.staging import Staging
+
+    cfg = _config(tmp_path, "n-n", async_write=async_write)
+    cfg.settings.keep = "released"
+    staging = Staging(cfg.filename)
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+        try:
+            for s in range(3):
+                w.begin_step(s, float(s))
+                w.put("mesh", _block(s, np.full((3, 4, 6), float(s))))
+                w.end_step()
+                w.flush()
+                if s == 2:
+                    break
+                res = reader.begin_step(10.0)
+                assert res.status is StepStatus.OK and res.step.step == s
+                reader.release()  # one or two released steps: below the consumer's backlog, it deletes none
+            assert staging.step_path(2).is_dir()  # published, not released
+            assert staging.step_path(1).is_dir() is not async_write
+            assert staging.step_path(0).is_dir() is not async_write
+            assert ("collect" in w.events[-1]["phases"]) is async_write
+        finally:
+            reader.close()

@@ -678,7 +678,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
 
 
 PRODUCER_PHASES = ("wait", "gather", "admit", "copy", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
-                   "publish")
+                   "publish", "collect")
 CONSUMER_PHASES = ("discover", "open", "read", "close", "barrier", "release")
 
 

@@ -402,6 +402,8 @@ class Hdf5Reader(Reader):
             self._state.released_seq = step.seq
             self._save_group()
             if self.settings.keep != "all" and e is not None:
+                # steps a producer's write thread (or its wait for room) deleted meanwhile are off the list
+                self._garbage = [g for g in self._garbage if self.staging.step_path(g.step).exists()]
                 self._garbage.append(e)
                 if len(self._garbage) > GARBAGE_BACKLOG:  # no idle time came: delete now (timed here)
                     self._collect()

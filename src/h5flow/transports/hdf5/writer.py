@@ -274,6 +274,12 @@ class Hdf5Writer(StepWriter):
         if error:
             raise TransportError(error)
         self._phase.add("publish", time.perf_counter() - t_publish)
+        if self._async and comm.rank == 0 and cfg.keep != "all" and self._published:
+            # the write thread has time the simulation does not wait for: it deletes the steps every group
+            # has released, which the slower consumer would otherwise do inside its release (docs/STREAM.md
+            # "Garbage collection"); the main thread's next admission comes after this (one step in flight)
+            with self._phase("collect"):
+                self.staging.collect_garbage(self.info.run_id, self._published)
         event.update(written=t_written, publish=published_at, phases=self._phase.take())
 
     def _drain(self) -> None:
