@@ -154,7 +154,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
     p.add_argument("--breakdown", action="store_true",
                    help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
-                        "(gather, admit, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, publish) and "
+                        "(wait: for the previous step's write thread, gather, admit, copy; then, on the write thread "
+                        "with async_write, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, "
+                        "publish, collect: deleting released steps) and "
                         "the consumer (discover, open, read, close, barrier: waiting for the other consumer ranks at "
                         "release, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
