@@ -18,6 +18,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, StepMeta
 from h5flow.transports._common import assemble_blocks, check_association, check_group
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.contact import Contact, contact_path, dropped_message, ended_path
@@ -116,10 +117,11 @@ class _Fetcher:
 
 class SocketReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]], seq: int,
-                 fetcher: _Fetcher) -> None:
+                 fetcher: _Fetcher, phase: Phases) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
         self._fetcher = fetcher
+        self._phase = phase
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
         """This rank's blocks, pulled from the producer ranks that own them. The arrays are read-only views
@@ -135,7 +137,8 @@ class SocketReadStep(ReadStep):
         by_owner: dict[int, list[int]] = {}
         for i in ids:
             by_owner.setdefault(m.blocks[i].owner, []).append(i)
-        frames = self._fetcher.get(self.seq, mesh, by_owner, [p for p, *_ in layout]) if ids else {}
+        with self._phase("read"):  # the blocks arriving from their producer ranks
+            frames = self._fetcher.get(self.seq, mesh, by_owner, [p for p, *_ in layout]) if ids else {}
         values: dict[str, dict[int, np.ndarray]] = {a.name: {} for a in wanted}
         positions: dict[int, np.ndarray] = {}
         for owner, oids in by_owner.items():
@@ -198,6 +201,7 @@ class SocketReader(Reader):
         self._step_t0 = 0.0
         self._info: dict[str, Any] = {}
         self._seen = 0.0
+        self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
 
     # -- rank 0 ----------------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -324,6 +328,8 @@ class SocketReader(Reader):
         comm = self.comm
         t0 = time.time()
         found = None
+        self._phase.take()  # a step's phases start at its begin_step
+        t_discover = time.perf_counter()
         if comm.rank == 0:
             found = self._end or self._poll(timeout)
             if found.status in (StepStatus.END_OF_STREAM, StepStatus.ERROR):
@@ -331,6 +337,8 @@ class SocketReader(Reader):
             if found.status is StepStatus.OK and self._fetcher is None:
                 found.contact = self.contact
         found = bcast_from_root(comm, found)
+        # waiting for the step (rank 0 asks producer rank 0, the others sleep in the broadcast)
+        self._phase.add("discover", time.perf_counter() - t_discover)
         if found.contact is not None and self._fetcher is None:
             self._fetcher = _Fetcher(self._ctx, found.contact)
         if found.status is not StepStatus.OK:
@@ -342,24 +350,26 @@ class SocketReader(Reader):
         self._step_t0, self._seen, self._info = t0, found.seen, info
         self._last_step = int(info["step"])
         return BeginStepResult(StepStatus.OK, SocketReadStep(int(info["step"]), float(info["time"]), meta, assignment,
-                                                             int(info["seq"]), self._fetcher))
+                                                             int(info["seq"]), self._fetcher, self._phase))
 
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, SocketReadStep)
         t_barrier = time.perf_counter()
         sleepy_wait(self.comm)  # every rank has its blocks
         barrier = time.perf_counter() - t_barrier
+        self._phase.add("barrier", barrier)
         now = time.time()
         if self.comm.rank == 0:
             assert self.contact is not None
             token = self.contact.token.encode()
             for link in self._ctrl:
                 link.sock.send_multipart(P.request(token, P.RELEASE, group=self.settings.group, seq=step.seq))
+        self._phase.add("release", time.perf_counter() - t_barrier - barrier)
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
                             "visible": self._seen, "begin": self._step_t0, "released": now, "nbytes": info["nbytes"],
-                            "barrier": barrier})
+                            "barrier": barrier, "phases": self._phase.take()})
 
     def _do_close(self) -> None:
         if self.comm.rank == 0 and self.contact is not None and self._end is None:

@@ -117,6 +117,8 @@ class SocketWriter(StepWriter):
         t_written = time.time()
         sleepy_wait(comm)  # the step is visible only once every rank holds its blocks
         published_at = time.time()
+        phases = {"gather": self._gathered_at - t0, "admit": t_admit - self._gathered_at, "copy": t_written - t_admit,
+                  "agree": published_at - t_written}
         if comm.rank == 0:
             with self.store.cond:
                 held = self.store.held.get(decision.seq)
@@ -125,8 +127,9 @@ class SocketWriter(StepWriter):
                 self.store.announced.append(step)
             assert self._server is not None
             self._server.wake()
+        phases["publish"] = time.time() - published_at
         return self._published_info(step, nbytes, decision, {"end_step": t0, "admitted": t_admit,
-                                                              "written": t_written, "publish": published_at})
+                                                              "written": t_written, "publish": published_at}, phases)
 
     def _queue_state(self) -> tuple[int, int, list[str]]:
         st = self.store
