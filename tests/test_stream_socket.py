@@ -120,5 +120,9 @@ def test_socket_xml_attributes() -> None:
     s = t.settings
     assert (t.type, s.interface, s.quota_bytes, s.queue_limit, s.queue_policy, s.heartbeat) == \
         ("socket", "*", 1 << 20, 2, "discard", 0.5)
+    assert s.cma is True
+    assert loads('<sensei><transport type="socket" filename="s" cma="false"/></sensei>').transport().settings.cma is False
+    with pytest.raises(ConfigError, match="cma"):
+        loads('<sensei><transport type="socket" filename="s" cma="perhaps"/></sensei>')
     with pytest.raises(ConfigError, match="unknown attribute 'layout'"):
         loads('<sensei><transport type="socket" filename="s" layout="n-n"/></sensei>')

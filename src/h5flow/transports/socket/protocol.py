@@ -9,7 +9,8 @@ command    body                                                reply
 HELLO      group, consumers                                    OK: rank, run_id, first (seq to start at)
 PING       group                                               PONG: rank
 NEXT       group, seq, floor, ev (rank 0 only)                 STEP or END, possibly held until available
-GET        req, seq, mesh, ids, paths                          DATA: req + one frame per (id, path)
+GET        req, seq, mesh, ids, paths [, cma]                  DATA: req + one frame per (id, path); with
+                                                               cma (same node): req, cma = where they lie
 RELEASE    group, seq                                          none
 BYE        group                                               none
 =========  ==================================================  =========================================

@@ -16,10 +16,12 @@ import zmq
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, StepMeta
+from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association, check_group
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
+from h5flow.transports.socket import cma
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.contact import Contact, contact_path, dropped_message, ended_path
 
@@ -74,9 +76,13 @@ class _Pinger(threading.Thread):
 class _Fetcher:
     """One consumer rank's data links, one per producer rank it pulls from (connected when first used)."""
 
-    def __init__(self, ctx: zmq.Context, contact: Contact) -> None:
+    def __init__(self, ctx: zmq.Context, contact: Contact, use_cma: bool = True) -> None:
         self._ctx = ctx
         self.contact = contact
+        self.use_cma = use_cma  # the consumer's setting (cma="false": everything over the socket)
+        self._cma_worked: set[int] = set()  # owners whose blocks were copied out of their memory at least once
+        self._cma_broken: set[int] = set()  # owners whose memory could not be read: over the socket only
+        self.buffers = ReadBuffers()  # what blocks are copied into, reused once the analysis let go of them
         self.token = contact.token.encode()
         self._links: dict[int, P.Link] = {}
         self._req = itertools.count()
@@ -87,27 +93,67 @@ class _Fetcher:
             self._links[rank] = P.Link(self._ctx, self.contact.ranks[rank].reachable())
         return self._links[rank]
 
-    def get(self, seq: int, mesh: str, wanted: dict[int, list[int]], paths: list[str]) -> dict[int, list[Any]]:
-        """Ask every owner for its blocks at once, then collect: owner -> data frames, (id, path) order."""
+    def get(self, seq: int, mesh: str, wanted: dict[int, list[int]], paths: list[str],
+            sizes: dict[int, list[int]]) -> dict[int, list[Any]]:
+        """Ask every owner for its blocks at once, then collect: owner -> the arrays' bytes (zmq frames or
+        read-only uint8 arrays), (id, path) order. ``sizes``: owner -> the bytes of each, from the metadata.
+
+        An owner on this node is asked where the arrays lie and they are copied out of its memory
+        (:mod:`.cma`); when that fails, the same blocks are asked for over the socket."""
         reqs = {}
         for owner, ids in wanted.items():
-            reqs[owner] = next(self._req)
-            self.link(owner).sock.send_multipart(P.request(self.token, P.GET, req=reqs[owner], seq=seq, mesh=mesh,
-                                                           ids=ids, paths=paths))
+            reqs[owner] = self._ask(owner, seq, mesh, ids, paths, cma=self._cma_for(owner))
         out: dict[int, list[Any]] = {}
         for owner, req in reqs.items():
-            link = self.link(owner)
-            while owner not in out:
-                if not link.wait(self.timeout):
-                    what = "its connection closed" if link.broken() else f"no answer within {self.timeout:g} s"
-                    raise TransportError(f"producer rank {owner} lost while sequence {seq} was being read: {what}")
-                kind, body, frames = P.parse_reply(link.sock.recv_multipart(copy=False))
-                if body.get("req") != req:
-                    continue  # the answer to an earlier request that was given up
-                if kind != P.DATA:
-                    raise TransportError(f"sequence {seq}, mesh {mesh!r}: {body.get('error', kind)}")
-                out[owner] = frames
+            body, frames = self._answer(owner, seq, mesh, req)
+            if "cma" in body:
+                try:
+                    got = cma.read(cma.Lease.from_body(body["cma"]), sizes[owner], self.buffers)
+                except ValueError as e:
+                    got = str(e)
+                if isinstance(got, str):
+                    self._cma_failed(owner, got)
+                    body, frames = self._answer(owner, seq, mesh,
+                                                self._ask(owner, seq, mesh, wanted[owner], paths, cma=False))
+                else:
+                    self._cma_worked.add(owner)
+                    frames = got
+            out[owner] = frames
         return out
+
+    def _ask(self, owner: int, seq: int, mesh: str, ids: list[int], paths: list[str], *, cma: bool) -> int:
+        req = next(self._req)
+        extra = {"cma": True} if cma else {}
+        self.link(owner).sock.send_multipart(P.request(self.token, P.GET, req=req, seq=seq, mesh=mesh, ids=ids,
+                                                       paths=paths, **extra))
+        return req
+
+    def _answer(self, owner: int, seq: int, mesh: str, req: int) -> tuple[dict[str, Any], list[Any]]:
+        link = self.link(owner)
+        while True:
+            if not link.wait(self.timeout):
+                what = "its connection closed" if link.broken() else f"no answer within {self.timeout:g} s"
+                raise TransportError(f"producer rank {owner} lost while sequence {seq} was being read: {what}")
+            kind, body, frames = P.parse_reply(link.sock.recv_multipart(copy=False))
+            if body.get("req") != req:
+                continue  # the answer to an earlier request that was given up
+            if kind != P.DATA:
+                raise TransportError(f"sequence {seq}, mesh {mesh!r}: {body.get('error', kind)}")
+            return body, frames
+
+    def _cma_for(self, owner: int) -> bool:
+        """Copy this owner's blocks out of its memory: on its node, allowed, and not failed before it worked."""
+        assert self.contact is not None
+        return (self.use_cma and owner not in self._cma_broken
+                and self.contact.ranks[owner].reachable() == self.contact.ranks[owner].local)
+
+    def _cma_failed(self, owner: int, why: str) -> None:
+        """A copy that failed (the blocks are then asked for over the socket): if it never worked with this
+        owner, say why once and stop trying; after it worked, it was this step only (a dropped step)."""
+        if owner not in self._cma_worked:
+            self._cma_broken.add(owner)
+            print(f"h5flow: socket stream: producer rank {owner} is on this node but its blocks cannot be copied "
+                  f"out of its memory ({why}); they come over the socket", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         for link in self._links.values():
@@ -124,8 +170,8 @@ class SocketReadStep(ReadStep):
         self._phase = phase
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
-        """This rank's blocks, pulled from the producer ranks that own them. The arrays are read-only views
-        of the received messages (no copy)."""
+        """This rank's blocks, pulled from the producer ranks that own them. The arrays are read-only: views
+        of the received messages, or the copies out of a same-node producer's memory (docs/SOCKET.md)."""
         self._check_mesh(mesh)
         m = self.meta.meshes[mesh]
         ids = sorted(self.my_block_ids(mesh))
@@ -137,8 +183,10 @@ class SocketReadStep(ReadStep):
         by_owner: dict[int, list[int]] = {}
         for i in ids:
             by_owner.setdefault(m.blocks[i].owner, []).append(i)
+        sizes = {owner: [m.blocks[i].count(assoc) * ncomp * dtype.itemsize  # type: ignore[arg-type]
+                         for i in oids for _, assoc, dtype, ncomp, _ in layout] for owner, oids in by_owner.items()}
         with self._phase("read"):  # the blocks arriving from their producer ranks
-            frames = self._fetcher.get(self.seq, mesh, by_owner, [p for p, *_ in layout]) if ids else {}
+            frames = self._fetcher.get(self.seq, mesh, by_owner, [p for p, *_ in layout], sizes) if ids else {}
         values: dict[str, dict[int, np.ndarray]] = {a.name: {} for a in wanted}
         positions: dict[int, np.ndarray] = {}
         for owner, oids in by_owner.items():
@@ -154,7 +202,8 @@ class SocketReadStep(ReadStep):
                     if len(frame) != count * ncomp * dtype.itemsize:
                         raise TransportError(f"block {i} of mesh {mesh!r}, {path}: {len(frame)} bytes received, "
                                              f"{count * ncomp * dtype.itemsize} expected")
-                    arr = np.frombuffer(frame.buffer, dtype=dtype).reshape(count, ncomp)
+                    data = frame.buffer if isinstance(frame, zmq.Frame) else frame
+                    arr = np.frombuffer(data, dtype=dtype).reshape(count, ncomp)
                     if name:
                         values[name][i] = arr
                     else:
@@ -340,7 +389,9 @@ class SocketReader(Reader):
         # waiting for the step (rank 0 asks producer rank 0, the others sleep in the broadcast)
         self._phase.add("discover", time.perf_counter() - t_discover)
         if found.contact is not None and self._fetcher is None:
-            self._fetcher = _Fetcher(self._ctx, found.contact)
+            self._fetcher = _Fetcher(self._ctx, found.contact, self.settings.cma)
+        if self._fetcher is not None:
+            self._fetcher.buffers.next_step()  # the last step's arrays the analysis let go of
         if found.status is not StepStatus.OK:
             return BeginStepResult(found.status, None, found.reason)
         info = found.info

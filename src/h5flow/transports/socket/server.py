@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import secrets
 import sys
 import threading
 import time
@@ -24,6 +26,7 @@ import zmq
 
 from h5flow.transports._common import check_group
 from h5flow.transports.socket import protocol as P
+from h5flow.transports.socket.cma import regions_of
 from h5flow.transports.socket.contact import advertised, bind_address, local_endpoint
 
 MAX_INT = 1 << 53  # every integer of a request (seq, req, ev, ...) lies in 0..MAX_INT
@@ -102,6 +105,8 @@ class Held:
     arrays: dict[tuple[str, int], dict[str, np.ndarray]]  # (mesh, block id) -> dataset path -> (count, ncomp)
     published_at: float = 0.0  # rank 0
     meta_json: str = ""  # rank 0
+    # a random non-zero nonce while the step is held, 0 once it is let go (same-node readers check it: .cma)
+    stamp: np.ndarray = field(default_factory=lambda: np.array([secrets.randbits(62) + 1], dtype=np.int64))
 
 
 @dataclass
@@ -141,6 +146,7 @@ class Store:
     history: dict[str, list[list[int]]] = field(default_factory=dict)
     losses: dict[str, list[str]] = field(default_factory=dict)  # group name -> why it was declared lost, each time
     detached: dict[str, int] = field(default_factory=dict)  # group name -> last seq it released before its BYE
+    retired: list[Held] = field(default_factory=list)  # let go at the last collect, freed at the next (.cma)
 
     def dropped_for(self, name: str) -> dict[str, Any] | None:
         """Rank 0: the steps group ``name`` lost because it was declared lost (announced, never released by any
@@ -180,10 +186,19 @@ class Store:
         return [h for h in self.held.values() if h.seq > r]
 
     def collect(self) -> None:
-        """Drop the steps no live group needs any more (their buffers go once zmq has sent them)."""
+        """Drop the steps no live group needs any more (their buffers go once zmq has sent them).
+
+        A dropped step's stamp is zeroed first and its arrays are kept until the next collection that drops
+        steps, so a same-node consumer copying them (:mod:`.cma`) reads the zero if any byte may be reused."""
         r = self.released()
-        for seq in [s for s in self.held if s <= r]:
-            del self.held[seq]
+        gone = [s for s in self.held if s <= r]
+        if not gone:
+            return
+        self.retired = []
+        for seq in gone:
+            held = self.held.pop(seq)
+            held.stamp[0] = 0
+            self.retired.append(held)
 
     def add(self, held: Held) -> None:
         with self.cond:
@@ -241,9 +256,11 @@ class _RateLog:
 class Server(threading.Thread):
     """Serves one producer rank's :class:`Store` on a ROUTER socket, on its own thread."""
 
-    def __init__(self, ctx: zmq.Context, store: Store, token: bytes, run_id: str, interface: str) -> None:
+    def __init__(self, ctx: zmq.Context, store: Store, token: bytes, run_id: str, interface: str,
+                 cma: bool = False) -> None:
         super().__init__(name=f"h5flow-socket-server-{store.rank}", daemon=True)
         self.store = store
+        self.cma = cma  # answer a GET with "cma" by where the arrays lie (this process can be read: .cma.offer)
         self._token = token
         self._run_id = run_id
         self._waiters: list[_Waiter] = []
@@ -453,6 +470,11 @@ class Server(threading.Thread):
                     if p not in arrays:
                         raise KeyError(f"block {i} of mesh {mesh!r} has no array {p!r} in step {held.step}")
                     out.append(arrays[p])
+            if body.get("cma") is True and self.cma:  # the same node: where they lie, not the bytes (.cma)
+                lease = {"pid": os.getpid(), "stamp": int(held.stamp.ctypes.data), "nonce": int(held.stamp[0]),
+                         "regions": regions_of(out)}
+                self._send(ident, P.reply(P.DATA, req=req, cma=lease))
+                return
         self._send(ident, [*P.reply(P.DATA, req=req), *out])
 
     def _on_next(self, ident: bytes, body: dict[str, Any]) -> None:

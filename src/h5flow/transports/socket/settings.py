@@ -15,7 +15,7 @@ from h5flow.xmlnode import XmlNode
 class SocketSettings(TransportSettings):
     """``<transport type="socket">`` (docs/SOCKET.md); ``config.settings`` of its TransportConfig."""
 
-    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {"interface", "quota"}
+    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {"interface", "quota", "cma"}
 
     interface: str = ""  # address, host or interface name the producers listen on ("*": all); "" = 127.0.0.1
     quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
@@ -25,6 +25,9 @@ class SocketSettings(TransportSettings):
     heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
     poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
     poll_max: float = 0.02
+    # same-node consumers copy the blocks straight out of the producer's memory (Cross Memory Attach,
+    # docs/SOCKET.md); false: every byte goes over the socket. Producer: offer it; consumer: use it
+    cma: bool = True
 
     @classmethod
     def from_xml(cls, node: XmlNode) -> SocketSettings:
@@ -33,6 +36,7 @@ class SocketSettings(TransportSettings):
         read_polling(node, s)
         s.interface = node.string("interface", s.interface)
         s.quota_bytes = node.nbytes("quota", s.quota_bytes)
+        s.cma = node.boolean("cma", s.cma)
         return s
 
 

@@ -16,6 +16,7 @@ from h5flow.transports._common import StepWriter, block_payload
 from h5flow.transports._mpiutil import sleepy_allgather, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
+from h5flow.transports.socket.cma import offer
 from h5flow.transports.socket.claim import Claim, StreamClaimed
 from h5flow.transports.socket.contact import (Contact, RankContact, contact_path, dropped_message, ended_path,
                                               new_token, step_ranges, write_private)
@@ -56,6 +57,7 @@ class SocketWriter(StepWriter):
         self.store = Store(comm.rank, self.settings.heartbeat)
         self._server: Server | None = None
         self._claim: Claim | None = None
+        self.cma_off = ""  # why same-node consumers get the blocks over the socket ("": they copy them, .cma)
         # after close: consumer group -> {"steps": [...], "reason": ...} for steps published but dropped for a group
         # that was declared lost, never taken by it
         self.dropped: dict[str, dict[str, Any]] = {}
@@ -78,7 +80,9 @@ class SocketWriter(StepWriter):
                 raise TransportError(error)
             token, self.run_id = run
             try:
-                self._server = Server(self._ctx, self.store, token.encode(), self.run_id, self.settings.interface)
+                self.cma_off = offer() if self.settings.cma else "cma=\"false\""
+                self._server = Server(self._ctx, self.store, token.encode(), self.run_id, self.settings.interface,
+                                      cma=not self.cma_off)
                 mine = RankContact(comm.rank, self._server.endpoint, socket.gethostname(), os.getpid(),
                                    self._server.local)
                 error = ""
