@@ -262,5 +262,52 @@ def test_the_write_thread_deletes_released_steps(tmp_path: Path, async_write: bo
             assert staging.step_path(1).is_dir() is not async_write
             assert staging.step_path(0).is_dir() is not async_write
             assert ("collect" in w.events[-1]["phases"]) is async_write
+            if async_write:  # renamed out of the stream at once, emptied by the ranks, removed a round later
+                assert not any(staging.gc_path(s).joinpath("rank-00000.h5").exists() for s in (0, 1))
         finally:
             reader.close()
+    assert not list(staging.root.glob(".step-*.gc")), "close removes what the write thread left"
+
+
+@pytest.mark.mpi(n=3)
+def test_every_rank_deletes_its_own_files_of_released_steps(comm, mpi_tmp_path: Path) -> None:  # noqa: ANN001
+    """n-n on 3 ranks: a released step leaves the stream at once (renamed, never half-deleted in place) and each
+    rank's write thread deletes its own file of it; nothing is left after close."""
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader, open_writer
+    from h5flow.transports.hdf5.staging import Staging
+
+    cfg = _config(mpi_tmp_path, "n-n")
+    cfg.settings.keep = "released"
+    staging = Staging(cfg.filename)
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg) if comm.rank == 0 else None
+    with open_writer(comm, cfg) as w:
+        for s in range(4):
+            w.begin_step(s, float(s))
+            blk = _block(s, np.full((3, 4, 6), 10.0 * s + comm.rank))
+            blk.block_id = comm.rank
+            blk.extent = (0, 5, 0, 3, 3 * comm.rank, 3 * comm.rank + 2)
+            w.put("mesh", blk)
+            w.end_step()
+            w.flush()
+            if reader is not None and s < 3:
+                res = reader.begin_step(10.0)
+                assert res.status is StepStatus.OK and res.step.step == s
+                got = sorted(float(b.arrays("cell")["data"].ravel()[0]) for b in res.step.blocks("mesh", ["data"]))
+                assert got == [10.0 * s + r for r in range(comm.size)]
+                reader.release()
+            comm.Barrier()
+        w.flush()
+        comm.Barrier()
+        if comm.rank == 0:
+            assert staging.step_path(3).is_dir() and not staging.step_path(0).exists()
+        # step 2 was released before step 3 was published: renamed out, and each rank deleted its own file
+        # (rank 0 removes the directory a round later); steps 0 and 1 are gone
+        assert staging.gc_path(2).is_dir() and not staging.step_path(2).exists()
+        assert not staging.gc_path(2).joinpath(f"rank-{comm.rank:05d}.h5").exists()
+        assert not staging.gc_path(0).exists() and not staging.gc_path(1).exists()
+    if reader is not None:
+        reader.close()
+    comm.Barrier()
+    assert not list(staging.root.glob(".step-*.gc"))

@@ -418,17 +418,22 @@ class Staging:
                     out[p.stem] = st
         return out
 
-    def collect_garbage(self, run_id: str, published: list[Entry]) -> None:
-        """Delete every published step that all registered consumer groups have released."""
+    def released_on_disk(self, run_id: str, published: list[Entry]) -> list[int]:
+        """The published steps every registered consumer group has released that are still on disk."""
         groups = self.groups(run_id)
         if not groups:
-            return
+            return []
         done = min(g.released_seq for g in groups.values())
-        for e in published:
-            if e.seq <= done:
-                p = self.step_path(e.step)
-                if p.exists():
-                    shutil.rmtree(p, ignore_errors=True)
+        return [e.step for e in published if e.seq <= done and self.step_path(e.step).exists()]
+
+    def gc_path(self, step: int) -> Path:
+        """Where a released step's directory is renamed to while it is being deleted (cleared with the run)."""
+        return self.root / f".{step_dir_name(step)}.gc"
+
+    def collect_garbage(self, run_id: str, published: list[Entry]) -> None:
+        """Delete every published step that all registered consumer groups have released."""
+        for step in self.released_on_disk(run_id, published):
+            shutil.rmtree(self.step_path(step), ignore_errors=True)
 
 
 class DirWatch:

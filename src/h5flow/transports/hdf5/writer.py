@@ -119,6 +119,7 @@ class Hdf5Writer(StepWriter):
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
         self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
+        self._doomed: list[int] = []  # rank 0, n-n write thread: released steps renamed out, their files deleted
         self._json: tuple[StepMeta | None, str] = (None, "")  # the step's meta.json text, made once per step
         # async_write (docs/STREAM.md "Write-behind"): the write thread, the step on it, the communicator its
         # collectives use (a duplicate: never matched with a collective of the simulation's thread), the
@@ -270,17 +271,45 @@ class Hdf5Writer(StepWriter):
                 shutil.rmtree(self.staging.step_path(step), ignore_errors=True)  # no P line: never visible
                 error = f"step {step}: publishing it in {self.staging.root} failed: {e}"
                 self._stop_stream(error)
-        published_at, error = bcast_from_root(comm, (published_at, error))
+        # the write thread has time the simulation does not wait for: it deletes the steps every group has
+        # released, which the slower consumer would otherwise do inside its release (docs/STREAM.md "Garbage
+        # collection"); the main thread's next admission comes after this (one step in flight). With n-n each
+        # rank deletes its own files (freeing their pages is the cost: shared, no rank is left behind by it);
+        # rank 0 then removes the directories of the steps named the round before, and whatever is left in them
+        # A released step's directory is first renamed out of the stream (atomic: a consumer group attaching
+        # now sees the whole step or none of it), then emptied.
+        collect = self._async and cfg.keep != "all"
+        doomed: list[int] = []
+        if collect and comm.rank == 0 and cfg.layout == "n-n" and not error:
+            for gone in self.staging.released_on_disk(self.info.run_id, self._published):
+                try:
+                    os.replace(self.staging.step_path(gone), self.staging.gc_path(gone))
+                    doomed.append(gone)
+                except OSError:
+                    pass  # left for the next collection
+        published_at, error, doomed = bcast_from_root(comm, (published_at, error, doomed))
         if error:
             raise TransportError(error)
         self._phase.add("publish", time.perf_counter() - t_publish)
-        if self._async and comm.rank == 0 and cfg.keep != "all" and self._published:
-            # the write thread has time the simulation does not wait for: it deletes the steps every group
-            # has released, which the slower consumer would otherwise do inside its release (docs/STREAM.md
-            # "Garbage collection"); the main thread's next admission comes after this (one step in flight)
+        if collect:
             with self._phase("collect"):
-                self.staging.collect_garbage(self.info.run_id, self._published)
+                for gone in doomed:
+                    try:
+                        os.unlink(self.staging.gc_path(gone) / f"rank-{comm.rank:05d}.h5")
+                    except FileNotFoundError:
+                        pass
+                if comm.rank == 0:
+                    self._remove_doomed()
+                    self._doomed = doomed
+                    if cfg.layout != "n-n" and self._published:
+                        self.staging.collect_garbage(self.info.run_id, self._published)
         event.update(written=t_written, publish=published_at, phases=self._phase.take())
+
+    def _remove_doomed(self) -> None:
+        """Rank 0: remove the directories of the released steps the ranks emptied (what is left in them)."""
+        for gone in self._doomed:
+            shutil.rmtree(self.staging.gc_path(gone), ignore_errors=True)
+        self._doomed = []
 
     def _drain(self) -> None:
         """Wait for the step on the write thread (if any); raise its error. After an error every later call
@@ -692,6 +721,7 @@ class Hdf5Writer(StepWriter):
                 self.staging.append(f"E {self._seq}")
                 if self.settings.keep != "all":
                     self.staging.collect_garbage(self.info.run_id, self._published)
+                self._remove_doomed()
             except OSError as e:
                 error = f"cannot end the stream in {self.staging.root}: {e}"
             self._release_rank0()
@@ -709,6 +739,7 @@ class Hdf5Writer(StepWriter):
         self._stop_write_thread()
         self._heartbeat.stop()
         if self.comm.rank == 0:
+            self._remove_doomed()
             self._close_log_file()
             self._release_rank0()
 
