@@ -83,7 +83,7 @@ class Row:
     transport_vs_plain: float | None = None  # adios2 rows: transport_seconds / the plain pair's, same engine
     overhead_vs_posix: float | None = None  # transport_seconds / posix_write_read_s
     record: str = ""
-    # seconds per step in each phase of the transport (hdf5: --breakdown): per step the slowest rank's, then
+    # seconds per step in each phase of the transport (hdf5, socket: --breakdown): per step the slowest rank's, then
     # the mean over the steps, median over the repetitions
     phases_producer: dict[str, float] = field(default_factory=dict)
     phases_consumer: dict[str, float] = field(default_factory=dict)
@@ -153,12 +153,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "<transport>:<layout> measured in the same run "
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
     p.add_argument("--breakdown", action="store_true",
-                   help="print where each hdf5 row's time goes: seconds per step in each phase of the producer "
-                        "(wait: for the previous step's write thread, gather, admit, copy; then, on the write thread "
-                        "with async_write, reserve, prepare, create, metadata, write, flush, agree, close, meta.json, "
-                        "publish, collect: deleting released steps) and "
-                        "the consumer (discover, open, read, close, barrier: waiting for the other consumer ranks at "
-                        "release, release)")
+                   help="print where each hdf5 and socket row's time goes: seconds per step in each phase of the "
+                        "producer (hdf5: wait: for the previous step's write thread, gather, admit, copy; then, on the "
+                        "write thread with async_write, reserve, prepare, create, metadata, write, flush, agree, "
+                        "close, meta.json, publish, collect: deleting released steps; socket: gather, admit, copy, "
+                        "agree, publish) and the consumer (discover, open, read: for socket the blocks arriving, "
+                        "close, barrier: waiting for the other consumer ranks at release, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
