@@ -135,3 +135,56 @@ def test_raw_reads_setting_from_xml() -> None:
     assert cfg.transport().settings.raw_reads is False
     cfg = loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>')
     assert cfg.transport().settings.raw_reads is True
+
+
+def test_read_threads_read_the_same_bytes_and_an_error_on_one_is_raised(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raw reads of a rank's several blocks run side by side on ``read_threads`` threads: the same bytes as one
+    after the other; a failing read raises its error once every read of the batch has ended."""
+    import threading
+
+    from h5flow.transports.hdf5 import _h5
+
+    cfg = _stream(tmp_path, "serial", 2)  # each reading its own stream (the same steps: _blocks is seeded)
+    cfg.settings.read_threads = 1
+    serial = _read_all(cfg, 2, raw=True)
+    cfg = _stream(tmp_path, "threads", 2)
+    cfg.settings.read_threads = 3
+    real = _h5.RawFile.read_rows
+    threads: set[str] = set()
+
+    def noting(self: object, *args: object) -> None:
+        threads.add(threading.current_thread().name)
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_h5.RawFile, "read_rows", noting)
+    threaded = _read_all(cfg, 2, raw=True)
+    # mesh's three blocks on the pool; particles' one block is read in place
+    assert len({t for t in threads if t.startswith("h5flow-read")}) >= 2 and "MainThread" in threads, threads
+    for s in range(2):
+        for k in serial[s]:
+            np.testing.assert_array_equal(threaded[s][k], serial[s][k], err_msg=k)
+    ended: list[int] = []
+
+    def one_fails(self: object, path: str, first: int, out: np.ndarray) -> None:
+        if first == 0:
+            raise OSError("short read: injected")
+        real(self, path, first, out)
+        ended.append(first)
+
+    monkeypatch.setattr(_h5.RawFile, "read_rows", one_fails)
+    cfg = _stream(tmp_path, "failing", 1)
+    cfg.settings.read_threads = 3
+    with pytest.raises(OSError, match="injected"):
+        _read_all(cfg, 1, raw=True)
+    assert len(ended) == 2  # blocks 1 and 2 of "mesh" were read to the end before the error was raised
+
+
+def test_read_threads_setting_from_xml() -> None:
+    from h5flow.xmlconfig import ConfigError, loads
+
+    t = loads('<sensei><transport type="hdf5" filename="/dev/shm/x" read_threads="4"/></sensei>').transport()
+    assert t.settings.read_threads == 4
+    assert loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>').transport().settings.read_threads == 2
+    with pytest.raises(ConfigError, match="read_threads"):
+        loads('<sensei><transport type="hdf5" filename="/dev/shm/x" read_threads="0"/></sensei>')

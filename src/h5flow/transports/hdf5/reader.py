@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,9 +52,10 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
 class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
                  seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases,
-                 buffers: ReadBuffers | None = None, raw_opener: Any = None) -> None:
+                 buffers: ReadBuffers | None = None, raw_opener: Any = None, pool: Any = None) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
+        self._pool = pool  # raw reads of several blocks run on it side by side (None: one after the other)
         self._buffers = buffers or ReadBuffers()
         self._open_raw = raw_opener  # n-n: owner -> _h5.RawFile | None (None: read through HDF5)
         self._raws: dict[int, _h5.RawFile | None] = {}
@@ -112,13 +114,13 @@ class Hdf5ReadStep(ReadStep):
                         out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
         else:
             key = f"{mesh.name}/{path}"
+            raw_reads: list[tuple[_h5.RawFile, int, np.ndarray]] = []  # where the producer's HDF5 put the rows
             for i in ids:
                 owner, a, n = rows[i]
                 raw = self._raw(owner) if n else None
                 if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
                     buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
-                    with self._phase("read"):  # where the producer's HDF5 put the rows: no HDF5 open
-                        raw.read_rows(key, a, buf)
+                    raw_reads.append((raw, a, buf))
                 elif n:
                     dset = self._file(owner)[mesh.name][path]
                     start = _h5.contiguous_offset(dset)
@@ -129,6 +131,16 @@ class Hdf5ReadStep(ReadStep):
                 else:
                     buf = self._buffers.take((0, ncomp), dtype)
                 out[i] = buf
+            if raw_reads:
+                with self._phase("read"):  # no HDF5 open; the first error is raised, after the others ended
+                    if self._pool is None or len(raw_reads) == 1:
+                        for raw, a, buf in raw_reads:
+                            raw.read_rows(key, a, buf)
+                    else:
+                        running = [self._pool.submit(raw.read_rows, key, a, buf) for raw, a, buf in raw_reads]
+                        wait(running)
+                        for done in running:
+                            done.result()
         return out
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
@@ -181,6 +193,7 @@ class Hdf5Reader(Reader):
         self._watch: DirWatch | None = None  # rank 0: wakes its polling when the staging directory changes
         self._garbage: list[Entry] = []  # rank 0: released steps not deleted yet (see _collect)
         self._buffers = ReadBuffers()  # read buffers, reused once the analysis has let go of them
+        self._pool: ThreadPoolExecutor | None = None  # raw reads side by side (read_threads > 1)
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -381,8 +394,11 @@ class Hdf5Reader(Reader):
             return _h5.RawFile.open(step_dir / f"rank-{owner:05d}.h5")
 
         self._step_t0, self._seen = t0, found.seen
+        raw = found.layout == "n-n" and self.settings.raw_reads
+        if raw and self.settings.read_threads > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(self.settings.read_threads, thread_name_prefix="h5flow-read")
         step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase,
-                            self._buffers, open_raw if found.layout == "n-n" and self.settings.raw_reads else None)
+                            self._buffers, open_raw if raw else None, self._pool)
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 
@@ -424,4 +440,7 @@ class Hdf5Reader(Reader):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self._buffers.clear()

@@ -21,7 +21,8 @@ class Hdf5Settings(TransportSettings):
     """``<transport type="hdf5">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
-        "file_name", "method", "collective", "layout", "driver", "quota", "keep", "raw_reads", "async_write"}
+        "file_name", "method", "collective", "layout", "driver", "quota", "keep", "raw_reads", "async_write",
+        "read_threads"}
 
     method: str = "stream"  # SENSEI's method; only streaming is supported
     collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c'); n-1 only
@@ -36,6 +37,9 @@ class Hdf5Settings(TransportSettings):
     # consumer, layout n-n: read contiguous datasets with pread at the offsets the producer's HDF5 gave them
     # (rank-<r>.extents.json, checked against the file) instead of opening each rank file through HDF5
     raw_reads: bool = True
+    # consumer, raw reads: a rank reads the rank files of its blocks with this many threads at once (the copies
+    # out of the page cache run side by side where the node has the cores; 1: one after the other)
+    read_threads: int = 2
     # producer: end_step copies the rank's blocks, decides and returns; a write thread writes and publishes the
     # step while the simulation computes the next one (at most one step in flight; docs/STREAM.md "Write-behind")
     async_write: bool = True
@@ -89,6 +93,7 @@ class Hdf5Settings(TransportSettings):
         s.quota_bytes = node.nbytes("quota", s.quota_bytes)
         s.keep = node.choice("keep", s.keep, ("released", "all"))
         s.raw_reads = node.boolean("raw_reads", s.raw_reads)
+        s.read_threads = node.integer("read_threads", s.read_threads, minimum=1)
         s.async_write = node.boolean("async_write", s.async_write)
         read_queue(node, s)
         read_polling(node, s)
