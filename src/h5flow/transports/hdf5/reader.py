@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 

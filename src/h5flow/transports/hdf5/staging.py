@@ -430,10 +430,29 @@ class Staging:
         """Where a released step's directory is renamed to while it is being deleted (cleared with the run)."""
         return self.root / f".{step_dir_name(step)}.gc"
 
+    def retire_released(self, run_id: str, published: list[Entry]) -> list[int]:
+        """Rename every released step still in the stream out of it (:meth:`gc_path`): one atomic rename each, so
+        a consumer group attaching meanwhile sees a whole step or none of it, never one half-deleted in place.
+        Returns the steps renamed; another process (a consumer's collection) may have taken one first."""
+        out = []
+        for step in self.released_on_disk(run_id, published):
+            gc = self.gc_path(step)
+            if gc.exists():  # left by a collector that died: garbage by definition
+                shutil.rmtree(gc, ignore_errors=True)
+            try:
+                os.replace(self.step_path(step), gc)
+            except OSError:
+                continue
+            out.append(step)
+        return out
+
+    def remove_retired(self, steps: list[int]) -> None:
+        for step in steps:
+            shutil.rmtree(self.gc_path(step), ignore_errors=True)
+
     def collect_garbage(self, run_id: str, published: list[Entry]) -> None:
         """Delete every published step that all registered consumer groups have released."""
-        for step in self.released_on_disk(run_id, published):
-            shutil.rmtree(self.step_path(step), ignore_errors=True)
+        self.remove_retired(self.retire_released(run_id, published))
 
 
 class DirWatch:

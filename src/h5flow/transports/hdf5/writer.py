@@ -271,22 +271,15 @@ class Hdf5Writer(StepWriter):
                 shutil.rmtree(self.staging.step_path(step), ignore_errors=True)  # no P line: never visible
                 error = f"step {step}: publishing it in {self.staging.root} failed: {e}"
                 self._stop_stream(error)
-        # the write thread has time the simulation does not wait for: it deletes the steps every group has
+        # The write thread has time the simulation does not wait for: it deletes the steps every group has
         # released, which the slower consumer would otherwise do inside its release (docs/STREAM.md "Garbage
-        # collection"); the main thread's next admission comes after this (one step in flight). With n-n each
-        # rank deletes its own files (freeing their pages is the cost: shared, no rank is left behind by it);
-        # rank 0 then removes the directories of the steps named the round before, and whatever is left in them
-        # A released step's directory is first renamed out of the stream (atomic: a consumer group attaching
-        # now sees the whole step or none of it), then emptied.
+        # collection"); the main thread's next admission comes after this (one step in flight). With n-n, rank 0
+        # renames them out of the stream, each rank deletes its own files (freeing their pages is the cost:
+        # shared, so no rank is left behind by it), and rank 0 removes the emptied directories a round later.
         collect = self._async and cfg.keep != "all"
         doomed: list[int] = []
         if collect and comm.rank == 0 and cfg.layout == "n-n" and not error:
-            for gone in self.staging.released_on_disk(self.info.run_id, self._published):
-                try:
-                    os.replace(self.staging.step_path(gone), self.staging.gc_path(gone))
-                    doomed.append(gone)
-                except OSError:
-                    pass  # left for the next collection
+            doomed = self.staging.retire_released(self.info.run_id, self._published)
         published_at, error, doomed = bcast_from_root(comm, (published_at, error, doomed))
         if error:
             raise TransportError(error)
@@ -307,8 +300,7 @@ class Hdf5Writer(StepWriter):
 
     def _remove_doomed(self) -> None:
         """Rank 0: remove the directories of the released steps the ranks emptied (what is left in them)."""
-        for gone in self._doomed:
-            shutil.rmtree(self.staging.gc_path(gone), ignore_errors=True)
+        self.staging.remove_retired(self._doomed)
         self._doomed = []
 
     def _drain(self) -> None:

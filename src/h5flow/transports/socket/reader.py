@@ -194,14 +194,14 @@ class SocketReadStep(ReadStep):
             if len(got) != len(oids) * len(layout):
                 raise TransportError(f"producer rank {owner} sent {len(got)} arrays for {len(oids)} blocks of mesh "
                                      f"{mesh!r} × {len(layout)} arrays")
-            it = iter(got)
+            it, expected = iter(got), iter(sizes[owner])
             for i in oids:
                 for path, assoc, dtype, ncomp, name in layout:
-                    frame = next(it)
+                    frame, nbytes = next(it), next(expected)
                     count = m.blocks[i].count(assoc)  # type: ignore[arg-type]
-                    if len(frame) != count * ncomp * dtype.itemsize:
+                    if len(frame) != nbytes:
                         raise TransportError(f"block {i} of mesh {mesh!r}, {path}: {len(frame)} bytes received, "
-                                             f"{count * ncomp * dtype.itemsize} expected")
+                                             f"{nbytes} expected")
                     data = frame.buffer if isinstance(frame, zmq.Frame) else frame
                     arr = np.frombuffer(data, dtype=dtype).reshape(count, ncomp)
                     if name:
