@@ -82,6 +82,27 @@ def test_two_producers_that_both_serve_are_duplicated(tmp_path: Path) -> None:
     assert o.outcome == "duplicated" and "both producers" in o.detail
 
 
+def test_an_intruder_that_crashes_is_restarted_and_the_suite_goes_on(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hostile peer runs in processes of its own: one that aborts (as libzmq 4.3.5 does in clean_pipes when
+    a connection dies under a multipart send) is counted and replaced; what each sent is summed."""
+    import os
+    import signal
+    import time
+
+    script = "import os, sys; print('SENT 5', flush=True); os.abort()"
+    monkeypatch.setattr(faults, "ACTOR", [sys.executable, "-c", script])
+    intruder = faults._Intruder(tmp_path, tmp_path / "stream", 1, dict(os.environ))
+    deadline = time.time() + 20
+    while len(intruder.procs) < 3 and time.time() < deadline:
+        intruder.poll()
+        time.sleep(0.05)
+    intruder.stop()
+    assert len(intruder.procs) >= 3
+    assert intruder.crashed >= 2 and all(x.rc == -signal.SIGABRT for x in intruder.procs[:-1])
+    assert intruder.sent == 5 * sum(1 for x in intruder.procs if "SENT" in x.out())
+
+
 def test_quick_subset_runs_every_fault_and_the_socket_rows_are_clean(tmp_path: Path) -> None:
     """The deterministic subset (seed 81, one trial per fault kind and transport): every applicable pair runs
     and is classified; the socket transport's rows show only acceptable outcomes. (The hdf5 rows report what

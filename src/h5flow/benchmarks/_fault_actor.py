@@ -4,6 +4,7 @@ every block a consumer receives reported with its CRC-32, so the suite can check
     python -m h5flow.benchmarks._fault_actor produce CONFIG_JSON --steps N --shape X Y Z --blocks B [--sleep S]
                                                      [--start-at EPOCH]
     python -m h5flow.benchmarks._fault_actor consume CONFIG_JSON --shape X Y Z --blocks B [--timeout T] [--sleep S]
+    python -m h5flow.benchmarks._fault_actor intrude STREAM --seed N    (socket: the hostile peer, until SIGTERM)
 
 stdout lines: ``PID <role> <rank> <pid>`` (every rank, first), ``PUBLISHED <step> <0|1>`` (producer rank 0),
 ``B <step> <block id> <crc32>`` (every consumer rank, each block received), ``R <step>`` (consumer rank 0, the
@@ -92,10 +93,70 @@ def consume(args: argparse.Namespace, comm: Any) -> None:
         reader.close()
 
 
+# malformed bodies; the well-formed ones name another group than the consumer's: a peer with the token that
+# impersonates the consumer (BYE in its name) is outside the threat model (docs/SOCKET.md, Authentication)
+HOSTILE_BODIES = [b'{"group": "intruder", "seq": 1e400, "floor": 0, "ev": 0}', b'{"req": 1, "seq": 1e400}',
+                  b'{"group": ' + b"[" * 50000 + b"]" * 50000 + b"}", b'{"group": "intruder", "seq": NaN}',
+                  b'{"group": "intruder", "seq": -1}', b'{"req": "x", "seq": 0, "mesh": [], "ids": {}, "paths": 1}',
+                  b'"string"', b"\xff\xfe\x00", b"{}", b'{"group": "a/../b", "consumers": 1}',
+                  b'{"group": "intruder", "consumers": -5}']
+HOSTILE_COMMANDS = [b"HELLO", b"PING", b"NEXT", b"GET", b"RELEASE", b"BYE", b"???"]
+
+
+def intrude(stream: str, seed: int) -> None:
+    """Until SIGTERM: malformed requests with the run's token, and floods without it, to random producer ranks
+    of the socket stream ``stream``; ``SENT <total>`` after each connection."""
+    import random
+    import signal
+    import threading
+
+    import zmq
+
+    from h5flow.transports.socket.contact import Contact, contact_path
+
+    halt = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: halt.set())
+    rng = random.Random(seed)
+    path = contact_path(stream)
+    while not halt.is_set() and not path.exists():
+        time.sleep(0.02)
+    try:
+        contact = Contact.load(path)
+    except (OSError, ValueError):
+        return
+    sent = 0
+    ctx = zmq.Context()
+    try:
+        while not halt.is_set():
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDTIMEO, 100)
+            s.connect(rng.choice(contact.ranks).endpoint)
+            try:
+                if rng.random() < 0.5:
+                    for _ in range(rng.randrange(1, 30)):
+                        body = rng.choice(HOSTILE_BODIES) if rng.random() < 0.7 else rng.randbytes(rng.randrange(1, 200))
+                        s.send_multipart([contact.token.encode(), rng.choice(HOSTILE_COMMANDS), body])
+                        sent += 1
+                else:
+                    for _ in range(2000):
+                        s.send_multipart([b"PING", b"{}"])
+                        sent += 1
+            except zmq.Again:
+                pass
+            finally:
+                s.close(0)
+            print(f"SENT {sent}", flush=True)
+            halt.wait(0.05)
+    finally:
+        ctx.term()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m h5flow.benchmarks._fault_actor")
-    p.add_argument("role", choices=["produce", "consume"])
-    p.add_argument("config")
+    p.add_argument("role", choices=["produce", "consume", "intrude"])
+    p.add_argument("config", help="the transport's settings as JSON (intrude: the socket stream's path)")
+    p.add_argument("--seed", type=int, default=0, help="intrude: the random seed of its requests")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--shape", type=int, nargs=3, default=[16, 16, 16])
     p.add_argument("--blocks", type=int, default=4)
@@ -103,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--start-at", type=float, default=None)
     args = p.parse_args(argv)
+    if args.role == "intrude":  # no MPI: the hostile peer is a plain process
+        intrude(args.config, args.seed)
+        return 0
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
