@@ -45,6 +45,7 @@ def test_quick_writes_csv_json_and_figures(tmp_path: Path) -> None:
             assert r["vs_sst"] is not None and r["vs_sst_plain"] is not None
         if r["transport"] in ("adios2-sst", "adios2-bp5"):
             assert r["transport_vs_plain"] is not None and r["transport_vs_plain"] > 0
+    assert doc["bounds"] and all(b["posix_tmpfs_map"] > 0 for b in doc["bounds"])
     load = doc["load_average"]
     assert len(load["start"]) == len(load["end"]) == 3
     assert "load average at start" in proc.stdout and "at end" in proc.stdout
@@ -181,4 +182,5 @@ def test_posix_bound_uses_page_aligned_buffers(tmp_path: Path) -> None:
         buf = transit.page_aligned(n)
         assert buf.nbytes == n and buf.ctypes.data % 4096 == 0 and buf.flags.writeable
     assert transit.posix_write_read(tmp_path, (1 << 20) + 5, 3) > 0
+    assert transit.posix_write_read(tmp_path, (1 << 20) + 5, 3, mapped=True) > 0  # the bound of a mapping reader
     assert list(tmp_path.iterdir()) == []  # its files are gone

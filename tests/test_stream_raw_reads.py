@@ -188,3 +188,177 @@ def test_read_threads_setting_from_xml() -> None:
     assert loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>').transport().settings.read_threads == 2
     with pytest.raises(ConfigError, match="read_threads"):
         loads('<sensei><transport type="hdf5" filename="/dev/shm/x" read_threads="0"/></sensei>')
+
+
+# -- mapped reads (map_reads): large blocks are mapped from the rank file, private and copy-on-write --------
+
+def _is_mapped(a: np.ndarray) -> bool:
+    """Whether ``a``'s memory is a mapping made by h5flow.transports._mapped (its base is a ctypes array)."""
+    import ctypes
+
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return isinstance(base, ctypes.Array)
+
+
+def test_mapped_reads_equal_copies_and_what_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)  # every block mapped, whatever its size
+    mapped = _read_all(_stream(tmp_path, "mapped", 3, map_reads="true"), 3, raw=True)
+    copied = _read_all(_stream(tmp_path, "copied", 3, map_reads="false"), 3, raw=True)  # the same steps (seeded)
+    for s in range(3):
+        blocks = _blocks(s)
+        for b in range(3):
+            np.testing.assert_array_equal(mapped[s][f"data{b}"], blocks[b][1].arrays("cell")["data"])
+            np.testing.assert_array_equal(mapped[s][f"v{b}"], blocks[b][1].arrays("point")["v"])
+        np.testing.assert_array_equal(mapped[s]["mass"], blocks[3][1].arrays["mass"])
+        for k in mapped[s]:
+            if not k.startswith("_"):
+                assert mapped[s][k].dtype == copied[s][k].dtype, k
+                np.testing.assert_array_equal(mapped[s][k], copied[s][k], err_msg=k)
+
+
+def _one_step(cfg: object, group: str) -> tuple[object, object]:
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader
+
+    cfg.settings.group = group
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    res = reader.begin_step(10.0)
+    assert res.status is StepStatus.OK, res.reason
+    return reader, res.step
+
+
+def test_a_mapped_array_is_private_and_outlives_its_deleted_step(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writing into a mapped array changes neither the file nor another reader's view; an array the analysis
+    kept keeps the written values after the step was released and its files deleted."""
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    cfg = _stream(tmp_path, "s", 1, map_reads="true")
+    written = [_blocks(0)[b][1].arrays("cell")["data"] for b in range(3)]
+    reader, step = _one_step(cfg, "only")
+    kept = {b.block_id: b.arrays("cell")["data"] for b in step.blocks("mesh", ["data"], "cell")}
+    assert all(_is_mapped(a) and a.flags.writeable for a in kept.values())
+    kept[1][...] = -7.0  # private: the file keeps what the producer wrote
+    other_reader, other = _one_step(cfg, "other")
+    (again,) = [b for b in other.blocks("mesh", ["data"], "cell") if b.block_id == 1]
+    assert _is_mapped(again.arrays("cell")["data"])
+    np.testing.assert_array_equal(again.arrays("cell")["data"], written[1])
+    other_reader.release()
+    other_reader.close()
+    del step
+    reader.release()
+    reader.close()
+    # what garbage collection does to a released step: renamed out of the stream, its files unlinked
+    step_dir = tmp_path / "s.h5flow" / "step-000000000"
+    gone = step_dir.with_name(".step-000000000.gc")
+    step_dir.rename(gone)
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()
+    np.testing.assert_array_equal(kept[0], written[0])  # untouched pages of an unlinked file stay
+    np.testing.assert_array_equal(kept[2], written[2])
+    assert (kept[1] == -7.0).all()
+
+
+def test_map_reads_auto_maps_on_tmpfs_only() -> None:
+    from h5flow.transports import _mapped
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+
+    mounts = {}
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        mounts[fields[1]] = fields[2]
+    disk = next((m for m, t in mounts.items() if t in ("ext4", "xfs", "btrfs", "overlay")), None)
+    shm = next((m for m, t in mounts.items() if t == "tmpfs"), None)
+    if shm is not None:
+        assert _mapped.memory_fs(shm) == "tmpfs"
+        assert Hdf5Settings().maps_reads(Path(shm)) and not Hdf5Settings(map_reads="false").maps_reads(Path(shm))
+    if disk is not None:
+        assert _mapped.memory_fs(disk) is None
+        assert not Hdf5Settings().maps_reads(Path(disk)) and Hdf5Settings(map_reads="true").maps_reads(Path(disk))
+    assert shm is not None or disk is not None
+    with pytest.raises(ValueError, match="map_reads='yes'"):
+        Hdf5Settings(map_reads="yes")
+
+
+def test_extents_past_the_end_of_the_file_are_read_through_hdf5_not_mapped(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mapping past a file's end would fault (SIGBUS) on first touch: such extents are never used."""
+    import json
+
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    cfg = _stream(tmp_path, "s", 1, map_reads="true")
+    (ext,) = sorted((tmp_path / "s.h5flow").glob("step-*/rank-00000.extents.json"))
+    doc = json.loads(ext.read_text())
+    doc["datasets"]["mesh/cell/data"][0] = doc["file_size"] - 8  # starts 8 bytes before the end
+    ext.write_text(json.dumps(doc))
+    got = _read_all(cfg, 1, raw=True)
+    assert int(got[0]["_hdf5_files"]) == 1  # that dataset went through HDF5
+    for b in range(3):
+        np.testing.assert_array_equal(got[0][f"data{b}"], _blocks(0)[b][1].arrays("cell")["data"])
+    with pytest.raises(ValueError, match="not within the file"):
+        from h5flow.transports import _mapped
+
+        _mapped.map_range(0, doc["file_size"] - 8, 64, doc["file_size"])
+
+
+def test_large_blocks_on_tmpfs_are_mapped_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default settings on /dev/shm: blocks of MAP_MIN bytes and more are mapped, smaller ones copied."""
+    import shutil
+    import tempfile
+
+    from mpi4py import MPI
+
+    from h5flow.config import TransportConfig
+    from h5flow.model import ImageBlock
+    from h5flow.transports import _mapped, open_writer
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    if _mapped.memory_fs("/dev/shm") is None:
+        pytest.skip("/dev/shm is not tmpfs here")
+    d = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="h5flow-test-"))
+    try:
+        cfg = TransportConfig.of(filename=str(d / "s"), heartbeat=2.0, layout="n-n")
+        big = np.random.default_rng(1).random((64, 32, 32))  # 512 KiB
+        small = np.arange(8.0).reshape(2, 2, 2)
+        with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+            w.begin_step(0, 0.0)
+            w.put("m", _image(0, big))
+            w.put("m", _image(1, small))
+            assert w.end_step().published
+        reader, step = _one_step(cfg, "g")
+        got = {b.block_id: b.arrays("cell")["data"] for b in step.blocks("m", ["data"], "cell")}
+        assert hdf5_reader.MAP_MIN <= big.nbytes and _is_mapped(got[0]) and not _is_mapped(got[1])
+        np.testing.assert_array_equal(got[0], big)
+        np.testing.assert_array_equal(got[1], small)
+        reader.release()
+        reader.close()
+    finally:
+        shutil.rmtree(d)
+
+
+def _image(block_id: int, data: np.ndarray) -> object:
+    from h5flow.model import ImageBlock
+
+    nz, ny, nx = data.shape  # C order, x fastest
+    blk = ImageBlock(block_id, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0, nx - 1, 0, ny - 1, 0, nz - 1), 0)
+    blk.arrays("cell")["data"] = data
+    return blk
+
+
+def test_map_reads_setting_from_xml() -> None:
+    from h5flow.xmlconfig import ConfigError, loads
+
+    t = loads('<sensei><transport type="hdf5" filename="/dev/shm/x" map_reads="false"/></sensei>').transport()
+    assert t.settings.map_reads == "false"
+    assert loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>').transport().settings.map_reads == "auto"
+    with pytest.raises(ConfigError, match="map_reads"):
+        loads('<sensei><transport type="hdf5" filename="/dev/shm/x" map_reads="yes"/></sensei>')

@@ -28,8 +28,9 @@ method="FLEXPATH" enabled="1 "/>
 </sensei>
 """
 
-HDF5_ACCEPTED = ("async_write, collective, driver, enabled, file_name, filename, group, heartbeat, keep, layout, method, "
-                 "poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, read_threads, type")
+HDF5_ACCEPTED = ("async_write, collective, driver, enabled, file_name, filename, group, heartbeat, keep, layout, "
+                 "map_reads, method, poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, read_threads, "
+                 "type")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -14,8 +14,9 @@ counted, on either side: docs/STREAM.md). In the same run it measures the refere
   producer's blocks in place (zero copies, nothing moved), the fastest of at least three runs; every row's
   time to solution ÷ this;
 * the physical bound: a raw POSIX write + read of the same bytes in the same directory, one new file per
-  rank and step, from and into page-aligned buffers (every row's time inside the transport ÷ this), and a
-  memcpy of them, each the fastest of three tries.
+  rank and step, from and into page-aligned buffers (every row's time inside the transport ÷ this); on tmpfs
+  also with the files read by mapping them (``mmap`` populated, then unmapped), the bound of a reader that
+  maps as the hdf5 consumers do there (``map_reads``); and a memcpy of them, each the fastest of three tries.
 
 The 1-minute load average is printed at the start and the end; a busy machine (load ≥ half the cores,
 at least 1) is warned about, since the rows then measure the other jobs as much as the transports.
@@ -47,6 +48,9 @@ PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no
 HDF5_LAYOUTS = ("n-1", "n-n", "log")
 #: a layout name with this suffix runs that layout with async_write="false": steps written inside end_step
 SYNC = "-sync"
+#: a layout name with this suffix runs that layout with map_reads="false": consumers copy every block out of
+#: the page cache instead of mapping the large ones (n-n; docs/STREAM.md "Mapped reads")
+COPY = "-copy"
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
 
@@ -144,11 +148,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
-    p.add_argument("--hdf5-layout", choices=[*HDF5_LAYOUTS, *(x + SYNC for x in HDF5_LAYOUTS)], nargs="+",
+    p.add_argument("--hdf5-layout", choices=[*HDF5_LAYOUTS, *(x + SYNC for x in HDF5_LAYOUTS), "n-n" + COPY],
+                   nargs="+",
                    default=[DEFAULT_LAYOUT], metavar="L",
                    help="hdf5 transport layouts: n-1 (one shared file per step, SENSEI's), n-n (one file per "
                         "producer rank), log (one h5flow_log container per step), each also as <layout>-sync "
-                        "(async_write=\"false\": the step is written inside end_step, not on the write thread); "
+                        "(async_write=\"false\": the step is written inside end_step, not on the write thread), and n-n-copy "
+                        "(map_reads=\"false\": consumers copy every block instead of mapping the large ones); "
                         "the first is the hdf5 rows' layout, each further one adds rows named "
                         "<transport>:<layout> measured in the same run "
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
@@ -230,14 +236,18 @@ def oscillator_shape(bytes_per_rank: int, producers: int) -> tuple[int, int, int
 
 # -- the physical bound ---------------------------------------------------------------------------
 
-def posix_write_read(directory: Path, chunk: int, count: int) -> float:
+def posix_write_read(directory: Path, chunk: int, count: int, mapped: bool = False) -> float:
     """Seconds to write ``count`` files of ``chunk`` bytes into ``directory`` and read them back (one process).
+    ``mapped``: read each file by mapping it (``mmap`` with ``MAP_POPULATE``, then unmapped) instead of copying
+    it: the bound of a reader that maps, as the hdf5 transport's consumers do on tmpfs (``map_reads``).
 
     Both buffers are page-aligned (:func:`page_aligned`), as the file offsets are: the kernel's copy between
     a buffer and the page cache is fastest when the two have the same alignment, and on some CPUs several
     times slower when the destination lies 1-31 bytes past the source modulo 4 KiB. Measured on the AMD
     EPYC development VM: 8 MiB read from offset 0 into a ``bytearray`` (its data 16 bytes into a page) in
     4.6-6.4 ms, into a page-aligned buffer in 1.5-1.9 ms. A bound at its best takes the fast case."""
+    import mmap
+
     import numpy as np
 
     buf = page_aligned(chunk)
@@ -256,7 +266,11 @@ def posix_write_read(directory: Path, chunk: int, count: int) -> float:
                 os.close(fd)
         for i in range(count):
             with open(d / f"{i}", "rb", buffering=0) as f:
-                f.readinto(back)
+                if mapped:
+                    mmap.mmap(f.fileno(), chunk, flags=mmap.MAP_PRIVATE | mmap.MAP_POPULATE,
+                              prot=mmap.PROT_READ).close()
+                else:
+                    f.readinto(back)
         return time.perf_counter() - t0
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -294,9 +308,10 @@ def memcpy(chunk: int, count: int) -> float:
 
 def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT) -> str:
     if transport.startswith("hdf5"):
-        sync = hdf5_layout.endswith(SYNC)
-        layout = hdf5_layout[: -len(SYNC)] if sync else hdf5_layout
-        more = ' async_write="false"' if sync else ""
+        layout, more = hdf5_layout, ""
+        for suffix, setting in ((SYNC, ' async_write="false"'), (COPY, ' map_reads="false"')):
+            if layout.endswith(suffix):
+                layout, more = layout[: -len(suffix)], setting
         el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{layout}" '
               f'queue_limit="{queue_limit}"{more}/>')
     elif transport == "socket":
@@ -647,7 +662,8 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
 
     def bound_cells(m: int, n: int) -> list[str]:
         b = bounds[(m, n)]
-        return [f"{b['null']:.2f}", f"{b['posix_tmpfs']:.3f} / {b['posix_disk']:.3f}", f"{b['memcpy']:.3f}"]
+        mapped = f" (map {b['posix_tmpfs_map']:.3f})" if "posix_tmpfs_map" in b else ""
+        return [f"{b['null']:.2f}", f"{b['posix_tmpfs']:.3f}{mapped} / {b['posix_disk']:.3f}", f"{b['memcpy']:.3f}"]
 
     def vs_null(r: Row) -> str:
         vn = "-" if r.vs_null is None else f"{r.vs_null:.2f}×"
@@ -668,7 +684,7 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
     console.print(_matrix(f"h5flow bench transit: oscillator → histogram, {plan.bytes_per_rank / MIB:g} MiB per "
                           f"producer rank per step, {plan.steps} steps; time to solution (s), {spread}, and ÷ "
                           "h5flow's ADIOS2 SST", rows, shown, cfgs, tts,
-                          (["null (s)", "POSIX w+r tmpfs / disk (s)", "memcpy (s)"], bound_cells)))
+                          (["null (s)", "POSIX w+r tmpfs (w+map) / disk (s)", "memcpy (s)"], bound_cells)))
     console.print(_matrix("time to solution ÷ the null transport (producer and analysis in one job of M ranks, "
                           "zero copies) and ÷ plain ADIOS2 SST (adios2-sst-plain)", rows, shown, cfgs, vs_null))
     console.print(_matrix("time inside the transport (write + read, s) ÷ the POSIX write+read of the same bytes; "
@@ -756,6 +772,7 @@ def launch(args: argparse.Namespace) -> int:
             # a bound at its best: the fastest of BOUND_TRIES (one try lands on a previous run's exit, or on
             # page-cache reclaim, as often as not: 0.22-0.83 s for the same 4:x bytes in one session)
             bounds[(m, n)] = {"posix_tmpfs": _best(lambda: posix_write_read(plan.tmpfs, chunk, count)),
+                              "posix_tmpfs_map": _best(lambda: posix_write_read(plan.tmpfs, chunk, count, True)),
                               "posix_disk": _best(lambda: posix_write_read(plan.disk, chunk, count)),
                               "memcpy": _best(lambda: memcpy(chunk, count)),
                               "null": min(nulls[m])}

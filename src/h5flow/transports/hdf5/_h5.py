@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 
 from h5flow import _hdf5lib
+from h5flow.transports import _mapped
 
 DRIVERS = ("mpio", "subfiling")
 
@@ -219,9 +220,10 @@ class RawFile:
     descriptor, ``pread`` into the caller's buffer. :meth:`open` returns ``None`` where the producer left
     no usable extents (steps of older producers, chunked data): the caller reads through HDF5 instead."""
 
-    def __init__(self, fd: int, datasets: dict[str, list[Any] | None]) -> None:
+    def __init__(self, fd: int, datasets: dict[str, list[Any] | None], size: int) -> None:
         self.fd = fd
         self.datasets = datasets
+        self.size = size  # checked against what the producer recorded
 
     @classmethod
     def open(cls, rank_file: Path) -> RawFile | None:
@@ -241,7 +243,7 @@ class RawFile:
             os.close(fd)
             raise OSError(f"{rank_file}: {size} bytes, but its extents describe a file of {doc.get('file_size')} "
                           "bytes (the step's files were changed after publication)")
-        return cls(fd, doc.get("datasets") or {})
+        return cls(fd, doc.get("datasets") or {}, size)
 
     def can_read(self, path: str, dtype: Any, ncomp: int, last_row: int) -> bool:
         """Whether rows up to ``last_row`` of dataset ``path`` can be read raw as ``dtype`` × ``ncomp``."""
@@ -251,7 +253,8 @@ class RawFile:
         offset, nbytes, dt, shape = ext
         dtype = np.dtype(dtype)
         return (dt == dtype.str and len(shape) == 2 and shape[1] == ncomp and last_row <= shape[0]
-                and nbytes == shape[0] * ncomp * dtype.itemsize)
+                and nbytes == shape[0] * ncomp * dtype.itemsize and 0 <= int(offset)
+                and int(offset) + nbytes <= self.size)
 
     def row_offset(self, path: str, first: int) -> int:
         """The file offset of row ``first`` of dataset ``path`` (which :meth:`can_read`)."""
@@ -268,6 +271,14 @@ class RawFile:
             if n <= 0:
                 raise OSError(f"short read: {done} of {len(view)} bytes of {path} at offset {pos}")
             done += n
+
+    def map_rows(self, path: str, first: int, count: int) -> np.ndarray:
+        """Rows ``first .. first + count`` of dataset ``path`` (which :meth:`can_read`) as a writable array
+        over a private mapping of the file (no copy; :mod:`h5flow.transports._mapped`)."""
+        _offset, _nbytes, dt, shape = self.datasets[path]
+        dtype, ncomp = np.dtype(dt), int(shape[1])
+        raw = _mapped.map_range(self.fd, self.row_offset(path, first), count * ncomp * dtype.itemsize, self.size)
+        return raw.view(dtype).reshape(count, ncomp)
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import h5py
@@ -25,6 +26,14 @@ from h5flow.transports.hdf5.staging import (DirWatch, Entry, GroupState, IndexTa
                                             is_full_error, read_index)
 
 GARBAGE_BACKLOG = 2  # released steps a consumer may leave undeleted while it has no idle time (see _collect)
+#: map_reads: a block's rows are mapped from this many bytes on; smaller ones are copied into pooled buffers
+#: (a mapping costs a system call and a page-table entry per page, a copy of a few pages costs less)
+MAP_MIN = 256 * 1024
+
+
+def _filled(raw: _h5.RawFile, key: str, first: int, buf: np.ndarray) -> np.ndarray:
+    raw.read_rows(key, first, buf)
+    return buf
 
 
 @dataclass
@@ -52,9 +61,14 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
 class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
                  seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases,
-                 buffers: ReadBuffers | None = None, raw_opener: Any = None, pool: Any = None) -> None:
+                 buffers: ReadBuffers | None = None, raw_opener: Any = None, pool: Any = None,
+                 mapped: bool = False) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
+        self._map = mapped  # raw reads of large blocks map the file's pages instead of copying them
+        # the mapped arrays given out: dropped at close, so that a mapping the analysis let go of is unmapped
+        # inside the release (timed as the transport's), not wherever the analysis dropped its last view
+        self._mapped: list[np.ndarray] = []
         self._pool = pool  # raw reads of several blocks run on it side by side (None: one after the other)
         self._buffers = buffers or ReadBuffers()
         self._open_raw = raw_opener  # n-n: owner -> _h5.RawFile | None (None: read through HDF5)
@@ -114,13 +128,17 @@ class Hdf5ReadStep(ReadStep):
                         out[i] = buf[rows[i][1] - a : rows[i][1] - a + rows[i][2]]
         else:
             key = f"{mesh.name}/{path}"
-            raw_reads: list[tuple[_h5.RawFile, int, np.ndarray]] = []  # where the producer's HDF5 put the rows
+            # where the producer's HDF5 put the rows: block id -> a read into a pooled buffer, or a mapping
+            raw_reads: dict[int, Callable[[], np.ndarray]] = {}
             for i in ids:
                 owner, a, n = rows[i]
                 raw = self._raw(owner) if n else None
                 if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
-                    buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
-                    raw_reads.append((raw, a, buf))
+                    if self._map and n * ncomp * dtype.itemsize >= MAP_MIN:
+                        raw_reads[i] = partial(raw.map_rows, key, a, n)
+                    else:
+                        buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
+                        raw_reads[i] = partial(_filled, raw, key, a, buf)
                 elif n:
                     dset = self._file(owner)[mesh.name][path]
                     start = _h5.contiguous_offset(dset)
@@ -128,19 +146,20 @@ class Hdf5ReadStep(ReadStep):
                                              None if start is None else start + a * ncomp * dtype.itemsize)
                     with self._phase("read"):
                         dset.read_direct(buf, np.s_[a : a + n])
+                    out[i] = buf
                 else:
-                    buf = self._buffers.take((0, ncomp), dtype)
-                out[i] = buf
+                    out[i] = self._buffers.take((0, ncomp), dtype)
             if raw_reads:
                 with self._phase("read"):  # no HDF5 open; the first error is raised, after the others ended
                     if self._pool is None or len(raw_reads) == 1:
-                        for raw, a, buf in raw_reads:
-                            raw.read_rows(key, a, buf)
+                        got = {i: read() for i, read in raw_reads.items()}
                     else:
-                        running = [self._pool.submit(raw.read_rows, key, a, buf) for raw, a, buf in raw_reads]
-                        wait(running)
-                        for done in running:
-                            done.result()
+                        running = {i: self._pool.submit(read) for i, read in raw_reads.items()}
+                        wait(running.values())
+                        got = {i: done.result() for i, done in running.items()}
+                    out.update(got)
+                    if self._map:
+                        self._mapped.extend(got.values())
         return out
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
@@ -156,6 +175,7 @@ class Hdf5ReadStep(ReadStep):
 
     def close(self) -> None:
         with self._phase("close"):
+            self._mapped.clear()  # unmapped here unless the analysis kept them
             for f in self._files.values():
                 f.close()
             for r in self._raws.values():
@@ -194,6 +214,7 @@ class Hdf5Reader(Reader):
         self._garbage: list[Entry] = []  # rank 0: released steps not deleted yet (see _collect)
         self._buffers = ReadBuffers()  # read buffers, reused once the analysis has let go of them
         self._pool: ThreadPoolExecutor | None = None  # raw reads side by side (read_threads > 1)
+        self._map: bool | None = None  # map_reads resolved (on the first raw step: "auto" asks the file system)
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -397,8 +418,10 @@ class Hdf5Reader(Reader):
         raw = found.layout == "n-n" and self.settings.raw_reads
         if raw and self.settings.read_threads > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(self.settings.read_threads, thread_name_prefix="h5flow-read")
+        if raw and self._map is None:
+            self._map = self.settings.maps_reads(self.staging.root)
         step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase,
-                            self._buffers, open_raw if raw else None, self._pool)
+                            self._buffers, open_raw if raw else None, self._pool, bool(raw and self._map))
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from h5flow.config import TransportConfig
@@ -11,6 +12,7 @@ from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, Tran
 from h5flow.xmlnode import XmlNode
 
 LAYOUTS = ("n-1", "n-n", "log")
+MAP_READS = ("auto", "true", "false")
 #: the layout when none is given and no shared-file setting asks for n-1 (docs/STREAM.md, "Layouts": why n-n)
 DEFAULT_LAYOUT = "n-n"
 _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/"
@@ -22,7 +24,7 @@ class Hdf5Settings(TransportSettings):
 
     XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
         "file_name", "method", "collective", "layout", "driver", "quota", "keep", "raw_reads", "async_write",
-        "read_threads"}
+        "read_threads", "map_reads"}
 
     method: str = "stream"  # SENSEI's method; only streaming is supported
     collective: bool = False  # collective MPI-IO transfers (SENSEI: second method character 'c'); n-1 only
@@ -40,6 +42,10 @@ class Hdf5Settings(TransportSettings):
     # consumer, raw reads: a rank reads the rank files of its blocks with this many threads at once (the copies
     # out of the page cache run side by side where the node has the cores; 1: one after the other)
     read_threads: int = 2
+    # consumer, raw reads: blocks of 256 KiB and more are mapped from the rank file (private, copy-on-write;
+    # no copy out of the page cache) instead of read into buffers. auto: where the stream lies on tmpfs or
+    # ramfs | true | false (docs/STREAM.md "Mapped reads")
+    map_reads: str = "auto"
     # producer: end_step copies the rank's blocks, decides and returns; a write thread writes and publishes the
     # step while the simulation computes the next one (at most one step in flight; docs/STREAM.md "Write-behind")
     async_write: bool = True
@@ -51,6 +57,8 @@ class Hdf5Settings(TransportSettings):
     poll_max: float = 0.02
 
     def __post_init__(self) -> None:
+        if self.map_reads not in MAP_READS:
+            raise ValueError(f"map_reads={self.map_reads!r}: accepted: {', '.join(MAP_READS)}")
         if self.method[1:2].lower() == "c":
             self.collective = True  # SENSEI's "sc": collective transfers (from XML, a contradiction is refused)
         conflict = self.shared_only()
@@ -58,6 +66,14 @@ class Hdf5Settings(TransportSettings):
             self.layout = "n-1" if conflict else DEFAULT_LAYOUT
         elif conflict and self.layout != "n-1":
             raise ValueError("; ".join(layout_conflict(self.layout, conflict)))
+
+    def maps_reads(self, staging: Path) -> bool:
+        """Whether a consumer of the stream staged in ``staging`` maps its raw reads (``map_reads``)."""
+        from h5flow.transports import _mapped
+
+        if self.map_reads == "auto":
+            return _mapped.memory_fs(staging) is not None
+        return self.map_reads == "true" and _mapped.available()
 
     def shared_only(self) -> str:
         """The setting that only acts on a shared file (layout n-1), as written in XML; "" when none is given."""
@@ -94,6 +110,9 @@ class Hdf5Settings(TransportSettings):
         s.keep = node.choice("keep", s.keep, ("released", "all"))
         s.raw_reads = node.boolean("raw_reads", s.raw_reads)
         s.read_threads = node.integer("read_threads", s.read_threads, minimum=1)
+        s.map_reads = node.choice("map_reads", s.map_reads, MAP_READS,
+                                  hint="auto (the default): map where the stream lies on tmpfs or ramfs; true: "
+                                       "map on any local file system; false: always copy")
         s.async_write = node.boolean("async_write", s.async_write)
         read_queue(node, s)
         read_polling(node, s)

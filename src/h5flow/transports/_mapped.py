@@ -1,0 +1,104 @@
+"""Mapped reads: a consumer's view of a published file's bytes without copying them (the hdf5 transport's
+``map_reads``, docs/STREAM.md "Mapped reads").
+
+A file on tmpfs lives in the page cache: reading it copies each byte from there into the reader's buffer, and
+the analysis then reads the copy. Mapping the file's range instead gives the analysis the page-cache pages
+themselves. Measured on the 2-core development VM, 8 files of 32 MiB on /dev/shm: ``pread`` into reused
+page-aligned buffers 7.3 ms per file, a populated private mapping 3.1-3.8 ms; with a sum over the data after
+it, 10.4 against 7.5 ms.
+
+What makes it safe:
+
+* The mapping is private (``MAP_PRIVATE``) and writable: an analysis that changes its array changes a
+  private copy of the touched page, never the file, and other readers of the file never see it.
+* A published step's files are never written again: a producer writes a step into ``.step-N.tmp`` and
+  renames the directory when the step is complete; garbage collection renames a released step out of the
+  stream and unlinks its files. On Linux an unlinked file's pages stay until the last mapping of them is
+  gone, so an array an analysis kept keeps its values after the step was deleted.
+* The range is checked against the file's size before it is mapped (a page past the end of a file faults
+  with SIGBUS instead of returning data); the caller checked the size against what the producer recorded.
+* The pages are faulted in by the mapping call (``MADV_POPULATE_READ``; where the kernel lacks it, by
+  touching one byte per page), so the reading cost stays inside the transport's read, not in the analysis.
+
+Each mapping is owned by a small buffer object whose finalizer unmaps it when the last array over it is
+gone; no file descriptor is kept (Python's ``mmap`` keeps a duplicate of the descriptor per mapping, which a
+run holding many blocks would exhaust).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import sys
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PAGE = mmap.PAGESIZE
+MADV_POPULATE_READ = 22  # Linux 5.14 and later
+#: statfs f_type of the file systems whose files live in memory (tmpfs, ramfs)
+MEMORY_FS = {0x01021994: "tmpfs", 0x858458F6: "ramfs"}
+
+_libc: Any = None
+
+
+def _c() -> Any:
+    global _libc  # the C library handle, loaded once; no per-file state
+    if _libc is None:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.mmap.restype = ctypes.c_void_p
+        lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                             ctypes.c_long]
+        lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        lib.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        _libc = lib
+    return _libc
+
+
+def available() -> bool:
+    """Whether this platform maps files the way :func:`map_range` needs (Linux)."""
+    return sys.platform.startswith("linux")
+
+
+def memory_fs(path: str | os.PathLike[str]) -> str | None:
+    """The name of the in-memory file system ``path`` lies on (``"tmpfs"``, ``"ramfs"``), else ``None``
+    (another file system, not Linux, or ``statfs`` failed)."""
+    if not available():
+        return None
+    buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux; f_type comes first
+    if _c().statfs(os.fsencode(Path(path)), buf) != 0:
+        return None
+    return MEMORY_FS.get(ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF)
+
+
+def _unmap(addr: int, length: int) -> None:
+    _c().munmap(addr, length)
+
+
+def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
+    """Bytes ``offset .. offset + nbytes`` of the open file ``fd`` as a writable 1-D uint8 array backed by a
+    private, populated mapping (copy-on-write: writes to it never reach the file). ``file_size``: the file's
+    size as the caller checked it; a range past it is refused (``ValueError``). ``OSError`` when the kernel
+    refuses the mapping."""
+    if offset < 0 or nbytes <= 0 or offset + nbytes > file_size:
+        raise ValueError(f"bytes {offset}..{offset + nbytes} are not within the file's {file_size} bytes")
+    start = offset - offset % PAGE
+    length = offset + nbytes - start
+    lib = _c()
+    addr = lib.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, start)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        e = ctypes.get_errno()
+        raise OSError(e, f"mmap of {length} bytes at offset {start}: {os.strerror(e)}")
+    owner = (ctypes.c_char * length).from_address(addr)
+    weakref.finalize(owner, _unmap, addr, length)  # unmapped when the last array over it is gone
+    if lib.madvise(addr, length, MADV_POPULATE_READ) != 0:  # the GIL is released during the call (ctypes)
+        e = ctypes.get_errno()
+        if e != errno.EINVAL:  # EFAULT: the file shrank under us, ENOMEM: out of memory
+            raise OSError(e, f"populating {length} mapped bytes at offset {start}: {os.strerror(e)}")
+        np.frombuffer(owner, dtype=np.uint8)[::PAGE].max()  # kernels before 5.14: one read fault per page
+    return np.frombuffer(owner, dtype=np.uint8, count=nbytes, offset=offset - start)
