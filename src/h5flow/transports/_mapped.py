@@ -95,7 +95,8 @@ def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
         e = ctypes.get_errno()
         raise OSError(e, f"mmap of {length} bytes at offset {start}: {os.strerror(e)}")
     owner = (ctypes.c_char * length).from_address(addr)
-    weakref.finalize(owner, _unmap, addr, length)  # unmapped when the last array over it is gone
+    done = weakref.finalize(owner, _unmap, addr, length)  # unmapped when the last array over it is gone
+    done.atexit = False  # never at interpreter exit, while arrays over it may still be read; the exit unmaps it
     if lib.madvise(addr, length, MADV_POPULATE_READ) != 0:  # the GIL is released during the call (ctypes)
         e = ctypes.get_errno()
         if e != errno.EINVAL:  # EFAULT: the file shrank under us, ENOMEM: out of memory
