@@ -362,3 +362,35 @@ def test_map_reads_setting_from_xml() -> None:
     assert loads('<sensei><transport type="hdf5" filename="/dev/shm/x"/></sensei>').transport().settings.map_reads == "auto"
     with pytest.raises(ConfigError, match="map_reads"):
         loads('<sensei><transport type="hdf5" filename="/dev/shm/x" map_reads="yes"/></sensei>')
+
+
+def test_a_refused_mapping_is_copied_instead_and_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Too many mappings (vm.max_map_count) or no memory: the kernel refuses; the rows are copied, the same bytes."""
+    import errno
+
+    from h5flow.transports.hdf5 import _h5
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    real = _h5.RawFile.map_rows
+    calls = []
+
+    def refuse_some(self: object, path: str, first: int, count: int) -> np.ndarray:
+        calls.append(first)
+        if first == 0:
+            raise OSError(errno.ENOMEM, "mmap: Cannot allocate memory (injected)")
+        return real(self, path, first, count)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_h5.RawFile, "map_rows", refuse_some)
+    cfg = _stream(tmp_path, "s", 2, map_reads="true")
+    cfg.settings.read_threads = 2
+    got = _read_all(cfg, 2, raw=True)
+    assert calls and 0 in calls
+    for s in range(2):
+        for b in range(3):
+            np.testing.assert_array_equal(got[s][f"data{b}"], _blocks(s)[b][1].arrays("cell")["data"])
+            np.testing.assert_array_equal(got[s][f"v{b}"], _blocks(s)[b][1].arrays("point")["v"])
+        np.testing.assert_array_equal(got[s]["mass"], _blocks(s)[3][1].arrays["mass"])
+    err = capsys.readouterr().err
+    assert err.count("a mapped read was refused") == 1 and "injected" in err

@@ -36,6 +36,15 @@ def _filled(raw: _h5.RawFile, key: str, first: int, buf: np.ndarray) -> np.ndarr
     return buf
 
 
+def _mapped_rows(raw: _h5.RawFile, key: str, first: int, count: int) -> np.ndarray | OSError:
+    """The rows mapped, or why the kernel refused (too many mappings: ``vm.max_map_count``; out of memory):
+    the caller then copies them, and a copy of a file that is not what it should be fails on its own."""
+    try:
+        return raw.map_rows(key, first, count)
+    except OSError as e:
+        return e
+
+
 @dataclass
 class _Found:
     status: StepStatus
@@ -62,10 +71,11 @@ class Hdf5ReadStep(ReadStep):
     def __init__(self, step: int, time_: float, meta: StepMeta, assignment: dict[str, list[int]],
                  seq: int, files: dict[int, h5py.File], layout: str, opener: Any, phase: Phases,
                  buffers: ReadBuffers | None = None, raw_opener: Any = None, pool: Any = None,
-                 mapped: bool = False) -> None:
+                 mapped: bool = False, map_refused: Callable[[OSError], None] | None = None) -> None:
         super().__init__(step, time_, meta, assignment)
         self.seq = seq
         self._map = mapped  # raw reads of large blocks map the file's pages instead of copying them
+        self._map_refused = map_refused  # told when the kernel refused a mapping (the rows were copied instead)
         # the mapped arrays given out: dropped at close, so that a mapping the analysis let go of is unmapped
         # inside the release (timed as the transport's), not wherever the analysis dropped its last view
         self._mapped: list[np.ndarray] = []
@@ -129,13 +139,15 @@ class Hdf5ReadStep(ReadStep):
         else:
             key = f"{mesh.name}/{path}"
             # where the producer's HDF5 put the rows: block id -> a read into a pooled buffer, or a mapping
-            raw_reads: dict[int, Callable[[], np.ndarray]] = {}
+            raw_reads: dict[int, Callable[[], np.ndarray | OSError]] = {}
+            mapped: set[int] = set()
             for i in ids:
                 owner, a, n = rows[i]
                 raw = self._raw(owner) if n else None
                 if raw is not None and raw.can_read(key, dtype, ncomp, a + n):
                     if self._map and n * ncomp * dtype.itemsize >= MAP_MIN:
-                        raw_reads[i] = partial(raw.map_rows, key, a, n)
+                        raw_reads[i] = partial(_mapped_rows, raw, key, a, n)
+                        mapped.add(i)
                     else:
                         buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
                         raw_reads[i] = partial(_filled, raw, key, a, buf)
@@ -157,9 +169,18 @@ class Hdf5ReadStep(ReadStep):
                         running = {i: self._pool.submit(read) for i, read in raw_reads.items()}
                         wait(running.values())
                         got = {i: done.result() for i, done in running.items()}
-                    out.update(got)
-                    if self._map:
-                        self._mapped.extend(got.values())
+                    for i, res in got.items():
+                        if isinstance(res, OSError):  # the mapping was refused: copied instead
+                            owner, a, n = rows[i]
+                            raw = self._raw(owner)
+                            assert raw is not None
+                            if self._map_refused is not None:
+                                self._map_refused(res)
+                            out[i] = _filled(raw, key, a, self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a)))
+                        else:
+                            out[i] = res
+                            if i in mapped:
+                                self._mapped.append(res)
         return out
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
@@ -215,6 +236,14 @@ class Hdf5Reader(Reader):
         self._buffers = ReadBuffers()  # read buffers, reused once the analysis has let go of them
         self._pool: ThreadPoolExecutor | None = None  # raw reads side by side (read_threads > 1)
         self._map: bool | None = None  # map_reads resolved (on the first raw step: "auto" asks the file system)
+        self.map_refusals = 0  # mapped reads the kernel refused (copied instead)
+
+    def _map_refused(self, e: OSError) -> None:
+        """A mapping the kernel refused: the rows were copied; said once per reader, on stderr."""
+        self.map_refusals += 1
+        if self.map_refusals == 1:
+            print(f"h5flow: hdf5 consumer rank {self.comm.rank}: a mapped read was refused ({e}); such blocks are "
+                  "copied instead (raise vm.max_map_count, or give map_reads=\"false\")", file=sys.stderr)
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
@@ -421,7 +450,8 @@ class Hdf5Reader(Reader):
         if raw and self._map is None:
             self._map = self.settings.maps_reads(self.staging.root)
         step = Hdf5ReadStep(e.step, e.time, meta, assignment, e.seq, files, found.layout, open_rank_file, self._phase,
-                            self._buffers, open_raw if raw else None, self._pool, bool(raw and self._map))
+                            self._buffers, open_raw if raw else None, self._pool, bool(raw and self._map),
+                            self._map_refused)
         self._entry = e
         return BeginStepResult(StepStatus.OK, step)
 
