@@ -394,3 +394,84 @@ def test_a_refused_mapping_is_copied_instead_and_said_once(tmp_path: Path, monke
         np.testing.assert_array_equal(got[s]["mass"], _blocks(s)[3][1].arrays["mass"])
     err = capsys.readouterr().err
     assert err.count("a mapped read was refused") == 1 and "injected" in err
+
+
+@pytest.mark.parametrize("how", ["mapped", "copied", "hdf5"])
+def test_a_step_replaced_by_a_new_run_is_refused_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          how: str) -> None:
+    """A consumer between begin_step and blocks() while a new producer run of the same stream name clears it and
+    publishes its own step of the same number: the consumer opens its files only then, so it must not return the
+    new run's bytes under the old run's metadata; it raises."""
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, TransportError, open_reader, open_writer
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    cfg = _stream(tmp_path, "s", 1, map_reads="true" if how == "mapped" else "false")
+    cfg.settings.raw_reads = how != "hdf5"
+    cfg.settings.group = "old"
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    try:
+        res = reader.begin_step(10.0)
+        assert res.status is StepStatus.OK, res.reason
+        with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:  # the new run: same name, same shapes, other values
+            w.begin_step(0, 0.0)
+            for mesh, blk in _blocks(0):
+                for arrays in ((blk.arrays("cell"), blk.arrays("point")) if mesh == "mesh" else (blk.arrays,)):
+                    for name in list(arrays):
+                        arrays[name] = arrays[name] + 1000
+                w.put(mesh, blk)
+            assert w.end_step().published
+        with pytest.raises(TransportError, match="new producer run"):
+            res.step.blocks("mesh", ["data"], "cell")
+    finally:
+        reader.close()
+
+
+def test_an_analysis_keeping_arrays_of_many_steps_makes_the_reader_copy(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A view of a mapped block keeps its whole rank file in memory (the staging file system's room) after the
+    step was deleted. Keeping the current and the previous step is fine; an analysis that keeps slices of
+    every step makes the reader copy from then on (said once), and every kept value stays what was written."""
+    from mpi4py import MPI
+
+    from h5flow.transports import StepStatus, open_reader
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    cfg = _stream(tmp_path, "s", 6, map_reads="true")
+    cfg.settings.group = "series"
+    reader = open_reader(MPI.COMM_SELF.Dup(), cfg)
+    series, mapped_steps = [], []
+    try:
+        previous = None
+        for s in range(6):
+            res = reader.begin_step(10.0)
+            assert res.status is StepStatus.OK, res.reason
+            data = {b.block_id: b.arrays("cell")["data"] for b in res.step.blocks("mesh", ["data"], "cell")}
+            mapped_steps.append(_is_mapped(data[0]))
+            if s < 2:
+                previous = data  # the last step only: never more than two steps held
+            else:
+                series.append(data[0][0, 0, :])  # a slice of every step from step 2 on
+            del data, res
+            reader.release()
+    finally:
+        reader.close()
+    assert previous is not None
+    assert mapped_steps[:3] == [True, True, True] and not any(mapped_steps[4:]), mapped_steps
+    assert capsys.readouterr().err.count("keeps arrays of earlier steps") == 1
+    for k, s in enumerate(range(2, 6)):
+        np.testing.assert_array_equal(series[k], _blocks(s)[0][1].arrays("cell")["data"][0, 0, :])
+
+
+def test_map_reads_true_never_maps_on_a_network_file_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    from h5flow.transports import _mapped
+    from h5flow.transports.hdf5.settings import Hdf5Settings
+
+    monkeypatch.setattr(_mapped, "fs_type", lambda path: 0x6969)  # NFS
+    assert not Hdf5Settings(map_reads="true").maps_reads(Path("/any")) and not _mapped.local_fs("/any")
+    monkeypatch.setattr(_mapped, "fs_type", lambda path: 0xEF53)  # ext4
+    assert Hdf5Settings(map_reads="true").maps_reads(Path("/any")) and not Hdf5Settings().maps_reads(Path("/any"))

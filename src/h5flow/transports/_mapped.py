@@ -42,6 +42,11 @@ PAGE = mmap.PAGESIZE
 MADV_POPULATE_READ = 22  # Linux 5.14 and later
 #: statfs f_type of the file systems whose files live in memory (tmpfs, ramfs)
 MEMORY_FS = {0x01021994: "tmpfs", 0x858458F6: "ramfs"}
+#: ... and of network and user-space file systems, where another node can delete a file whose pages a mapping
+#: still needs (NFS: a later fault on a reclaimed page of a deleted file is a SIGBUS): never mapped
+NETWORK_FS = {0x6969: "nfs", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x0BD00BD0: "lustre", 0x47504653: "gpfs",
+              0x19830326: "beegfs", 0x00C36400: "ceph", 0x65735546: "fuse", 0x013111A8: "ibrix",
+              0x6B414653: "afs", 0x5346414F: "openafs", 0xAAD7AAEA: "panfs"}
 
 _libc: Any = None
 
@@ -65,15 +70,28 @@ def available() -> bool:
     return sys.platform.startswith("linux")
 
 
-def memory_fs(path: str | os.PathLike[str]) -> str | None:
-    """The name of the in-memory file system ``path`` lies on (``"tmpfs"``, ``"ramfs"``), else ``None``
-    (another file system, not Linux, or ``statfs`` failed)."""
+def fs_type(path: str | os.PathLike[str]) -> int | None:
+    """``statfs``'s f_type of the file system ``path`` lies on (``None``: not Linux, or the call failed)."""
     if not available():
         return None
     buf = ctypes.create_string_buffer(256)  # struct statfs is 120 bytes on 64-bit Linux; f_type comes first
     if _c().statfs(os.fsencode(Path(path)), buf) != 0:
         return None
-    return MEMORY_FS.get(ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF)
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def memory_fs(path: str | os.PathLike[str]) -> str | None:
+    """The name of the in-memory file system ``path`` lies on (``"tmpfs"``, ``"ramfs"``), else ``None``
+    (another file system, not Linux, or ``statfs`` failed)."""
+    t = fs_type(path)
+    return None if t is None else MEMORY_FS.get(t)
+
+
+def local_fs(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` lies on a file system of this node that mapped reads may use: known to ``statfs`` and
+    not a network or user-space one (:data:`NETWORK_FS`)."""
+    t = fs_type(path)
+    return t is not None and t not in NETWORK_FS
 
 
 def _unmap(addr: int, length: int) -> None:
@@ -103,3 +121,12 @@ def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
             raise OSError(e, f"populating {length} mapped bytes at offset {start}: {os.strerror(e)}")
         np.frombuffer(owner, dtype=np.uint8)[::PAGE].max()  # kernels before 5.14: one read fault per page
     return np.frombuffer(owner, dtype=np.uint8, count=nbytes, offset=offset - start)
+
+
+def owner_of(a: np.ndarray) -> Any:
+    """The object that owns the mapping under ``a`` (a view of :func:`map_range`'s array): it lives, and the
+    mapping with it, as long as any view of it does."""
+    base: Any = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base

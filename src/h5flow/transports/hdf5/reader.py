@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
+from h5flow.transports import _mapped
 from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
@@ -79,6 +81,9 @@ class Hdf5ReadStep(ReadStep):
         # the mapped arrays given out: dropped at close, so that a mapping the analysis let go of is unmapped
         # inside the release (timed as the transport's), not wherever the analysis dropped its last view
         self._mapped: list[np.ndarray] = []
+        # each mapping given out: (its owner, weakly; the rank file it maps, by (step, owner rank); that file's
+        # size). While any view of a mapping lives, the whole file's pages stay in memory (see Hdf5Reader._pinned)
+        self.pins: list[tuple[weakref.ref[Any], tuple[int, int], int]] = []
         self._pool = pool  # raw reads of several blocks run on it side by side (None: one after the other)
         self._buffers = buffers or ReadBuffers()
         self._open_raw = raw_opener  # n-n: owner -> _h5.RawFile | None (None: read through HDF5)
@@ -181,6 +186,10 @@ class Hdf5ReadStep(ReadStep):
                             out[i] = res
                             if i in mapped:
                                 self._mapped.append(res)
+                                owner = rows[i][0]
+                                raw = self._raws[owner]
+                                assert raw is not None
+                                self.pins.append((weakref.ref(_mapped.owner_of(res)), (self.step, owner), raw.size))
         return out
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
@@ -237,6 +246,46 @@ class Hdf5Reader(Reader):
         self._pool: ThreadPoolExecutor | None = None  # raw reads side by side (read_threads > 1)
         self._map: bool | None = None  # map_reads resolved (on the first raw step: "auto" asks the file system)
         self.map_refusals = 0  # mapped reads the kernel refused (copied instead)
+        self._pins: list[tuple[weakref.ref[Any], tuple[int, int], int]] = []  # mappings still held (see _check_pins)
+
+    def _run_changed(self) -> str | None:
+        """What replaced this reader's run in ``stream.json``, or ``None`` while it still names the run."""
+        assert self.info is not None
+        try:
+            run = StreamInfo.load(self.staging.stream_json).run_id
+        except (OSError, ValueError, TypeError, KeyError):
+            return "its stream.json is gone (a new producer run is clearing the stream)"
+        return None if run == self.info.run_id else f"a new producer run ({run}) replaced it"
+
+    def _replaced(self, step: int, why: str) -> str:
+        assert self.info is not None
+        return (f"step {step} of run {self.info.run_id} in {self.staging.root} can no longer be read: {why}; "
+                "its blocks are not returned (a run's steps are only read while its stream.json names it)")
+
+    def _check_run(self, step: int) -> None:
+        """After opening a step's file: it belongs to this run unless ``stream.json`` changed. A new run
+        removes ``stream.json`` before it removes any step (``Staging._clear``) and writes its steps after it
+        announced itself, so a file opened while ``stream.json`` still names this run (checked after the
+        open) is this run's; one opened later may be the new run's step of the same number: refused."""
+        changed = self._run_changed()
+        if changed is not None:
+            raise TransportError(self._replaced(step, changed))
+
+    def _check_pins(self, step: Hdf5ReadStep) -> None:
+        """After a release: what the analysis still holds of mapped blocks. A view of a mapping keeps the whole
+        rank file's pages (an unlinked file is freed when its last mapping goes), in the staging file system's
+        room, where a copy would keep only the block. An analysis that keeps arrays of more than about two
+        steps (a time series of slices, a list of every step's field) makes this reader copy from then on."""
+        self._pins = [p for p in self._pins + step.pins if p[0]() is not None]
+        held = {key: size for _, key, size in self._pins}
+        this_step = sum({key: size for _, key, size in step.pins}.values())
+        kept = sum(held.values())
+        if kept > 2 * this_step:
+            self._map = False
+            print(f"h5flow: hdf5 consumer rank {self.comm.rank}: the analysis keeps arrays of earlier steps, which "
+                  f"hold {kept / 2**20:.0f} MiB of their rank files in {self.staging.root.parent} while mapped; "
+                  "this consumer copies blocks from now on (give map_reads=\"false\" to copy from the start)",
+                  file=sys.stderr)
 
     def _map_refused(self, e: OSError) -> None:
         """A mapping the kernel refused: the rows were copied; said once per reader, on stderr."""
@@ -413,6 +462,9 @@ class Hdf5Reader(Reader):
                 assert found.entry is not None
                 try:
                     found.meta_json = (self.staging.step_path(found.entry.step) / "meta.json").read_text()
+                    self._check_run(found.entry.step)
+                except TransportError as e:
+                    found = _Found(StepStatus.ERROR, reason=str(e))
                 except OSError as e:
                     found = _Found(StepStatus.ERROR, reason=f"step {found.entry.step} unreadable: {e}")
         found = bcast_from_root(comm, found)
@@ -434,14 +486,33 @@ class Hdf5Reader(Reader):
         if found.layout == "n-1":
             with self._phase("open"):
                 files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
+            changed = self._run_changed()
+            if comm.allreduce(changed is not None):  # every rank knows: the shared file is closed collectively
+                files[0].close()
+                return BeginStepResult(StepStatus.ERROR, None, self._replaced(e.step, changed or "on another rank"))
 
+        # every file is opened when first needed, then checked to belong to this run (see _check_run)
         def open_rank_file(owner: int) -> h5py.File:
             if found.layout == "log":  # this rank's reads only, serially, through the connector
-                return _h5.open_log(step_dir / "data.h5", "r")
-            return h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
+                f = _h5.open_log(step_dir / "data.h5", "r")
+            else:
+                f = h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
+            try:
+                self._check_run(e.step)
+            except TransportError:
+                f.close()
+                raise
+            return f
 
         def open_raw(owner: int) -> _h5.RawFile | None:
-            return _h5.RawFile.open(step_dir / f"rank-{owner:05d}.h5")
+            r = _h5.RawFile.open(step_dir / f"rank-{owner:05d}.h5")
+            try:
+                self._check_run(e.step)
+            except TransportError:
+                if r is not None:
+                    r.close()
+                raise
+            return r
 
         self._step_t0, self._seen = t0, found.seen
         raw = found.layout == "n-n" and self.settings.raw_reads
@@ -458,6 +529,8 @@ class Hdf5Reader(Reader):
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, Hdf5ReadStep)
         step.close()  # collective for the shared file
+        if step.pins:
+            self._check_pins(step)
         t_release = time.perf_counter()
         sleepy_wait(self.comm)
         t_barrier = time.perf_counter()

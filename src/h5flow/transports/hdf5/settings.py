@@ -44,7 +44,8 @@ class Hdf5Settings(TransportSettings):
     read_threads: int = 2
     # consumer, raw reads: blocks of 256 KiB and more are mapped from the rank file (private, copy-on-write;
     # no copy out of the page cache) instead of read into buffers. auto: where the stream lies on tmpfs or
-    # ramfs | true | false (docs/STREAM.md "Mapped reads")
+    # ramfs | true: on any local file system (never on network ones: NFS, Lustre, GPFS, ...) | false
+    # (docs/STREAM.md "Mapped reads")
     map_reads: str = "auto"
     # producer: end_step copies the rank's blocks, decides and returns; a write thread writes and publishes the
     # step while the simulation computes the next one (at most one step in flight; docs/STREAM.md "Write-behind")
@@ -73,7 +74,7 @@ class Hdf5Settings(TransportSettings):
 
         if self.map_reads == "auto":
             return _mapped.memory_fs(staging) is not None
-        return self.map_reads == "true" and _mapped.available()
+        return self.map_reads == "true" and _mapped.local_fs(staging)  # never on NFS, Lustre, GPFS, ...
 
     def shared_only(self) -> str:
         """The setting that only acts on a shared file (layout n-1), as written in XML; "" when none is given."""
