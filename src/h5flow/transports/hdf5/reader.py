@@ -56,6 +56,7 @@ class _Found:
     layout: str = "n-1"
     driver: str = "mpio"
     meta_json: str = ""
+    run_id: str = ""  # the run the step belongs to (rank 0's; every rank checks its opens against it)
 
 
 def _runs(ids: list[int]) -> list[tuple[int, int]]:
@@ -246,20 +247,19 @@ class Hdf5Reader(Reader):
         self._pool: ThreadPoolExecutor | None = None  # raw reads side by side (read_threads > 1)
         self._map: bool | None = None  # map_reads resolved (on the first raw step: "auto" asks the file system)
         self.map_refusals = 0  # mapped reads the kernel refused (copied instead)
+        self._run_id = ""  # the run of the step being read (from rank 0, every rank)
         self._pins: list[tuple[weakref.ref[Any], tuple[int, int], int]] = []  # mappings still held (see _check_pins)
 
     def _run_changed(self) -> str | None:
         """What replaced this reader's run in ``stream.json``, or ``None`` while it still names the run."""
-        assert self.info is not None
         try:
             run = StreamInfo.load(self.staging.stream_json).run_id
         except (OSError, ValueError, TypeError, KeyError):
             return "its stream.json is gone (a new producer run is clearing the stream)"
-        return None if run == self.info.run_id else f"a new producer run ({run}) replaced it"
+        return None if run == self._run_id else f"a new producer run ({run}) replaced it"
 
     def _replaced(self, step: int, why: str) -> str:
-        assert self.info is not None
-        return (f"step {step} of run {self.info.run_id} in {self.staging.root} can no longer be read: {why}; "
+        return (f"step {step} of run {self._run_id} in {self.staging.root} can no longer be read: {why}; "
                 "its blocks are not returned (a run's steps are only read while its stream.json names it)")
 
     def _check_run(self, step: int) -> None:
@@ -461,6 +461,8 @@ class Hdf5Reader(Reader):
             if found.status is StepStatus.OK:
                 assert found.entry is not None
                 try:
+                    assert self.info is not None
+                    found.run_id = self._run_id = self.info.run_id
                     found.meta_json = (self.staging.step_path(found.entry.step) / "meta.json").read_text()
                     self._check_run(found.entry.step)
                 except TransportError as e:
@@ -470,6 +472,7 @@ class Hdf5Reader(Reader):
         found = bcast_from_root(comm, found)
         if found.status is not StepStatus.OK:
             return BeginStepResult(found.status, None, found.reason)
+        self._run_id = found.run_id
         e = found.entry
         if found.driver == "subfiling" and comm.size == 1:
             # HDF5 1.14.5's subfiling VFD hangs opening a file on a single rank (measured: mpiexec -n 1
