@@ -119,6 +119,16 @@ def test_2_to_4_block(comm, mpi_tmp_path: Path, transport: dict) -> None:
     _run_mn(comm, mpi_tmp_path, 2, "block", particles=particles, **transport)
 
 
+@pytest.mark.mpi(n=5)
+def test_3_to_2_mapped_reads(comm, mpi_tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block mapped (map_reads, MAP_MIN lowered to one byte) on consumer ranks reading other ranks' files:
+    the same fields, oscillators and particles as the simulation computes in process."""
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    _run_mn(comm, mpi_tmp_path, 3, "block", particles=30, layout="n-n", map_reads="true")
+
+
 @pytest.mark.mpi(n=4, env={"H5FLOW_SOCKET_LOCAL": "0"})
 def test_2_to_2_socket_over_tcp(comm, mpi_tmp_path: Path) -> None:
     """Same-host consumers normally use the producers' IPC endpoints; this run moves everything over TCP."""

@@ -147,6 +147,10 @@ class Hdf5ReadStep(ReadStep):
             # where the producer's HDF5 put the rows: block id -> a read into a pooled buffer, or a mapping
             raw_reads: dict[int, Callable[[], np.ndarray | OSError]] = {}
             mapped: set[int] = set()
+
+            def pooled(raw: _h5.RawFile, first: int, count: int) -> np.ndarray:  # every row is read into it
+                return self._buffers.take((count, ncomp), dtype, raw.row_offset(key, first))
+
             for i in ids:
                 owner, a, n = rows[i]
                 raw = self._raw(owner) if n else None
@@ -155,8 +159,7 @@ class Hdf5ReadStep(ReadStep):
                         raw_reads[i] = partial(_mapped_rows, raw, key, a, n)
                         mapped.add(i)
                     else:
-                        buf = self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a))  # every row read below
-                        raw_reads[i] = partial(_filled, raw, key, a, buf)
+                        raw_reads[i] = partial(_filled, raw, key, a, pooled(raw, a, n))
                 elif n:
                     dset = self._file(owner)[mesh.name][path]
                     start = _h5.contiguous_offset(dset)
@@ -176,21 +179,17 @@ class Hdf5ReadStep(ReadStep):
                         wait(running.values())
                         got = {i: done.result() for i, done in running.items()}
                     for i, res in got.items():
+                        owner, a, n = rows[i]
+                        raw = self._raws[owner]
+                        assert raw is not None
                         if isinstance(res, OSError):  # the mapping was refused: copied instead
-                            owner, a, n = rows[i]
-                            raw = self._raw(owner)
-                            assert raw is not None
                             if self._map_refused is not None:
                                 self._map_refused(res)
-                            out[i] = _filled(raw, key, a, self._buffers.take((n, ncomp), dtype, raw.row_offset(key, a)))
-                        else:
-                            out[i] = res
-                            if i in mapped:
-                                self._mapped.append(res)
-                                owner = rows[i][0]
-                                raw = self._raws[owner]
-                                assert raw is not None
-                                self.pins.append((weakref.ref(_mapped.owner_of(res)), (self.step, owner), raw.size))
+                            res = _filled(raw, key, a, pooled(raw, a, n))
+                        elif i in mapped:
+                            self._mapped.append(res)
+                            self.pins.append((weakref.ref(_mapped.owner_of(res)), (self.step, owner), raw.size))
+                        out[i] = res
         return out
 
     def blocks(self, mesh: str, arrays: Sequence[str] = (), association: Association = "cell") -> list[Block]:
