@@ -232,7 +232,7 @@ def test_c_producer_default_layout_is_n_n_and_collective_implies_n_1(tmp_path: P
         for r in range(2):
             rank_file = root / "step-000000000" / f"rank-{r:05d}.h5"
             doc = json.loads((root / "step-000000000" / f"rank-{r:05d}.extents.json").read_text())
-            assert doc["format"] == "h5flow-extents" and doc["version"] == 1
+            assert doc["format"] == "h5flow-extents" and doc["version"] == 2
             assert doc["file_size"] == rank_file.stat().st_size
             with h5py.File(rank_file, "r") as f:
                 names = []

@@ -104,7 +104,9 @@ def test_a_rank_file_changed_after_publication_is_refused_not_read(tmp_path: Pat
         with open(f, "ab") as out:
             out.write(b"\0" * 16)
 
-    with pytest.raises(OSError, match="extents describe a file of"):
+    from h5flow.transports.base import TransportError
+
+    with pytest.raises(TransportError, match="extents describe a file of"):
         _read_all(cfg, 1, raw=True, before_read=grow)
 
 
@@ -113,13 +115,16 @@ def test_without_extents_the_consumer_reads_through_hdf5(tmp_path: Path) -> None
     HDF5, as are datasets whose extents don't fit the read (another dtype)."""
     import json
 
+    from h5flow.transports.hdf5 import _h5
+
     cfg = _stream(tmp_path, "s", 2)
     files = sorted((tmp_path / "s.h5flow").glob("step-*/rank-00000.extents.json"))
     assert len(files) == 2
     files[0].unlink()
     doc = json.loads(files[1].read_text())
     doc["datasets"]["mesh/cell/data"][2] = "<f4"  # claims another dtype: this dataset goes through HDF5
-    files[1].write_text(json.dumps(doc))
+    doc["datasets"]["mesh/cell/data"][3][1] *= 2  # (of the same bytes: twice the components)
+    files[1].write_bytes(_h5.extents_document(doc["file_size"], doc["datasets"]))  # a valid document
     got = _read_all(cfg, 2, raw=True)
     assert not got[0]["_raw"].any() and int(got[0]["_hdf5_files"]) == 1
     assert got[1]["_raw"].all() and int(got[1]["_hdf5_files"]) == 1
@@ -286,11 +291,14 @@ def test_map_reads_auto_maps_on_tmpfs_only() -> None:
         Hdf5Settings(map_reads="yes")
 
 
-def test_extents_past_the_end_of_the_file_are_read_through_hdf5_not_mapped(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A mapping past a file's end would fault (SIGBUS) on first touch: such extents are never used."""
+def test_extents_past_the_end_of_the_file_are_refused_never_mapped(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mapping past a file's end would fault (SIGBUS) on first touch: such extents (even in a document with a
+    valid checksum) are refused before anything is read or mapped."""
     import json
 
+    from h5flow.transports.base import TransportError
+    from h5flow.transports.hdf5 import _h5
     from h5flow.transports.hdf5 import reader as hdf5_reader
 
     monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
@@ -298,11 +306,9 @@ def test_extents_past_the_end_of_the_file_are_read_through_hdf5_not_mapped(tmp_p
     (ext,) = sorted((tmp_path / "s.h5flow").glob("step-*/rank-00000.extents.json"))
     doc = json.loads(ext.read_text())
     doc["datasets"]["mesh/cell/data"][0] = doc["file_size"] - 8  # starts 8 bytes before the end
-    ext.write_text(json.dumps(doc))
-    got = _read_all(cfg, 1, raw=True)
-    assert int(got[0]["_hdf5_files"]) == 1  # that dataset went through HDF5
-    for b in range(3):
-        np.testing.assert_array_equal(got[0][f"data{b}"], _blocks(0)[b][1].arrays("cell")["data"])
+    ext.write_bytes(_h5.extents_document(doc["file_size"], doc["datasets"]))
+    with pytest.raises(TransportError, match="are not within the file's"):
+        _read_all(cfg, 1, raw=True)
     with pytest.raises(ValueError, match="not within the file"):
         from h5flow.transports import _mapped
 

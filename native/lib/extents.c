@@ -1,6 +1,7 @@
 /* rank-<r>.extents.json beside a closed n-n rank file: where HDF5 put each dataset's raw data, so consumers
  * read rows with pread instead of opening the file through HDF5 (docs/STREAM.md, "Raw reads"). The document
- * the Python producer writes (h5flow.transports.hdf5._h5.write_extents), byte for byte in its structure. */
+ * the Python producer writes (h5flow.transports.hdf5._h5.extents_document), byte for byte in its structure, with
+ * the CRC-32 of its content last: consumers refuse a document whose checksum does not match. */
 #define _DEFAULT_SOURCE
 #include "extents.h"
 
@@ -36,7 +37,7 @@ int h5fl_write_extents(const char *rank_file, const h5fl_extent *ext, size_t n)
     if (stat(rank_file, &st) != 0)
         return errno;
     h5fl_buf b = {0};
-    h5fl_buf_printf(&b, "{\"format\":\"h5flow-extents\",\"version\":1,\"file_size\":%" PRIu64 ",\"datasets\":{",
+    h5fl_buf_printf(&b, "{\"format\":\"h5flow-extents\",\"version\":2,\"file_size\":%" PRIu64 ",\"datasets\":{",
                     (uint64_t)st.st_size);
     for (size_t i = 0; i < n; i++) {
         h5fl_buf_printf(&b, "%s\"", i ? "," : "");
@@ -47,7 +48,10 @@ int h5fl_write_extents(const char *rank_file, const h5fl_extent *ext, size_t n)
         else
             h5fl_buf_printf(&b, "\":null");
     }
-    h5fl_buf_printf(&b, "}}");
+    h5fl_buf_printf(&b, "}");
+    /* the checksum of every byte before it, last (h5flow.transports.hdf5._h5.extents_document) */
+    if (!b.oom)
+        h5fl_buf_printf(&b, ",\"crc32\":\"%08" PRIx32 "\"}", h5fl_crc32(b.data, b.len));
     /* a plain write: the file is inside the step's .tmp directory, published (or removed) with it */
     int rc = b.oom ? ENOMEM : 0;
     if (!rc) {
@@ -62,5 +66,8 @@ int h5fl_write_extents(const char *rank_file, const h5fl_extent *ext, size_t n)
         }
     }
     h5fl_buf_free(&b);
+    /* a published step's files are never written: read-only, even to their owner (docs/STREAM.md) */
+    if (!rc && (chmod(path, 0400) != 0 || chmod(rank_file, 0400) != 0))
+        rc = errno;
     return rc;
 }

@@ -16,7 +16,8 @@ typedef struct h5fl_extent {
 /* Where HDF5 put `dset`'s raw data (call before closing it). */
 void h5fl_extent_of(h5fl_extent *e, hid_t dset, const char *mesh, const char *assoc, const char *name,
                     const char *dtype, uint64_t rows, uint64_t ncomp);
-/* rank-<r>.extents.json beside the closed `rank_file` (rank-<r>.h5); 0 or an errno value. */
+/* rank-<r>.extents.json beside the closed `rank_file` (rank-<r>.h5), then both made read-only (0400); 0 or an
+ * errno value. */
 int h5fl_write_extents(const char *rank_file, const h5fl_extent *ext, size_t n);
 
 #endif

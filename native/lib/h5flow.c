@@ -317,7 +317,7 @@ static int claim(h5flow_writer *w)
     char path[H5FL_PATH_MAX];
     path_of(w, path, "owner");
     for (;;) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0)
             return set_err(w, H5FLOW_ERR_IO, "cannot start stream in %s: cannot open %s: %s", w->root, path,
                            strerror(errno));
@@ -465,16 +465,16 @@ static int reset(h5flow_writer *w)
     for (int i = 0; i < 2; i++) {
         path_of(w, p, dirs[i]);
         h5fl_rmtree(p);
-        if (mkdir(p, 0755) != 0)
+        if (mkdir(p, 0700) != 0)
             return set_err(w, H5FLOW_ERR_IO, "cannot start stream in %s: mkdir %s: %s", w->root, p, strerror(errno));
     }
     path_of(w, p, "index");
-    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return set_err(w, H5FLOW_ERR_IO, "cannot start stream in %s: creating %s: %s", w->root, p, strerror(errno));
     close(fd);
     path_of(w, p, ".reserve");
-    fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0) {
         int r = posix_fallocate(fd, 0, EMERGENCY_RESERVE);
         close(fd);
@@ -666,6 +666,38 @@ static void parent_dir(const h5flow_writer *w, char parent[H5FL_PATH_MAX])
         *slash = '\0';
 }
 
+static int trusted_uid(uid_t uid)
+{
+    return uid == geteuid() || uid == 0;
+}
+
+/* The stream directory only this user (or root) can write, in a parent others cannot rename it out of
+ * (src/h5flow/transports/_ownership.py: the same rule, the same words). */
+static int check_private_dir(h5flow_writer *w, const char *parent)
+{
+    struct stat st, pst;
+    if (lstat(w->root, &st) != 0)
+        return set_err(w, H5FLOW_ERR_IO, "cannot start stream in %s: %s", w->root, strerror(errno));
+    char why[160] = "";
+    if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "it is not a directory (a symbolic link or a file)");
+    else if (!trusted_uid(st.st_uid))
+        snprintf(why, sizeof why, "it is owned by uid %ld, not by you (uid %ld)", (long)st.st_uid, (long)geteuid());
+    else if (st.st_mode & 022)
+        snprintf(why, sizeof why, "it is writable by %s (mode %04o)",
+                 (st.st_mode & 022) == 022 ? "group and others" : (st.st_mode & 02) ? "others" : "its group",
+                 (unsigned)(st.st_mode & 07777));
+    else if (stat(parent, &pst) == 0 && (pst.st_mode & 02) && !(pst.st_mode & S_ISVTX) && !trusted_uid(pst.st_uid))
+        snprintf(why, sizeof why, "its directory %.60s is writable by others without the sticky bit (mode %04o)",
+                 parent, (unsigned)(pst.st_mode & 07777));
+    if (!why[0])
+        return 0;
+    return set_err(w, H5FLOW_ERR_CONFIG, "%s: refusing the stream directory: %s, so another user could change what "
+                   "the stream delivers. Remove it (its owner or root can), or choose another filename, and let h5flow "
+                   "create the directory itself (mode 0700) (streams are per-user, as ssh's StrictModes trusts only the "
+                   "user's own, not group- or world-writable files)", w->root, why);
+}
+
 /* Rank 0: claim the stream and prepare a new run. */
 static int start_run(h5flow_writer *w)
 {
@@ -676,9 +708,12 @@ static int start_run(h5flow_writer *w)
         return set_err(w, H5FLOW_ERR_CONFIG, "cannot start stream in %s: the directory %s of the stream's filename "
                        "does not exist: create it (on fast storage: a burst buffer, NVMe, /dev/shm) or point filename "
                        "elsewhere", w->root, parent);
-    if (mkdir(w->root, 0755) != 0 && errno != EEXIST)
+    if (mkdir(w->root, 0700) != 0 && errno != EEXIST)
         return set_err(w, H5FLOW_ERR_IO, "cannot start stream in %s: mkdir: %s", w->root, strerror(errno));
-    int rc = claim(w);
+    int rc = check_private_dir(w, parent);
+    if (rc)
+        return rc;
+    rc = claim(w);
     if (rc)
         return rc;
     rc = refuse_if_live(w);
@@ -808,6 +843,30 @@ static int valid_name(const char *s)
     return 1;
 }
 
+/* Whether two pieces (padded to 3-D) share an element. */
+static int pieces_overlap(const piece_desc *a, const piece_desc *b)
+{
+    for (int k = 0; k < 3; k++)
+        if (!(a->off[k] < b->off[k] + b->cnt[k] && b->off[k] < a->off[k] + a->cnt[k]))
+            return 0;
+    return 1;
+}
+
+/* "offset (z, y, x) count (z, y, x)" of a piece, as its caller gave them (ndims axes). */
+static void piece_text(const piece_desc *d, char *out, size_t n)
+{
+    int k0 = 3 - d->ndims, len = 0;
+    len += snprintf(out + len, n - (size_t)len, "offset (");
+    for (int k = k0; k < 3 && len < (int)n; k++)
+        len += snprintf(out + len, n - (size_t)len, "%s%llu", k > k0 ? ", " : "", (unsigned long long)d->off[k]);
+    if (len < (int)n)
+        len += snprintf(out + len, n - (size_t)len, ") count (");
+    for (int k = k0; k < 3 && len < (int)n; k++)
+        len += snprintf(out + len, n - (size_t)len, "%s%llu", k > k0 ? ", " : "", (unsigned long long)d->cnt[k]);
+    if (len < (int)n)
+        snprintf(out + len, n - (size_t)len, ")");
+}
+
 static int write_error(h5flow_writer *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int write_error(h5flow_writer *w, int code, const char *fmt, ...)
 {
@@ -860,6 +919,28 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
     if (!buffer)
         return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\"): buffer is NULL for %llu elements", name,
                            (unsigned long long)elements);
+    piece_desc desc = {0};
+    snprintf(desc.name, sizeof desc.name, "%s", name);
+    desc.type = (int32_t)type;
+    desc.ndims = ndims;
+    for (int a = 0; a < 3; a++) { /* padded to 3-D at the front: (z, y, x) */
+        int k = a - (3 - ndims);
+        desc.gdims[a] = k >= 0 ? global_dims[k] : 1;
+        desc.off[a] = k >= 0 ? offset[k] : 0;
+        desc.cnt[a] = k >= 0 ? count[k] : 1;
+    }
+    for (size_t i = 0; i < w->npieces; i++) { /* each element once per step: at the call, on this rank */
+        const piece_desc *old = &w->pieces[i].d;
+        if (!strcmp(old->name, name) && old->ndims == ndims && pieces_overlap(old, &desc)) {
+            char a[160], b[160];
+            piece_text(old, a, sizeof a);
+            piece_text(&desc, b, sizeof b);
+            return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\"): in step %lld this rank already wrote a "
+                               "piece of \"%s\" at %s, which overlaps this one at %s: every element of an array is "
+                               "written once per step (a consumer would get both pieces); write each piece once", name,
+                               (long long)w->step, name, a, b);
+        }
+    }
     size_t nbytes = (size_t)elements * TYPES[type].size;
     if (w->npieces == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 8;
@@ -876,15 +957,7 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
         return write_error(w, H5FLOW_ERR_NOMEM, "h5flow_write(\"%s\"): out of memory for a copy of %zu bytes", name,
                            nbytes);
     memcpy(p->data, buffer, nbytes);
-    snprintf(p->d.name, sizeof p->d.name, "%s", name);
-    p->d.type = (int32_t)type;
-    p->d.ndims = ndims;
-    for (int a = 0; a < 3; a++) { /* padded to 3-D at the front: (z, y, x) */
-        int k = a - (3 - ndims);
-        p->d.gdims[a] = k >= 0 ? global_dims[k] : 1;
-        p->d.off[a] = k >= 0 ? offset[k] : 0;
-        p->d.cnt[a] = k >= 0 ? count[k] : 1;
-    }
+    p->d = desc;
     w->npieces++;
     return H5FLOW_OK;
 }
@@ -964,6 +1037,18 @@ static int build_meshes(h5flow_writer *w, const piece_desc *all, const int *owne
                     m[k].gext[a] = e[a];
         }
         m[k].rows[m[k].nblocks] = row;
+        /* every element by one rank, once per step: the same verdict on every rank (all see every piece) */
+        for (size_t a = 0; a < m[k].nblocks && !rc; a++)
+            for (size_t b = a + 1; b < m[k].nblocks && !rc; b++)
+                if (pieces_overlap(&all[m[k].idx[a]], &all[m[k].idx[b]])) {
+                    char ta[160], tb[160];
+                    piece_text(&all[m[k].idx[a]], ta, sizeof ta);
+                    piece_text(&all[m[k].idx[b]], tb, sizeof tb);
+                    rc = set_err(w, H5FLOW_ERR_ARGUMENT, "step %lld: array \"%s\": the piece of rank %d at %s and the "
+                                 "piece of rank %d at %s overlap; every element of an array is written by one rank, "
+                                 "once per step (check each rank's offset)", (long long)w->step, m[k].name,
+                                 m[k].owner[a], ta, m[k].owner[b], tb);
+                }
     }
     free(names); /* the names themselves live in `all` */
     return rc;
@@ -1342,7 +1427,7 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
     int announced = 0;
     for (;;) {
         unlink(space);
-        int fd = open(space, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        int fd = open(space, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         int e = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)(need ? need : 1));
         if (fd >= 0)
             close(fd);
@@ -1495,7 +1580,7 @@ int h5flow_end_step(h5flow_writer *w, int *published)
     hb_lease(&w->hb, lease, what);
     if (w->rank == 0) {
         h5fl_rmtree(tmp);
-        if (mkdir(tmp, 0755) != 0)
+        if (mkdir(tmp, 0700) != 0)
             rc = set_err(w, H5FLOW_ERR_IO, "rank 0: cannot create %s: %s", tmp, strerror(errno));
         char space[H5FL_PATH_MAX];
         path_of(w, space, ".space");

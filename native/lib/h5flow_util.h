@@ -51,6 +51,8 @@ int64_t h5fl_capacity_bytes(const char *path);
 /* JSON scraps: the value of "key" in a flat object written by h5flow (no escapes in strings). 0 or -1. */
 int h5fl_json_str(const char *text, const char *key, char *out, size_t n);
 int h5fl_json_num(const char *text, const char *key, double *out);
+/* CRC-32 (zlib's, polynomial 0xEDB88320) of `n` bytes. */
+uint32_t h5fl_crc32(const void *data, size_t n);
 /* `s` as a JSON string body (quotes and backslashes escaped, control characters dropped). */
 void h5fl_json_escape(h5fl_buf *b, const char *s);
 

@@ -179,7 +179,7 @@ int h5fl_atomic_write(const char *path, const char *text, size_t len)
     if (snprintf(tmp, sizeof tmp, "%.*s.%s.%ld.tmp", dirlen, path, slash ? slash + 1 : path, (long)getpid()) >=
         (int)sizeof tmp)
         return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno;
     int rc = write_all(fd, text, len);
@@ -196,7 +196,7 @@ int h5fl_atomic_write(const char *path, const char *text, size_t len)
 
 int h5fl_append_line(const char *path, const char *line)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno;
     struct stat st;
@@ -300,4 +300,16 @@ void h5fl_json_escape(h5fl_buf *b, const char *s)
         else if (c >= 0x20)
             h5fl_buf_printf(b, "%c", c);
     }
+}
+
+uint32_t h5fl_crc32(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
 }

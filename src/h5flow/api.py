@@ -28,6 +28,7 @@ The block-level API (:func:`h5flow.transports.open_writer`/``open_reader``) stay
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
+from h5flow.transports._common import Box, boxes_overlap, first_overlap, step_ranges
 from h5flow.transports.base import PublishInfo, Reader, ReadStep, StepStatus, TransportError, Writer
 
 
@@ -169,21 +171,24 @@ class StepWriter:
                                  f"array has {g} there; check offset={off} and global_shape={gshape}")
         if arr.size == 0:
             return
+        _check_no_overlap(self.step, name, [((p.offset, p.data.shape), "") for p in self._pieces if p.name == name],
+                          (off, arr.shape))
         self._pieces.append(_Piece(name, arr, off, gshape))
 
     def _publish(self) -> PublishInfo:
         w = self.stream.writer
         comm = self.stream.comm
-        mine = [(p.name, p.global_shape, p.data.dtype.str) for p in self._pieces]
+        mine = [(p.name, p.global_shape, p.data.dtype.str, p.offset, p.data.shape) for p in self._pieces]
         every = comm.allgather(mine)
         shapes: dict[str, set[tuple[tuple[int, ...], str]]] = {}
         for rank_pieces in every:
-            for name, gshape, dtype in rank_pieces:
+            for name, gshape, dtype, *_ in rank_pieces:
                 shapes.setdefault(name, set()).add((gshape, dtype))
         for name, seen in shapes.items():
             if len(seen) > 1:
                 raise ValueError(f"step {self.step}: ranks disagree on array {name!r}: (global_shape, dtype) "
                                  f"{sorted(seen)}; every rank must give the same global_shape and dtype")
+        _check_ranks_disjoint(self.step, every)
         # block ids 0..n-1 per array, in rank order
         first: dict[str, int] = {}
         for rank_pieces in every[: comm.rank]:
@@ -201,6 +206,35 @@ class StepWriter:
             w.put(p.name, block)
         self.info = w.end_step()
         return self.info
+
+
+def _overlap_text(box: Box) -> str:
+    return f"offset {box[0]} shape {tuple(box[1])}"
+
+
+def _check_no_overlap(step: int, name: str, written: list[tuple[Box, Any]], box: Box) -> None:
+    """At ``write``: this rank's new piece ``box`` of ``name`` shares no element with the pieces it wrote."""
+    for old, _ in written:
+        if boxes_overlap(old, box):
+            raise ValueError(f"write({name!r}): in step {step} this rank already wrote a piece of {name!r} at "
+                             f"{_overlap_text(old)}, which overlaps this one at {_overlap_text(box)}: every element "
+                             "of an array is written once per step (a consumer would get both pieces); write each "
+                             "piece once")
+
+
+def _check_ranks_disjoint(step: int, every: list[list[tuple[Any, ...]]]) -> None:
+    """At the step's end, on every rank alike: no two ranks' pieces of one array share an element."""
+    per_name: dict[str, list[tuple[Box, int]]] = {}
+    for rank, rank_pieces in enumerate(every):
+        for name, _gshape, _dtype, offset, shape in rank_pieces:
+            per_name.setdefault(name, []).append(((offset, shape), rank))
+    for name, boxes in sorted(per_name.items()):
+        hit = first_overlap(boxes)
+        if hit is not None:
+            (a, ra), (b, rb) = hit
+            raise ValueError(f"step {step}: array {name!r}: the piece of rank {ra} at {_overlap_text(a)} and the "
+                             f"piece of rank {rb} at {_overlap_text(b)} overlap; every element of an array is written "
+                             "by one rank, once per step (check each rank's offset=)")
 
 
 class _StepContext:
@@ -368,6 +402,15 @@ class Step:
         return share
 
 
+_GAPS = ("error", "warn", "allow")
+
+
+def _missed_steps(reader: Reader) -> list[int]:
+    """The steps ``reader`` (its rank 0) knows it never got: ``missed`` and the steps ``dropped`` for it."""
+    dropped = [int(s) for s, *_ in getattr(reader, "dropped", [])]
+    return sorted(set(getattr(reader, "missed", [])) | set(dropped))
+
+
 class ReadStream:
     """The consumer side of a stream (from :func:`open` with ``"r"``); use it as a context manager."""
 
@@ -376,15 +419,32 @@ class ReadStream:
         self.comm = reader.comm
         self.config: TransportConfig = reader.config
         self.status: str = ""  # "end_of_stream" once the stream ended
+        self._missed: list[int] | None = None  # every rank's copy of rank 0's missed steps, at the end
 
-    def steps(self, timeout: float | None = None) -> Iterator[Step]:
+    @property
+    def missed(self) -> list[int]:
+        """Steps the producer published that this consumer group never got: deleted before it attached (other
+        groups had released them), or dropped for it by the producer. Known on consumer rank 0 while the
+        stream runs, on every rank once it ended."""
+        if self._missed is not None:
+            return list(self._missed)
+        return _missed_steps(self.reader)
+
+    def steps(self, timeout: float | None = None, gaps: str = "error") -> Iterator[Step]:
         """Every step until the producer ends the stream; each is released when the loop moves on (or
         leaves). Raises :class:`StreamError` when the stream stops on an error and :class:`StreamTimeout`
-        when no step comes within ``timeout`` seconds (``None``: wait for ever). Collective."""
+        when no step comes within ``timeout`` seconds (``None``: wait for ever). Collective.
+
+        ``gaps``: what the end of the stream does when this consumer :attr:`missed` steps: ``"error"`` (raise
+        :class:`StreamError` on every rank, naming them), ``"warn"`` (a warning) or ``"allow"`` (nothing; the
+        steps are in :attr:`missed`)."""
+        if gaps not in _GAPS:
+            raise ValueError(f"steps(gaps={gaps!r}); accepted: {', '.join(_GAPS)}")
         while True:
             res = self.reader.begin_step(timeout)
             if res.status is StepStatus.END_OF_STREAM:
                 self.status = "end_of_stream"
+                self._end_with_gaps(gaps)
                 return
             if res.status is StepStatus.NOT_READY:
                 raise StreamTimeout(f"no step within {timeout:g} s: {res.reason}; is the producer running with "
@@ -396,6 +456,23 @@ class ReadStream:
                 yield Step(res.step)
             finally:
                 self.reader.release()
+
+    def _end_with_gaps(self, gaps: str) -> None:
+        """At the end of the stream: every rank learns rank 0's missed steps; ``gaps`` says what follows."""
+        from h5flow.transports._mpiutil import bcast_from_root
+
+        self._missed = bcast_from_root(self.comm, _missed_steps(self.reader) if self.comm.rank == 0 else None)
+        if not self._missed or gaps == "allow":
+            return
+        text = (f"the stream {self.config.filename!r} ended, but consumer group "
+                f"{getattr(self.reader.settings, 'group', 'default')!r} missed {len(self._missed)} of its steps "
+                f"({step_ranges(self._missed)}): they were deleted before this consumer attached (other groups had "
+                "released them) or dropped for it by the producer. Start consumers before the producer to get every "
+                "step, or pass steps(gaps='warn') or gaps='allow' to accept gaps (the steps are in .missed)")
+        if gaps == "warn":
+            warnings.warn(text, stacklevel=3)
+        else:
+            raise StreamError(text)
 
     def close(self) -> None:
         self.reader.close()

@@ -115,6 +115,40 @@ def build_step_meta(step: int, time_: float, producers: int,
     return StepMeta(step, time_, producers, meshes)
 
 
+Box = tuple[tuple[int, ...], tuple[int, ...]]  # (offset, shape) of a piece in its global array
+
+
+def boxes_overlap(a: Box, b: Box) -> bool:
+    """Whether two non-empty boxes share an element."""
+    return all(oa < ob + nb and ob < oa + na for oa, na, ob, nb in zip(a[0], a[1], b[0], b[1], strict=True))
+
+
+def first_overlap(boxes: Sequence[tuple[Box, Any]]) -> tuple[tuple[Box, Any], tuple[Box, Any]] | None:
+    """The first two of ``boxes`` (each a non-empty (offset, shape) with a tag) that share an element, or ``None``:
+    a sweep along the first axis, so a slab decomposition costs about one comparison per box."""
+    order = sorted(boxes, key=lambda t: t[0][0][0])
+    active: list[tuple[Box, Any]] = []
+    for box in order:
+        start = box[0][0][0]
+        active = [a for a in active if a[0][0][0] + a[0][1][0] > start]
+        for a in active:
+            if boxes_overlap(a[0], box[0]):
+                return a, box
+        active.append(box)
+    return None
+
+
+def step_ranges(steps: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out: list[str] = []
+    for s in sorted(steps):
+        if out and s == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
 def step_nbytes(meta: StepMeta) -> int:
     total = 0
     for mesh in meta.meshes.values():

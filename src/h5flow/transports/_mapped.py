@@ -11,10 +11,14 @@ What makes it safe:
 
 * The mapping is private (``MAP_PRIVATE``) and writable: an analysis that changes its array changes a
   private copy of the touched page, never the file, and other readers of the file never see it.
-* A published step's files are never written again: a producer writes a step into ``.step-N.tmp`` and
-  renames the directory when the step is complete; garbage collection renames a released step out of the
-  stream and unlinks its files. On Linux an unlinked file's pages stay until the last mapping of them is
-  gone, so an array an analysis kept keeps its values after the step was deleted.
+* A published step's files are never written again: a producer writes a step into ``.step-N.tmp``, makes
+  its rank files read-only (0400) and renames the directory when the step is complete; garbage collection
+  renames a released step out of the stream and unlinks its files. A file changed all the same (by root, or
+  after a change of its mode) while a step is read is found at the step's release (its size, modification
+  and status change times are compared with those at open) and stops the stream with an error.
+* An array still held when its step is released is made the process's own (:func:`privatize`: one copy,
+  then the file's pages are replaced at the same address), so nothing done to the file afterwards (a write,
+  a truncation, its deletion) changes it or faults on it.
 * The range is checked against the file's size before it is mapped (a page past the end of a file faults
   with SIGBUS instead of returning data); the caller checked the size against what the producer recorded.
 * The pages are faulted in by the mapping call (``MADV_POPULATE_READ``; where the kernel lacks it, by
@@ -60,6 +64,7 @@ def _c() -> Any:
                              ctypes.c_long]
         lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         lib.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        lib.syscall.restype = ctypes.c_long
         lib.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
         _libc = lib
     return _libc
@@ -121,6 +126,34 @@ def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
             raise OSError(e, f"populating {length} mapped bytes at offset {start}: {os.strerror(e)}")
         np.frombuffer(owner, dtype=np.uint8)[::PAGE].max()  # kernels before 5.14: one read fault per page
     return np.frombuffer(owner, dtype=np.uint8, count=nbytes, offset=offset - start)
+
+
+MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
+SYS_MREMAP = {"x86_64": 25, "aarch64": 216, "ppc64le": 163}.get(os.uname().machine, -1)
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def privatize(owner: Any) -> None:
+    """Make the mapping owned by ``owner`` (:func:`owner_of` of a :func:`map_range` array) the process's own
+    memory, at the same address: its bytes are copied into an anonymous mapping, which then replaces the file's
+    pages in one ``mremap``. Every array over it keeps its values, and from then on no change to the file (a
+    write, a truncation, its deletion) reaches them; the file's pages are no longer held. ``OSError`` when the
+    kernel refuses (the arrays then still map the file)."""
+    addr, length = ctypes.addressof(owner), ctypes.sizeof(owner)
+    lib = _c()
+    new = lib.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    if new is None or new == MAP_FAILED:
+        e = ctypes.get_errno()
+        raise OSError(e, f"an anonymous mapping of {length} bytes: {os.strerror(e)}")
+    ctypes.memmove(new, addr, length)
+    # the system call itself: libc's mremap may be interposed by an MPI library's memory hooks (measured: MPICH's
+    # returned NULL for MREMAP_FIXED once mpi4py was loaded)
+    got = lib.syscall(ctypes.c_long(SYS_MREMAP), ctypes.c_void_p(new), ctypes.c_size_t(length),
+                      ctypes.c_size_t(length), ctypes.c_int(MREMAP_MAYMOVE | MREMAP_FIXED), ctypes.c_void_p(addr))
+    if got != addr:
+        e = ctypes.get_errno()
+        _unmap(new, length)
+        raise OSError(e, f"moving {length} copied bytes over the mapping at {addr:#x}: {os.strerror(e)}")
 
 
 def owner_of(a: np.ndarray) -> Any:

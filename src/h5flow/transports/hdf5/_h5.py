@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import h5py
 import numpy as np
 
 from h5flow import _hdf5lib
-from h5flow.transports import _mapped
+from h5flow.transports import _mapped, _safefile
+from h5flow.transports.base import TransportError
 
 DRIVERS = ("mpio", "subfiling")
 
@@ -180,7 +182,10 @@ def close_rank_file(fid: Any) -> None:
 # -- raw extents of a rank file (layout n-n) -------------------------------------------------------------
 
 EXTENTS_FORMAT = "h5flow-extents"
-EXTENTS_VERSION = 1
+EXTENTS_VERSION = 2  # version 1 had no checksum: its files are read through HDF5
+#: the extents document ends with this key and the CRC-32 (zlib's) of every byte before it, as 8 hex digits
+CHECKSUM_KEY = b',"crc32":"'
+PUBLISHED_MODE = 0o400  # a published rank file and its extents: read-only, even to their owner
 
 
 def extents_path(rank_file: Path) -> Path:
@@ -207,12 +212,89 @@ def contiguous_offset(dset: h5py.Dataset) -> int | None:
     return None if offset is None else int(offset)
 
 
+def extents_document(file_size: int, extents: dict[str, list[Any] | None]) -> bytes:
+    """The extents file's bytes: compact JSON whose last key, ``crc32``, is the checksum of what precedes it
+    (native/lib/extents.c writes the same bytes)."""
+    doc = {"format": EXTENTS_FORMAT, "version": EXTENTS_VERSION, "file_size": file_size, "datasets": extents}
+    body = json.dumps(doc, separators=(",", ":"))[:-1].encode()  # without the closing brace
+    return body + CHECKSUM_KEY + b"%08x" % zlib.crc32(body) + b'"}'
+
+
 def write_extents(rank_file: Path, extents: dict[str, list[Any] | None]) -> None:
     """Next to a closed rank file: its size and its datasets' extents (read by consumers with ``pread``,
-    docs/STREAM.md "Raw reads"). Written inside the step's .tmp directory, published with it."""
-    doc = {"format": EXTENTS_FORMAT, "version": EXTENTS_VERSION, "file_size": rank_file.stat().st_size,
-           "datasets": extents}
-    extents_path(rank_file).write_text(json.dumps(doc, separators=(",", ":")))
+    docs/STREAM.md "Raw reads"). Written inside the step's .tmp directory, published with it. Both files are
+    made read-only (0400): a published step's files are never written (docs/STREAM.md "Mapped reads")."""
+    ext = extents_path(rank_file)
+    ext.write_bytes(extents_document(rank_file.stat().st_size, extents))
+    for p in (rank_file, ext):
+        os.chmod(p, PUBLISHED_MODE)
+
+
+def _is_count(x: Any) -> bool:
+    return type(x) is int and x >= 0  # noqa: E721 - a bool is not a count
+
+
+def parse_extents(path: Path, data: bytes) -> dict[str, Any] | None:
+    """The checked extents document of ``path`` (its bytes ``data``), or ``None`` for a document of an older
+    format (no checksum: the caller reads through HDF5). Anything else that is not exactly what a producer
+    writes raises :class:`TransportError` naming the file: the checksum, the structure, each extent's size
+    against its dtype and shape, each extent inside the file, no two extents overlapping."""
+    def bad(why: str) -> TransportError:
+        return TransportError(f"{path}: corrupt extents file ({why}); the step's raw data is not read from a "
+                              "file whose extents cannot be trusted (the step's files were changed after "
+                              "publication, or the producer's storage is failing)")
+
+    at = data.rfind(CHECKSUM_KEY)
+    if at < 0:
+        try:
+            old = json.loads(data)
+        except (ValueError, RecursionError):
+            raise bad("not JSON") from None
+        if isinstance(old, dict) and old.get("format") == EXTENTS_FORMAT and old.get("version") == 1:
+            return None
+        raise bad("no checksum")
+    tail = data[at + len(CHECKSUM_KEY):].rstrip(b"\n")
+    try:
+        stored = int(tail[:8], 16) if len(tail) == 10 and tail[8:] == b'"}' else -1
+    except ValueError:
+        stored = -1
+    if stored < 0:
+        raise bad("its checksum is not 8 hexadecimal digits at the end")
+    if zlib.crc32(data[:at]) != stored:
+        raise bad(f"checksum {zlib.crc32(data[:at]):08x} of its content, {stored:08x} recorded")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise bad("not JSON") from None
+    if not isinstance(doc, dict) or doc.get("format") != EXTENTS_FORMAT or doc.get("version") != EXTENTS_VERSION:
+        raise bad(f"not an {EXTENTS_FORMAT} document of version {EXTENTS_VERSION}")
+    size, datasets = doc.get("file_size"), doc.get("datasets")
+    if not _is_count(size) or not isinstance(datasets, dict):
+        raise bad("no file_size or datasets")
+    spans = []
+    for name, ext in datasets.items():
+        if ext is None:
+            continue
+        if not (isinstance(ext, list) and len(ext) == 4 and _is_count(ext[0]) and _is_count(ext[1])
+                and isinstance(ext[2], str) and isinstance(ext[3], list) and len(ext[3]) == 2
+                and all(_is_count(n) for n in ext[3])):
+            raise bad(f"dataset {name!r}: {ext!r} is not [offset, nbytes, dtype, [rows, components]]")
+        offset, nbytes, dt, shape = ext
+        try:
+            itemsize = np.dtype(dt).itemsize
+        except TypeError:
+            raise bad(f"dataset {name!r}: dtype {dt!r}") from None
+        if nbytes != shape[0] * shape[1] * itemsize:
+            raise bad(f"dataset {name!r}: {nbytes} bytes for {shape[0]} x {shape[1]} values of {dt}")
+        if offset + nbytes > size:
+            raise bad(f"dataset {name!r}: bytes {offset}..{offset + nbytes} are not within the file's {size} bytes")
+        if nbytes:
+            spans.append((offset, offset + nbytes, name))
+    spans.sort()
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            raise bad(f"datasets {a!r} and {b!r} overlap")
+    return doc
 
 
 class RawFile:
@@ -220,41 +302,60 @@ class RawFile:
     descriptor, ``pread`` into the caller's buffer. :meth:`open` returns ``None`` where the producer left
     no usable extents (steps of older producers, chunked data): the caller reads through HDF5 instead."""
 
-    def __init__(self, fd: int, datasets: dict[str, list[Any] | None], size: int) -> None:
+    def __init__(self, fd: int, datasets: dict[str, list[Any] | None], size: int, path: Path | None = None) -> None:
         self.fd = fd
         self.datasets = datasets
         self.size = size  # checked against what the producer recorded
+        self.path = path
+        self.identity = _identity(os.fstat(fd)) if fd >= 0 else ()
 
     @classmethod
     def open(cls, rank_file: Path) -> RawFile | None:
+        ext = extents_path(rank_file)
         try:
-            doc = json.loads(extents_path(rank_file).read_text())
+            data = _safefile.read_regular(ext, "extents file")
         except FileNotFoundError:
             return None
-        if doc.get("format") != EXTENTS_FORMAT or doc.get("version") != EXTENTS_VERSION:
+        doc = parse_extents(ext, data)
+        if doc is None:
             return None
-        fd = os.open(rank_file, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fd = _safefile.open_regular(rank_file, "rank file")
+        except FileNotFoundError:
+            raise TransportError(f"{rank_file}: the step's rank file is gone (its extents are there)") from None
         try:
             size = os.fstat(fd).st_size
         except OSError:
             os.close(fd)
             raise
-        if size != doc.get("file_size"):  # not the file the extents describe: never read it raw
+        if size != doc["file_size"]:  # not the file the extents describe: never read it raw
             os.close(fd)
-            raise OSError(f"{rank_file}: {size} bytes, but its extents describe a file of {doc.get('file_size')} "
-                          "bytes (the step's files were changed after publication)")
-        return cls(fd, doc.get("datasets") or {}, size)
+            raise TransportError(f"{rank_file}: {size} bytes, but its extents describe a file of {doc['file_size']} "
+                                 "bytes (the step's files were changed after publication)")
+        return cls(fd, doc["datasets"], size, rank_file)
+
+    def changed(self) -> str:
+        """"" while the open file is as it was opened, else what changed (size, modification or status change
+        time: a write, a truncation or a change of mode since)."""
+        if self.fd < 0:
+            return ""
+        try:
+            now = _identity(os.fstat(self.fd))
+        except OSError as e:
+            return f"it cannot be inspected ({e.strerror or e})"
+        if now == self.identity:
+            return ""
+        names = ("size", "modification time", "status change time")
+        return ", ".join(f"{n} {a} -> {b}" for n, a, b in zip(names, self.identity, now) if a != b)
 
     def can_read(self, path: str, dtype: Any, ncomp: int, last_row: int) -> bool:
         """Whether rows up to ``last_row`` of dataset ``path`` can be read raw as ``dtype`` × ``ncomp``."""
         ext = self.datasets.get(path)
         if not ext:
             return False
-        offset, nbytes, dt, shape = ext
+        _offset, _nbytes, dt, shape = ext  # checked by parse_extents: size, bounds, no overlap
         dtype = np.dtype(dtype)
-        return (dt == dtype.str and len(shape) == 2 and shape[1] == ncomp and last_row <= shape[0]
-                and nbytes == shape[0] * ncomp * dtype.itemsize and 0 <= int(offset)
-                and int(offset) + nbytes <= self.size)
+        return dt == dtype.str and shape[1] == ncomp and last_row <= shape[0]
 
     def row_offset(self, path: str, first: int) -> int:
         """The file offset of row ``first`` of dataset ``path`` (which :meth:`can_read`)."""
@@ -267,9 +368,13 @@ class RawFile:
         pos = self.row_offset(path, first)  # can_read checked that out's dtype is the dataset's
         done = 0
         while done < len(view):
-            n = os.preadv(self.fd, [view[done:]], pos + done)
+            try:
+                n = os.preadv(self.fd, [view[done:]], pos + done)
+            except OSError as e:
+                raise TransportError(f"{self.path}: reading {path} at offset {pos}: {e.strerror or e}") from None
             if n <= 0:
-                raise OSError(f"short read: {done} of {len(view)} bytes of {path} at offset {pos}")
+                raise TransportError(f"{self.path}: short read: {done} of {len(view)} bytes of {path} at offset "
+                                     f"{pos} (the file shrank after publication)")
             done += n
 
     def map_rows(self, path: str, first: int, count: int) -> np.ndarray:
@@ -284,3 +389,7 @@ class RawFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)

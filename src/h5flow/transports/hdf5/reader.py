@@ -17,10 +17,11 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
-from h5flow.transports import _mapped
+from h5flow.transports import _mapped, _ownership, _safefile
 from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._grouplock import GroupLock
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
@@ -204,15 +205,37 @@ class Hdf5ReadStep(ReadStep):
         return assemble_blocks(m, ids, wanted, values, positions)
 
     def close(self) -> None:
+        """Close the step's files. Raises :class:`TransportError` (after closing everything) when a rank file
+        read raw changed while the step was read: what was read from it may not be what was published."""
+        changed, bad = [], set()
         with self._phase("close"):
             self._mapped.clear()  # unmapped here unless the analysis kept them
             for f in self._files.values():
                 f.close()
+            for owner, r in self._raws.items():
+                if r is not None:
+                    what = r.changed()
+                    if what:
+                        changed.append(f"{r.path} ({what})")
+                        bad.add(owner)
+            # what the analysis still holds becomes its own memory: no later change to the file reaches it
+            for ref, (_step, owner), _size in self.pins:
+                held = ref()
+                if held is not None and owner not in bad:
+                    try:
+                        _mapped.privatize(held)
+                    except OSError as e:
+                        changed.append(f"a mapping of {self._raws[owner].path} cannot be made private ({e})")
             for r in self._raws.values():
                 if r is not None:
                     r.close()
         self._files.clear()
         self._raws.clear()
+        if changed:
+            raise TransportError(f"step {self.step}: published file(s) changed while the step was read: "
+                                 f"{'; '.join(changed)}; values read from them may not be the values published, so "
+                                 "the stream stops here (a published step's files must never be written: docs/"
+                                 "STREAM.md, \"Mapped reads\")")
 
 
 class Hdf5Reader(Reader):
@@ -248,6 +271,7 @@ class Hdf5Reader(Reader):
         self.map_refusals = 0  # mapped reads the kernel refused (copied instead)
         self._run_id = ""  # the run of the step being read (from rank 0, every rank)
         self._pins: list[tuple[weakref.ref[Any], tuple[int, int], int]] = []  # mappings still held (see _check_pins)
+        self._group_lock: GroupLock | None = None  # rank 0, once attached: this group's one live consumer
 
     def _run_changed(self) -> str | None:
         """What replaced this reader's run in ``stream.json``, or ``None`` while it still names the run."""
@@ -271,19 +295,19 @@ class Hdf5Reader(Reader):
             raise TransportError(self._replaced(step, changed))
 
     def _check_pins(self, step: Hdf5ReadStep) -> None:
-        """After a release: what the analysis still holds of mapped blocks. A view of a mapping keeps the whole
-        rank file's pages (an unlinked file is freed when its last mapping goes), in the staging file system's
-        room, where a copy would keep only the block. An analysis that keeps arrays of more than about two
-        steps (a time series of slices, a list of every step's field) makes this reader copy from then on."""
+        """After a release: what the analysis still holds of mapped blocks. Each array held at its step's release
+        was copied there (:func:`_mapped.privatize`): mapping it and copying it later costs more than copying it
+        at once. An analysis that keeps arrays of more than about two steps (a time series of slices, a list of
+        every step's field) makes this reader copy from then on."""
         self._pins = [p for p in self._pins + step.pins if p[0]() is not None]
         held = {key: size for _, key, size in self._pins}
         this_step = sum({key: size for _, key, size in step.pins}.values())
         kept = sum(held.values())
         if kept > 2 * this_step:
             self._map = False
-            print(f"h5flow: hdf5 consumer rank {self.comm.rank}: the analysis keeps arrays of earlier steps, which "
-                  f"hold {kept / 2**20:.0f} MiB of their rank files in {self.staging.root.parent} while mapped; "
-                  "this consumer copies blocks from now on (give map_reads=\"false\" to copy from the start)",
+            print(f"h5flow: hdf5 consumer rank {self.comm.rank}: the analysis keeps arrays of earlier steps "
+                  f"({kept / 2**20:.0f} MiB of mapped files), each copied at its step's release; this consumer "
+                  "copies blocks from now on (give map_reads=\"false\" to copy from the start)",
                   file=sys.stderr)
 
     def _map_refused(self, e: OSError) -> None:
@@ -295,6 +319,12 @@ class Hdf5Reader(Reader):
 
     # -- discovery (rank 0) ------------------------------------------------------------------------
     def _attach(self) -> bool:
+        if not self.staging.root.is_dir():
+            return False
+        _ownership.check_dir(self.staging.root)  # another user's stream directory is never read
+        if self._group_lock is None:  # one live consumer per group (rank 0 holds it while it reads)
+            self._group_lock = GroupLock.acquire(self.staging.group_lock(self.settings.group), str(self.staging.root),
+                                                 self.settings.group)
         try:
             info = StreamInfo.load(self.staging.stream_json)
         except FileNotFoundError:
@@ -462,7 +492,8 @@ class Hdf5Reader(Reader):
                 try:
                     assert self.info is not None
                     found.run_id = self._run_id = self.info.run_id
-                    found.meta_json = (self.staging.step_path(found.entry.step) / "meta.json").read_text()
+                    found.meta_json = _safefile.read_regular(self.staging.step_path(found.entry.step) / "meta.json",
+                                                             "step's meta.json").decode("utf-8", "replace")
                     self._check_run(found.entry.step)
                 except TransportError as e:
                     found = _Found(StepStatus.ERROR, reason=str(e))
@@ -498,6 +529,7 @@ class Hdf5Reader(Reader):
             if found.layout == "log":  # this rank's reads only, serially, through the connector
                 f = _h5.open_log(step_dir / "data.h5", "r")
             else:
+                _safefile.check_regular(step_dir / f"rank-{owner:05d}.h5", "rank file")
                 f = h5py.File(step_dir / f"rank-{owner:05d}.h5", "r")
             try:
                 self._check_run(e.step)
@@ -530,11 +562,17 @@ class Hdf5Reader(Reader):
 
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, Hdf5ReadStep)
-        step.close()  # collective for the shared file
+        try:
+            step.close()  # collective for the shared file
+            error = ""
+        except TransportError as e:
+            error = f"consumer rank {self.comm.rank}: {e}"
         if step.pins:
             self._check_pins(step)
         t_release = time.perf_counter()
-        sleepy_wait(self.comm)
+        errors = [e for e in sleepy_allgather(self.comm, error) if e]  # the release's barrier
+        if errors:  # a step whose files changed while read is not released as read: every rank stops here
+            raise TransportError("; ".join(errors))
         t_barrier = time.perf_counter()
         # waiting for the other consumer ranks, most of it for the slowest one's analysis: its own phase, so
         # that the breakdown shows it apart from the release's own work
@@ -572,3 +610,6 @@ class Hdf5Reader(Reader):
             self._pool.shutdown(wait=True)
             self._pool = None
         self._buffers.clear()
+        if self._group_lock is not None:
+            self._group_lock.release()
+            self._group_lock = None

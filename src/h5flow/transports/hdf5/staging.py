@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from h5flow._fileio import atomic_write  # noqa: F401 - re-exported: staging writes through it
+from h5flow.transports import _ownership
 from h5flow.transports._claim import Claim, ClaimError
 from h5flow.transports._common import check_group
 
@@ -114,7 +115,7 @@ def append_line(path: Path, line: str) -> None:
     its previous length, so no partial line stays in the log, and ``OSError`` is raised.
     """
     data = (line.rstrip("\n") + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _ownership.PRIVATE_FILE)
     try:
         size = os.fstat(fd).st_size  # only one process (producer rank 0) appends
         try:
@@ -232,7 +233,7 @@ class Staging:
     def claim_stream(self, run_id: str = "") -> Claim:
         """Claim the stream for this process (atomic; :class:`ClaimError` names the current owner)."""
         self._check_parent()
-        self.root.mkdir(exist_ok=True)
+        _ownership.make_dir(self.root)  # private (0700); refused when another user's or writable by others
         if self.claim is None or not self.claim.held:
             self.claim = Claim.acquire(self.owner, f"stream {self.root}", run_id)
         return self.claim
@@ -283,7 +284,7 @@ class Staging:
             p.unlink(missing_ok=True)
         for d in (self.hb, self.consumers):
             shutil.rmtree(d, ignore_errors=True)
-            d.mkdir()
+            d.mkdir(mode=_ownership.PRIVATE_DIR)
 
     def announce(self, info: StreamInfo) -> None:
         atomic_write(self.stream_json, json.dumps(info.__dict__))
@@ -313,7 +314,7 @@ class Staging:
     def _make_emergency_reserve(self) -> None:
         """Preallocate :data:`EMERGENCY_RESERVE` bytes, freed when an index line finds no room."""
         try:
-            fd = os.open(self.emergency, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(self.emergency, os.O_WRONLY | os.O_CREAT, _ownership.PRIVATE_FILE)
             try:
                 os.posix_fallocate(fd, 0, EMERGENCY_RESERVE)
             finally:
@@ -349,7 +350,7 @@ class Staging:
         if free >= RESERVE_FACTOR * max(1, nbytes) and nbytes <= _file_size_limit():
             return ""
         try:
-            fd = os.open(self.space, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(self.space, os.O_WRONLY | os.O_CREAT, _ownership.PRIVATE_FILE)
             try:
                 os.posix_fallocate(fd, 0, max(1, nbytes))
             finally:
@@ -398,6 +399,10 @@ class Staging:
     # -- consumer groups -------------------------------------------------------------------------
     def group_path(self, group: str) -> Path:
         return self.consumers / f"{check_group(group)}.json"
+
+    def group_lock(self, group: str) -> Path:
+        """The lock file the group's live consumer holds (outside ``consumers/``, which a new run clears)."""
+        return self.root / f".consumer-{check_group(group)}.lock"
 
     def load_group(self, group: str) -> GroupState | None:
         try:

@@ -421,7 +421,7 @@ class Hdf5Writer(StepWriter):
             with self._phase("prepare"):
                 if tmp.exists():
                     shutil.rmtree(tmp)
-                tmp.mkdir()
+                tmp.mkdir(mode=0o700)
         except OSError as e:
             return f"rank 0: cannot create {tmp}: {e}"
         finally:

@@ -17,6 +17,9 @@ import socket
 import time
 from pathlib import Path
 
+from h5flow.transports import _ownership
+from h5flow.transports.base import TransportError
+
 LOCK_SUFFIX = ".socket.lock"
 
 
@@ -37,14 +40,15 @@ class Claim:
             raise OSError(f"the directory {self.path.parent} of the stream's filename does not exist: create it or "
                           "point filename elsewhere")
         for _ in range(10):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
+                _ownership.check_file_fd(fd, self.path, "stream's lock file")  # not another user's
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 raise StreamClaimed(f"{filename}: another producer ({self._owner()}) is still serving this stream; use "
                                     "another filename or stop it first") from None
-            except OSError:
+            except (OSError, TransportError):
                 os.close(fd)
                 raise
             try:  # the file we locked may have been removed by a producer closing meanwhile: lock the new one

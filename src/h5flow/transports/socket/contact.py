@@ -17,6 +17,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from h5flow.transports import _ownership
+from h5flow.transports._common import step_ranges  # noqa: F401 - re-exported
+from h5flow.transports.base import TransportError
+
 FORMAT = "h5flow-socket"
 VERSION = 1
 SUFFIX = ".socket.json"
@@ -30,12 +34,23 @@ def contact_path(filename: str) -> Path:
     return Path(filename + SUFFIX)
 
 
+def group_lock_path(filename: str, group: str) -> Path:
+    """The lock file consumer group ``group``'s live consumer holds (:mod:`h5flow.transports._grouplock`)."""
+    return Path(f"{filename}.socket.group-{group}.lock")
+
+
 ENDED_SUFFIX = ".socket.ended.json"
 
 
 def ended_path(filename: str) -> Path:
     """Where a producer that closed leaves what its consumers need to know afterwards (docs/SOCKET.md)."""
     return Path(filename + ENDED_SUFFIX)
+
+
+def load_ended(filename: str) -> dict:
+    """The ended file of stream ``filename`` (see :func:`ended_path`), checked to be this user's own;
+    ``FileNotFoundError``, ``ValueError`` (not JSON) or :class:`TransportError` (not this user's)."""
+    return json.loads(_ownership.read_own_file(ended_path(filename), "stream's ended file"))
 
 
 def write_private(path: Path, data: dict) -> None:
@@ -49,17 +64,6 @@ def write_private(path: Path, data: dict) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-
-
-def step_ranges(steps: list[int]) -> str:
-    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
-    out: list[str] = []
-    for s in sorted(steps):
-        if out and s == int(out[-1].split("-")[-1]) + 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{s}"
-        else:
-            out.append(str(s))
-    return ", ".join(out)
 
 
 def dropped_message(filename: str, group: str, d: dict) -> str:
@@ -142,9 +146,12 @@ class Contact:
 
     @staticmethod
     def load(path: Path) -> Contact:
-        """Read a contact file; FileNotFoundError when there is none, ValueError when it is not one."""
+        """Read a contact file; FileNotFoundError when there is none, ValueError when it is not one, or when it is
+        not this user's own (another user's, or writable by others: :mod:`h5flow.transports._ownership`)."""
         try:
-            text = path.read_text()
+            text = _ownership.read_own_file(path, "stream's contact file").decode("utf-8", "replace")
+        except TransportError as e:  # another user's, or writable by others: never trusted
+            raise ValueError(str(e)) from None
         except PermissionError:
             raise ValueError(f"{path}: cannot read the stream's contact file (permission denied): the consumer must "
                              "run as the user that started the producer") from None

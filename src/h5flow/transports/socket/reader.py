@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 import threading
 import time
@@ -23,7 +22,9 @@ from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.socket import cma
 from h5flow.transports.socket import protocol as P
-from h5flow.transports.socket.contact import Contact, contact_path, dropped_message, ended_path
+from h5flow.transports._grouplock import GroupLock
+from h5flow.transports.socket.contact import (Contact, contact_path, dropped_message, ended_path, group_lock_path,
+                                              load_ended)
 
 
 class _Pinger(threading.Thread):
@@ -251,9 +252,13 @@ class SocketReader(Reader):
         self._info: dict[str, Any] = {}
         self._seen = 0.0
         self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
+        self._group_lock: GroupLock | None = None  # rank 0, from its first attach: this group's one live consumer
 
     # -- rank 0 ----------------------------------------------------------------------------------
     def _attach(self) -> bool:
+        if self._group_lock is None and self.path.parent.is_dir():  # one live consumer per group
+            self._group_lock = GroupLock.acquire(group_lock_path(self.config.filename, self.settings.group),
+                                                 self.config.filename, self.settings.group)
         try:
             contact = Contact.load(self.path)
         except FileNotFoundError:
@@ -301,7 +306,7 @@ class SocketReader(Reader):
     def _check_ended(self) -> None:
         """No contact file: if the producer that ended there dropped steps of this group, say so (an ERROR)."""
         try:
-            ended = json.loads(ended_path(self.config.filename).read_text())
+            ended = load_ended(self.config.filename)
             d = ended["dropped"].get(self.settings.group)
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             return
@@ -437,3 +442,6 @@ class SocketReader(Reader):
             self._fetcher.close()
             self._fetcher = None
         self._ctx.term()
+        if self._group_lock is not None:
+            self._group_lock.release()
+            self._group_lock = None
