@@ -83,7 +83,9 @@ H5FLOW_API int h5flow_begin_step(h5flow_writer *w, int64_t step, double time);
 /* Add this rank's piece of the global array `name` (1 to 3 dimensions, C order, row-major buffer of
  * count[0] * ... * count[ndims-1] elements). offset + count must lie inside global_dims on every axis;
  * every rank writing `name` in a step must give the same type, ndims and global_dims. The data is copied:
- * the buffer may be reused when the call returns. A rank may write several pieces of one array, or none.
+ * the buffer may be reused when the call returns. A rank may write several pieces of one array, or none; every
+ * element once per step: a piece overlapping one this rank already wrote of `name` in the step is refused
+ * (H5FLOW_ERR_ARGUMENT), and pieces of two ranks that overlap fail h5flow_end_step on every rank.
  * Not collective (call it any number of times between begin_step and end_step). Names: 1-128 letters,
  * digits, '_', '.', '+', '-', not starting with '.', '+' or '-'. */
 H5FLOW_API int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims, const uint64_t *global_dims,
