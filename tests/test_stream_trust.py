@@ -445,3 +445,31 @@ def test_missed_steps_are_public_and_an_error_at_the_end_unless_gaps_are_allowed
             warnings.simplefilter("always")
             assert [st.step for st in s.steps(timeout=10, gaps=gaps)] == [2] and s.missed == [0, 1]
             assert any("missed 2 of its steps" in str(m.message) for m in caught) == (gaps == "warn")
+
+
+def test_a_socket_consumer_group_that_attached_late_reports_its_missed_steps(tmp_path: Path) -> None:
+    """Group "a" took steps 0-1 (the producer let them go); group "b" attached after that gets step 2 and
+    ``missed`` lists 0-1 (the end-of-stream error is the API's, shared with hdf5 above)."""
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.config import TransportConfig
+    from h5flow.transports import StepStatus, open_reader
+
+    name = str(tmp_path / "s")
+    with h5flow.open(name, "w", comm=MPI.COMM_SELF, type="socket", queue_limit=0, heartbeat=2.0) as w:
+        a = open_reader(MPI.COMM_SELF.Dup(), TransportConfig.of("socket", name, group="a"))
+        for t in range(2):
+            with w.step(t) as st:
+                st.write("x", _values(t))
+            assert a.begin_step(10.0).status is StepStatus.OK
+            a.release()
+        with h5flow.open(name, "r", comm=MPI.COMM_SELF, type="socket", group="b") as b:
+            it = b.steps(timeout=10)
+            with w.step(2) as st:
+                st.write("x", _values(2))
+            got = next(it)
+            assert got.step == 2 and b.missed == [0, 1]
+            np.testing.assert_array_equal(got.read("x").array(), _values(2))
+            it.close()
+        a.close()
