@@ -52,6 +52,9 @@ NETWORK_FS = {0x6969: "nfs", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x0BD00BD0:
               0x19830326: "beegfs", 0x00C36400: "ceph", 0x65735546: "fuse", 0x013111A8: "ibrix",
               0x6B414653: "afs", 0x5346414F: "openafs", 0xAAD7AAEA: "panfs"}
 
+#: mremap's system call number (:func:`privatize` calls it directly); -1 where not known: nothing is mapped there
+SYS_MREMAP = {"x86_64": 25, "aarch64": 216, "ppc64le": 163}.get(os.uname().machine, -1)
+
 _libc: Any = None
 
 
@@ -71,8 +74,9 @@ def _c() -> Any:
 
 
 def available() -> bool:
-    """Whether this platform maps files the way :func:`map_range` needs (Linux)."""
-    return sys.platform.startswith("linux")
+    """Whether this platform maps files the way :func:`map_range` and :func:`privatize` need (Linux, on a
+    processor whose ``mremap`` system call number is known)."""
+    return sys.platform.startswith("linux") and SYS_MREMAP > 0
 
 
 def fs_type(path: str | os.PathLike[str]) -> int | None:
@@ -129,7 +133,6 @@ def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
 
 
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
-SYS_MREMAP = {"x86_64": 25, "aarch64": 216, "ppc64le": 163}.get(os.uname().machine, -1)
 MAP_FAILED = ctypes.c_void_p(-1).value
 
 
