@@ -98,19 +98,19 @@ TAMPERINGS = {
 
 @pytest.mark.parametrize("how", sorted(TAMPERINGS))
 def test_a_tampered_extents_file_is_a_transport_error_never_wrong_values(tmp_path: Path, how: str) -> None:
-    from h5flow.transports.base import TransportError
+    from h5flow.api import StreamError
 
     _produce(str(tmp_path / "s"))
     ext = _extents(tmp_path)
     _rewrite(ext, TAMPERINGS[how](ext.read_text()).encode())
-    with pytest.raises(TransportError, match=str(ext)):
+    with pytest.raises(StreamError, match=str(ext)):
         _read(str(tmp_path / "s"))
 
 
 @pytest.mark.parametrize("how", ["offset past the end", "overlapping datasets", "nbytes of another shape"])
 def test_extents_with_a_valid_checksum_but_inconsistent_content_are_refused(tmp_path: Path, how: str) -> None:
     """A producer bug (a checksum over wrong content) is caught by the checks against the rank file."""
-    from h5flow.transports.base import TransportError
+    from h5flow.api import StreamError
     from h5flow.transports.hdf5 import _h5
 
     _produce(str(tmp_path / "s"))
@@ -126,13 +126,13 @@ def test_extents_with_a_valid_checksum_but_inconsistent_content_are_refused(tmp_
     del doc["crc32"]
     body = json.dumps(doc, separators=(",", ":"))[:-1].encode()
     _rewrite(ext, body + _h5.CHECKSUM_KEY + b"%08x" % zlib.crc32(body) + b'"}')
-    with pytest.raises(TransportError, match="corrupt extents file"):
+    with pytest.raises(StreamError, match="corrupt extents file"):
         _read(str(tmp_path / "s"))
 
 
 @pytest.mark.parametrize("kind", ["symlink to /dev/zero", "fifo", "symlink rank file"])
 def test_special_side_files_are_refused_without_blocking(tmp_path: Path, kind: str) -> None:
-    from h5flow.transports.base import TransportError
+    from h5flow.api import StreamError
 
     _produce(str(tmp_path / "s"))
     ext = _extents(tmp_path)
@@ -148,7 +148,7 @@ def test_special_side_files_are_refused_without_blocking(tmp_path: Path, kind: s
         copy.write_bytes(rank_file.read_bytes())
         rank_file.unlink()
         rank_file.symlink_to(copy)
-    with pytest.raises(TransportError, match="symbolic link|FIFO"):
+    with pytest.raises(StreamError, match="symbolic link|FIFO"):
         _read(str(tmp_path / "s"))
 
 
@@ -299,7 +299,7 @@ def test_a_file_changed_while_its_step_is_read_stops_the_stream(tmp_path: Path,
     from mpi4py import MPI
 
     import h5flow
-    from h5flow.transports.base import TransportError
+    from h5flow.api import StreamError
     from h5flow.transports.hdf5 import reader as hdf5_reader
 
     monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
@@ -312,7 +312,7 @@ def test_a_file_changed_while_its_step_is_read_stops_the_stream(tmp_path: Path,
         fd = os.open(first, os.O_WRONLY)
         os.pwrite(fd, b"\xff" * 64, 4096)
         os.close(fd)
-        with pytest.raises(TransportError, match="changed while the step was read"):
+        with pytest.raises(StreamError, match="changed while the step was read"):
             next(it)
 
 

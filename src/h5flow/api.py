@@ -392,7 +392,7 @@ class Step:
         e = mesh.global_extent
         gshape = (e[5] - e[4] + 1, e[3] - e[2] + 1, e[1] - e[0] + 1)[3 - nd:]
         share = Share(name, tuple(gshape))
-        for b in self.raw.blocks(name, [array], "cell"):
+        for b in _as_stream_error(lambda: self.raw.blocks(name, [array], "cell")):
             assert isinstance(b, ImageBlock)
             data = b.interior(array, "cell")
             i0, _, j0, _, k0, _ = b.extent
@@ -403,6 +403,17 @@ class Step:
 
 
 _GAPS = ("error", "warn", "allow")
+
+
+def _as_stream_error(call: Any) -> Any:
+    """``call()``, its transport's error raised as :class:`StreamError` (a step's files that cannot be trusted, a
+    file changed while read: the stream stopped, as the API's errors say)."""
+    try:
+        return call()
+    except StreamError:
+        raise
+    except TransportError as e:
+        raise StreamError(f"the stream stopped: {e}") from None
 
 
 def _missed_steps(reader: Reader) -> list[int]:
@@ -455,7 +466,7 @@ class ReadStream:
             try:
                 yield Step(res.step)
             finally:
-                self.reader.release()
+                _as_stream_error(self.reader.release)
 
     def _end_with_gaps(self, gaps: str) -> None:
         """At the end of the stream: every rank learns rank 0's missed steps; ``gaps`` says what follows."""
