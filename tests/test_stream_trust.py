@@ -473,3 +473,29 @@ def test_a_socket_consumer_group_that_attached_late_reports_its_missed_steps(tmp
             np.testing.assert_array_equal(got.read("x").array(), _values(2))
             it.close()
         a.close()
+
+
+@pytest.mark.mpi(n=2)
+def test_a_file_changed_while_read_on_one_consumer_rank_stops_every_rank(tmp_path: Path) -> None:
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.api import StreamError
+
+    comm = MPI.COMM_WORLD
+    name = comm.bcast(str(tmp_path / "s") if comm.rank == 0 else None)
+    if comm.rank == 0:
+        _produce(name, steps=2)
+    comm.Barrier()
+    with h5flow.open(name, "r", comm=comm, type="hdf5", group="m", keep="all") as s:
+        it = s.steps(timeout=20)
+        st = next(it)
+        share = st.read("x")  # one piece: consumer rank 0 reads it
+        assert (len(share.pieces) == 1) == (comm.rank == 0)
+        if comm.rank == 0:
+            (first,) = sorted(Path(name + ".h5flow").glob("step-000000000/rank-00000.h5"))
+            fd = os.open(first, os.O_WRONLY)
+            os.pwrite(fd, b"\xff" * 64, 4096)
+            os.close(fd)
+        with pytest.raises(StreamError, match="consumer rank 0: step 0: published file"):
+            next(it)
