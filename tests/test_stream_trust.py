@@ -499,3 +499,14 @@ def test_a_file_changed_while_read_on_one_consumer_rank_stops_every_rank(tmp_pat
             os.close(fd)
         with pytest.raises(StreamError, match="consumer rank 0: step 0: published file"):
             next(it)
+
+
+def test_a_fifo_in_place_of_a_shared_step_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    from h5flow.api import StreamError
+
+    _produce(str(tmp_path / "s"), layout="n-1")
+    (data,) = sorted((tmp_path / "s.h5flow").glob("step-*/data.h5"))
+    data.unlink()
+    os.mkfifo(data)
+    with pytest.raises(StreamError, match="data.h5: the step's shared file is a FIFO"):
+        _read(str(tmp_path / "s"))

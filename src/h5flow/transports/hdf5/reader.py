@@ -518,6 +518,14 @@ class Hdf5Reader(Reader):
         files: dict[int, h5py.File] = {}
         if found.layout == "n-1":
             with self._phase("open"):
+                try:  # a FIFO or device in its place would hang the collective open on every rank
+                    _safefile.check_regular(step_dir / "data.h5", "step's shared file")
+                    refused = ""
+                except (TransportError, FileNotFoundError) as exc:
+                    refused = str(exc)
+                refusals = [r for r in sleepy_allgather(comm, refused) if r]
+                if refusals:
+                    return BeginStepResult(StepStatus.ERROR, None, refusals[0])
                 files[0] = _h5.open_shared(step_dir / "data.h5", "r", comm, found.driver)
             changed = self._run_changed()
             if comm.allreduce(changed is not None):  # every rank knows: the shared file is closed collectively
