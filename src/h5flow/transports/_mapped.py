@@ -133,6 +133,7 @@ def map_range(fd: int, offset: int, nbytes: int, file_size: int) -> np.ndarray:
 
 
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
+MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0x8000)
 MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -144,13 +145,14 @@ def privatize(owner: Any) -> None:
     kernel refuses (the arrays then still map the file)."""
     addr, length = ctypes.addressof(owner), ctypes.sizeof(owner)
     lib = _c()
-    new = lib.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    new = lib.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0)  # its pages faulted in by the call, not one fault per page during the copy
     if new is None or new == MAP_FAILED:
         e = ctypes.get_errno()
         raise OSError(e, f"an anonymous mapping of {length} bytes: {os.strerror(e)}")
     ctypes.memmove(new, addr, length)
-    # the system call itself: libc's mremap may be interposed by an MPI library's memory hooks (measured: MPICH's
-    # returned NULL for MREMAP_FIXED once mpi4py was loaded)
+    # the system call itself: libc's mremap may be interposed by a library's memory hooks (measured: the mremap
+    # ctypes found returned NULL for MREMAP_FIXED once mpi4py and h5py were loaded, and worked without them)
     got = lib.syscall(ctypes.c_long(SYS_MREMAP), ctypes.c_void_p(new), ctypes.c_size_t(length),
                       ctypes.c_size_t(length), ctypes.c_int(MREMAP_MAYMOVE | MREMAP_FIXED), ctypes.c_void_p(addr))
     if got != addr:
