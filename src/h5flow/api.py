@@ -38,11 +38,9 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
-from h5flow.transports.base import PublishInfo, Reader, ReadStep, StepStatus, TransportError, Writer
-
-
-class StreamError(TransportError):
-    """The stream stopped on an error (the producer was lost, a step is corrupt, ...): the message says which."""
+from h5flow.transports._common import check_name
+from h5flow.transports.base import (PublishInfo, RankFailed, Reader, ReadStep, StepStatus, StreamError,
+                                    TransportError, Writer, agree, describe)
 
 
 class StreamTimeout(TransportError):
@@ -149,6 +147,7 @@ class StepWriter:
         write several pieces of one array, or none.
         """
         arr = np.ascontiguousarray(data)
+        check_name("array", name)
         if arr.ndim not in (1, 2, 3):
             raise ValueError(f"write({name!r}): a {arr.ndim}-D array; give a 1-D, 2-D or 3-D numpy array")
         comm = self.stream.comm
@@ -171,11 +170,14 @@ class StepWriter:
             return
         self._pieces.append(_Piece(name, arr, off, gshape))
 
-    def _publish(self) -> PublishInfo:
+    def _publish(self, error: str = "") -> PublishInfo:
+        """Collective: publish the step, or, when a rank failed inside it (``error``: this rank's), raise
+        :class:`RankFailed` naming it on every rank. The ranks' pieces are gathered with their errors in one
+        allgather, so agreeing costs no collective of its own."""
         w = self.stream.writer
         comm = self.stream.comm
         mine = [(p.name, p.global_shape, p.data.dtype.str) for p in self._pieces]
-        every = comm.allgather(mine)
+        every = agree(comm, "producer", f"end_step {self.step}", error, mine)
         shapes: dict[str, set[tuple[tuple[int, ...], str]]] = {}
         for rank_pieces in every:
             for name, gshape, dtype in rank_pieces:
@@ -210,9 +212,15 @@ class _StepContext:
     def __enter__(self) -> StepWriter:
         return self._writer
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
             self._writer._publish()
+        elif isinstance(exc, Exception) and not isinstance(exc, RankFailed):
+            # this rank failed inside the step: the others are in this step's agreement and learn it there
+            try:
+                self._writer._publish(describe(exc))
+            except RankFailed as e:
+                raise e from exc
 
 
 class WriteStream:
@@ -240,6 +248,8 @@ class WriteStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Closes the stream; on an exception, tells the other ranks (they fail with ``producer rank R failed:
+        ...`` in their next collective call) and aborts without end-of-stream."""
         self.writer.__exit__(*exc)
 
 
@@ -380,7 +390,14 @@ class ReadStream:
     def steps(self, timeout: float | None = None) -> Iterator[Step]:
         """Every step until the producer ends the stream; each is released when the loop moves on (or
         leaves). Raises :class:`StreamError` when the stream stops on an error and :class:`StreamTimeout`
-        when no step comes within ``timeout`` seconds (``None``: wait for ever). Collective."""
+        when no step comes within ``timeout`` seconds (``None``: wait for ever). Collective.
+
+        A loop left by ``break`` or by an exception leaves its step unreleased: the next ``steps()`` releases
+        it, ``close()`` closes with it (every rank must), and leaving the ``with`` block on an exception makes
+        every rank fail with ``consumer rank R failed: <reason>`` (:class:`~h5flow.transports.base.RankFailed`)
+        instead of the other ranks waiting in the release for ever."""
+        if self.reader._current is not None:  # a step an earlier loop left by break
+            self.reader.release()
         while True:
             res = self.reader.begin_step(timeout)
             if res.status is StepStatus.END_OF_STREAM:
@@ -394,8 +411,9 @@ class ReadStream:
                 raise StreamError(f"the stream stopped: {res.reason}")
             try:
                 yield Step(res.step)
-            finally:
-                self.reader.release()
+            except GeneratorExit:  # the loop was left (break, or an exception on this rank): see above
+                return
+            self.reader.release()
 
     def close(self) -> None:
         self.reader.close()
@@ -404,8 +422,8 @@ class ReadStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self.reader.__exit__(*exc)
 
 
-__all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
-           "open"]
+__all__ = ["Piece", "RankFailed", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout",
+           "WriteStream", "open"]

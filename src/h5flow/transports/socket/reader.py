@@ -18,7 +18,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, StepMeta
 from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association, check_group
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.socket import cma
@@ -406,8 +406,7 @@ class SocketReader(Reader):
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, SocketReadStep)
         t_barrier = time.perf_counter()
-        sleepy_wait(self.comm)  # every rank has its blocks
-        barrier = time.perf_counter() - t_barrier
+        barrier = self.agree_seconds  # every rank has its blocks: Reader.release agreed on it
         self._phase.add("barrier", barrier)
         now = time.time()
         if self.comm.rank == 0:
@@ -415,7 +414,7 @@ class SocketReader(Reader):
             token = self.contact.token.encode()
             for link in self._ctrl:
                 link.sock.send_multipart(P.request(token, P.RELEASE, group=self.settings.group, seq=step.seq))
-        self._phase.add("release", time.perf_counter() - t_barrier - barrier)
+        self._phase.add("release", time.perf_counter() - t_barrier)
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],
