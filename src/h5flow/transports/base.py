@@ -56,7 +56,11 @@ blocks this rank reads.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import enum
+import os
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -118,6 +122,24 @@ def agree(comm: Any, role: str, call: str, error: str = "", payload: Any = None)
         raise RankFailed(role, odd, f"it called {calls[odd]} while other ranks called {', '.join(others)}: every "
                                     f"rank must make the same collective calls in the same order")
     return [p for _, _, p in every]
+
+
+#: the exceptions that reached ``sys.excepthook`` (uncaught: the program is ending on them)
+_UNCAUGHT: list[BaseException] = []
+
+
+def _watch_exceptions() -> None:
+    """Once per process: note an uncaught exception before the interpreter exits (:meth:`Writer._at_exit`)."""
+    previous = sys.excepthook
+    if getattr(previous, "h5flow", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        _UNCAUGHT.append(value)
+        previous(kind, value, tb)
+
+    hook.h5flow = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 class StepStatus(enum.Enum):
@@ -189,6 +211,7 @@ class Writer(ABC):
         #: why the writer stopped (``producer rank R failed: ...``), set before ``_do_abort`` (transports tell
         #: their consumers); "" while it has not failed
         self.failure = ""
+        self._armed = False  # _at_exit registered (at the first step: a writer whose opening failed has none)
 
     def begin_step(self, step: int, time: float) -> None:
         if self._closed:
@@ -196,6 +219,10 @@ class Writer(ABC):
         if self._in_step:
             raise TransportError(f"begin_step({step}) while step {self._step} is still open: call end_step first")
         self._in_step, self._step = True, step
+        if not self._armed:
+            self._armed = True
+            _watch_exceptions()
+            atexit.register(self._at_exit)  # a writer never closed still delivers what it published
         self._do_begin_step(step, time)
 
     def put(self, mesh: str, block: Block) -> None:
@@ -227,12 +254,45 @@ class Writer(ABC):
             self._fail(e)
             raise
         self._closed = True
+        atexit.unregister(self._at_exit)
         self._do_close()
+
+    def abort(self, reason: str) -> None:
+        """Leave without end-of-stream (not collective): the consumers are told ``producer rank R failed:
+        <reason>`` where the transport can tell them, else they see the producer lost."""
+        if not self._closed:
+            self._fail(f"producer rank {self.comm.rank} failed: {reason}")
 
     def _fail(self, failure: RankFailed | str) -> None:
         self.failure = str(failure)
         self._closed = True
+        atexit.unregister(self._at_exit)
         self._do_abort()
+
+    def _at_exit(self) -> None:
+        """At interpreter exit, a writer nobody closed: closed (collectively: every rank's writer is closed at
+        its exit) when the program ended normally, so its published steps reach the consumers and they see
+        the end of the stream; aborted with the reason when an uncaught exception ended it (the other ranks
+        learn it in their next collective call). An error of the close is printed and makes the exit status 1."""
+        if self._closed:
+            return
+        exc = _UNCAUGHT[-1] if _UNCAUGHT else None
+        print(f"h5flow: producer rank {self.comm.rank}: the stream {getattr(self.config, 'filename', '')!r} was not "
+              f"closed; {'closing it' if exc is None else 'aborting it'} at exit", file=sys.stderr, flush=True)
+        try:
+            if exc is None:
+                if self._in_step:
+                    raise TransportError(f"step {self._step} was begun but never ended (end_step)")
+                self.close()
+            else:
+                self.__exit__(type(exc), exc, exc.__traceback__)
+        except Exception as e:  # noqa: BLE001 - at exit there is nobody to raise to: say it, and fail the exit status
+            if not self._closed:
+                with contextlib.suppress(Exception):
+                    self._fail(f"producer rank {self.comm.rank} failed: {describe(e)}")
+            print(f"h5flow: producer rank {self.comm.rank}: error: {describe(e)}", file=sys.stderr, flush=True)
+            sys.stderr.flush()
+            os._exit(1)
 
     def __enter__(self) -> Writer:
         return self
