@@ -247,3 +247,44 @@ def test_a_producer_that_never_closes_delivers_what_it_published(tmp_path: Path)
         _kill(consumer)
     assert "STATUS end_of_stream" in out2 and _taken(out2) == [0, 1], out2 + err2
     assert producer.returncode == 0 and "was not closed; closing it at exit" in err, err
+
+
+def test_a_step_dropped_just_after_a_group_attached_again_is_named_to_it() -> None:
+    """Group g is lost; step 1 is stored while it is lost (let go at once) and announced only after g's HELLO.
+    The answer to g's first NEXT must name step 1 as dropped for it (and not step 0, which it took)."""
+    import zmq
+
+    from h5flow.transports.socket import protocol as P
+    from h5flow.transports.socket.server import Held, Server, Store
+
+    st = Store(0, 30.0)
+    ctx = zmq.Context()
+    srv = Server(ctx, st, b"token", "run", "")
+    sent: list[tuple[bytes, dict]] = []
+    srv._send = lambda ident, parts: sent.append((parts[0], json.loads(parts[1])))  # type: ignore[method-assign]
+    try:
+        def held(seq: int) -> Held:
+            return Held(seq, seq, 0.0, 0, {}, meta_json="{}")
+
+        srv._on_hello(b"c", {"group": "g", "consumers": 1})
+        st.add(held(0))
+        st.announced.append(0)
+        srv._on_release(b"c", {"group": "g", "seq": 0})
+        with st.cond:  # what the heartbeat check does to a group that stopped pinging
+            st.groups["g"].lost = True
+            st.losses["g"] = ["consumer group 'g' declared lost for the test"]
+        st.add(held(1))  # no live group: let go at once, announced only after the next HELLO
+        assert 1 not in st.held
+        srv._on_hello(b"c", {"group": "g", "consumers": 1})
+        kind, hello = sent[-1]
+        assert kind == P.OK and hello["first"] == 2 and hello["resume"] == 1, hello
+        st.announced.append(1)
+        st.add(held(2))
+        st.announced.append(2)
+        srv._on_next(b"c", {"group": "g", "seq": hello["resume"], "floor": hello["first"], "ev": 0})
+        kind, step = sent[-1]
+        assert kind == P.STEP and step["seq"] == 2, step
+        assert step["dropped"] == [[1, "consumer group 'g' declared lost for the test"]] and step["missed"] == [], step
+    finally:
+        srv.stop()
+        ctx.term()
