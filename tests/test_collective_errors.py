@@ -98,3 +98,41 @@ def test_consumer_read_error_on_one_rank_fails_every_consumer_rank(comm, mpi_tmp
     want = "RankFailed: consumer rank 1 failed: KeyError: \"step 1 has no array 'nope'; arrays: T\""
     assert errors == [want, want], errors
     assert seen == [0, 1] if sub.rank == 0 else seen == [0], seen
+
+
+@pytest.mark.mpi(n=3, timeout=90)
+def test_h5flow_consume_loop_fails_every_consumer_rank_with_the_reason(comm, mpi_tmp_path: Path) -> None:
+    """The runner's consumer loop closes its reader in a ``finally``: the analysis error of one rank reaches
+    the other consumer rank, which would otherwise release the step as if it had been analysed."""
+    import h5flow
+    from h5flow.config import AnalysisConfig, SenseiConfig
+    from h5flow.runner import consume
+    from h5flow.transports.base import TransportError
+
+    producer = comm.rank == 0
+    sub = comm.Split(0 if producer else 1, comm.rank)
+    name = str(mpi_tmp_path / "s")
+    if producer:
+        with h5flow.open(name, "w", comm=sub, heartbeat=0.5) as s:
+            for t in range(3):
+                with s.step(t) as st:
+                    st.write("T", np.full((2, 4), t, dtype=np.float64))
+        comm.Barrier()
+        return
+    script = mpi_tmp_path / "bad.py"
+    if sub.rank == 0:
+        script.write_text("from mpi4py import MPI\n"
+                          "def execute(step):\n"
+                          "    if step.step == 1 and MPI.COMM_WORLD.rank == 2:\n"
+                          "        raise ZeroDivisionError('the analysis divided by zero')\n")
+    sub.Barrier()
+    cfg = SenseiConfig(transports=[h5flow.config.TransportConfig.of("hdf5", name, heartbeat=0.5)],
+                       analyses=[AnalysisConfig(type="python", params={"script": str(script)})])
+    try:
+        consume(sub, cfg, timeout=30, quiet=True)
+        mine = ""
+    except (TransportError, ZeroDivisionError) as e:
+        mine = str(e)
+    errors = sub.allgather(mine)
+    comm.Barrier()
+    assert errors == ["consumer rank 1 failed: ZeroDivisionError: the analysis divided by zero"] * 2, errors

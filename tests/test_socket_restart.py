@@ -288,3 +288,20 @@ def test_a_step_dropped_just_after_a_group_attached_again_is_named_to_it() -> No
     finally:
         srv.stop()
         ctx.term()
+
+
+def test_a_group_that_closed_its_reader_and_never_returns_fails_the_producer(tmp_path: Path) -> None:
+    """A consumer that closes its reader after 2 of 8 steps and is not started again: the steps it did not take
+    are dropped for its group once it is declared lost, and the producer does not exit 0 over them."""
+    config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": 0.5}
+    producer = _start("produce", config, "--steps", "8", "--sleep", "0.2")
+    consumer = _start("consume", config, "--check", "--max-steps", "2", "--timeout", "30")
+    try:
+        out2, err2 = consumer.communicate(timeout=60)
+        out, err = producer.communicate(timeout=60)
+    finally:
+        _kill(producer, consumer)
+    assert _taken(out2) == [0, 1], out2 + err2
+    assert producer.returncode == 1, err
+    assert "dropped for consumer group 'default' without being taken: steps 2-7" in err, err
+    assert "detached (closed its reader) after step 1" in err, err

@@ -408,12 +408,16 @@ class Reader(ABC):
 
     def close(self) -> None:
         """Collective. With a step still current (a loop that broke out), the ranks first agree that all of
-        them close: one that closes while the others release fails every rank (the step stays unreleased)."""
+        them close: one that closes while the others release fails every rank (the step stays unreleased).
+        Called while an exception propagates (a ``finally`` after an analysis raised), this rank's agreement
+        carries that exception as its error, as :meth:`__exit__` does."""
         if self._closed:
             return
         try:
             if self._current is not None and not self.failure:
-                agree(self.comm, "consumer", "close")
+                exc = sys.exc_info()[1]
+                error = describe(exc) if isinstance(exc, Exception) and not isinstance(exc, RankFailed) else ""
+                agree(self.comm, "consumer", "exit" if error else "close", error)
         except RankFailed as e:
             self.failure = str(e)
             raise

@@ -475,6 +475,7 @@ class Server(threading.Thread):
                 st.groups[name] = Group(first - 1, time.time())
                 st.history.setdefault(name, []).append([first, first - 1])
             st.ever = True
+            st.detached.pop(name, None)  # it is back
             st.cond.notify_all()
         extra = {} if st.rank != 0 else {"resume": first if resumed else resume}
         self._send(ident, P.reply(P.OK, rank=st.rank, run_id=self._run_id, first=first, resumed=resumed, **extra))

@@ -182,7 +182,7 @@ class SocketWriter(StepWriter):
                           "the stream; they will see the producer gone", file=sys.stderr, flush=True)
                 self.dropped = st.all_dropped()
                 for name, last in sorted(st.detached.items()):  # on purpose, but said: they did not take these
-                    if name not in st.groups and last < len(st.announced) - 1:
+                    if (name not in st.groups or st.groups[name].lost) and last < len(st.announced) - 1:
                         print(f"h5flow: consumer group {name!r} detached (closed its reader) after step "
                               f"{st.announced[last] if last >= 0 else 'none'}; it did not take steps "
                               f"{step_ranges(st.announced[last + 1:])}", file=sys.stderr, flush=True)
