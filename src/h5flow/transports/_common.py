@@ -211,7 +211,10 @@ def queue_full(settings: Any, unreleased: int, staged: int, nbytes: int) -> str:
 
 
 class PutsWriter(Writer):
-    """A writer that collects a step's puts in ``self._puts`` until ``end_step`` and keeps ``events``."""
+    """A writer that collects a step's puts in ``self._puts`` until ``end_step`` and keeps ``events``. Its
+    ``_do_end_step`` must begin with ``self._puts.gather`` (the step's agreement: ``agrees_in_end_step``)."""
+
+    agrees_in_end_step = True
 
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)

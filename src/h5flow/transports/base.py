@@ -230,10 +230,16 @@ class Writer(ABC):
             raise TransportError("put() outside a step: call begin_step first")
         self._do_put(mesh, block)
 
+    #: True when ``_do_end_step`` begins with the step's agreement itself (the writers built on
+    #: ``_common.PutsWriter`` do: the gathering of the step's metadata is it); else ``end_step`` agrees first
+    agrees_in_end_step = False
+
     def end_step(self) -> PublishInfo:
         if not self._in_step:
             raise TransportError("end_step() without begin_step")
         self._in_step = False
+        if not self.agrees_in_end_step:
+            agree(self.comm, "producer", f"end_step {self._step}")
         return self._do_end_step()
 
     def flush(self) -> None:
