@@ -305,3 +305,43 @@ def test_a_group_that_closed_its_reader_and_never_returns_fails_the_producer(tmp
     assert producer.returncode == 1, err
     assert "dropped for consumer group 'default' without being taken: steps 2-7" in err, err
     assert "detached (closed its reader) after step 1" in err, err
+
+
+_API_CONSUMER = """
+import sys, time
+import h5flow
+with h5flow.open(sys.argv[1], "r", type="socket", heartbeat=2.0) as s:
+    for st in s.steps(timeout=30):
+        print("GOT", st.step, flush=True)
+        time.sleep(0.3)
+print("STATUS", s.status, flush=True)
+"""
+
+
+def test_ctrl_c_of_an_api_consumer_and_a_restart_resume_where_it_left_off(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT: KeyboardInterrupt through the ``with`` blocks, the reader sends BYE) while the consumer
+    holds step S; started again at once, it gets S again (it was never released) and every step after."""
+    name = str(tmp_path / "s")
+    config = {"type": "socket", "filename": name, "heartbeat": 2.0}
+    script = tmp_path / "consumer.py"
+    script.write_text(_API_CONSUMER)
+    producer = _start("produce", config, "--steps", "12", "--sleep", "0.1")
+
+    def consumer() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(script), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+
+    first = consumer()
+    lines: list[str] = []
+    try:
+        _wait_for(first, "GOT 3", 60, lines)
+        os.killpg(first.pid, signal.SIGINT)
+        first.communicate(timeout=30)
+        second = consumer()
+        out2, err2 = second.communicate(timeout=90)
+        out, err = producer.communicate(timeout=60)
+    finally:
+        _kill(producer, first)
+    got = [int(line.split()[1]) for line in out2.splitlines() if line.startswith("GOT")]
+    assert got == list(range(3, 12)) and "STATUS end_of_stream" in out2, out2 + err2
+    assert producer.returncode == 0, err
