@@ -2,7 +2,7 @@
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
                                           [--fsize-limit BYTES [--fsize-rank R]]
-                                          [--start-at EPOCH]
+                                          [--start-at EPOCH] [--no-close] [--fail-at STEP [--fail-when FILE]]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
@@ -53,17 +53,29 @@ def produce(args: argparse.Namespace) -> None:
     sim = Simulation(_osc(args), comm.rank, comm.size)
     if args.start_at:  # several producers started together open their writers at the same instant
         time.sleep(max(0.0, args.start_at - time.time()))
-    with open_writer(comm, _config(args.config)) as w:
-        for s in range(args.steps):
-            t = sim.advance(s)
-            w.begin_step(s, t)
-            for b in sim.blocks():
-                w.put("mesh", b)
-            info = w.end_step()
-            if comm.rank == 0:
-                print(f"PUBLISHED {s} {int(info.published)} {w.events[-1].get('waited', 0.0):.4f}", flush=True)
-            if args.sleep:
-                time.sleep(args.sleep)
+    w = open_writer(comm, _config(args.config))
+    if args.no_close:  # a producer that never closes its writer: it publishes, then the program ends
+        _publish(args, comm, sim, w)
+        return
+    with w:
+        _publish(args, comm, sim, w)
+
+
+def _publish(args: argparse.Namespace, comm, sim, w) -> None:  # noqa: ANN001
+    for s in range(args.steps):
+        if s == args.fail_at:  # the simulation fails (once FILE exists: the test says when)
+            while args.fail_when and not os.path.exists(args.fail_when):
+                time.sleep(0.02)
+            raise RuntimeError(f"the simulation failed before step {s}")
+        t = sim.advance(s)
+        w.begin_step(s, t)
+        for b in sim.blocks():
+            w.put("mesh", b)
+        info = w.end_step()
+        if comm.rank == 0:
+            print(f"PUBLISHED {s} {int(info.published)} {w.events[-1].get('waited', 0.0):.4f}", flush=True)
+        if args.sleep:
+            time.sleep(args.sleep)
 
 
 def consume(args: argparse.Namespace) -> None:
@@ -134,6 +146,9 @@ def main() -> None:
     p.add_argument("--fsize-rank", type=int, default=-1, help="produce: the rank --fsize-limit applies to (-1: all)")
     p.add_argument("--start-at", type=float, default=None, help="produce: open the writer at this epoch time")
     p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
+    p.add_argument("--no-close", action="store_true", help="produce: never close the writer")
+    p.add_argument("--fail-at", type=int, default=None, help="produce: raise before this step")
+    p.add_argument("--fail-when", default=None, help="produce: ... once this file exists")
     args = p.parse_args()
     produce(args) if args.role == "produce" else consume(args)
 

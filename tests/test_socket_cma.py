@@ -143,7 +143,7 @@ def pair(tmp_path: Path):  # noqa: ANN201
     r = open_reader(MPI.COMM_SELF.Dup(), cfg)
     yield w, r
     r.close()
-    w._do_abort()
+    w.abort("the test ends here")
 
 
 def _read_one(r: object) -> object:

@@ -82,7 +82,7 @@ def test_bad_requests_with_the_token_are_answered_and_serving_goes_on(comm, mpi_
     finally:
         s.close()
         ctx.term()
-        w._do_abort()
+        w.abort("the test ends here")
     err = capfd.readouterr().err
     assert "serving thread failed" not in err, err
     assert err.count("bad request") <= 6, err  # logged one by one only at first, then summarised

@@ -258,8 +258,10 @@ def test_quota_smaller_than_a_step_fails_clearly(actors: Actors) -> None:
     if actors.hdf5:
         assert actors.step_dirs() == []
         assert actors.index() == []  # not even an end-of-stream: consumers see the producer lost
-    else:
-        assert actors.stream_files() == [], "the contact file of a failed producer must go"
+    else:  # the contact file of a failed producer goes; what is left says why it failed, for its consumers
+        ended = Path(actors.filename + ".socket.ended.json")
+        assert actors.stream_files() == [ended], actors.stream_files()
+        assert "producer rank 0 failed: " in json.loads(ended.read_text())["failed"] and "quota" in ended.read_text()
 
 
 @pytest.mark.parametrize("actors", TRANSPORTS, indirect=True)

@@ -66,7 +66,7 @@ def test_requests_without_the_token_are_refused(comm, mpi_tmp_path: Path, capfd:
     finally:
         s.close()
         ctx.term()
-        w._do_abort()  # no consumer will ever take the step: leave without waiting for one
+        w.abort("the test ends here")  # no consumer will ever take the step: leave without waiting for one
     err = capfd.readouterr().err
     assert err.count("refused a request") == 4 and "from 127.0.0.1" in err, err
     assert not contact_path(cfg.filename).exists()

@@ -16,10 +16,11 @@ analyses named in XML.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from h5flow.api import Piece, ReadStream, Share, Step, StepWriter, StreamError, StreamTimeout, WriteStream, open
+    from h5flow.api import (Piece, RankFailed, ReadStream, Share, Step, StepWriter, StreamError, StreamTimeout,
+                            WriteStream, open)
 
-_API_NAMES = frozenset({"Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout",
-                        "WriteStream", "open"})
+_API_NAMES = frozenset({"Piece", "RankFailed", "ReadStream", "Share", "Step", "StepWriter", "StreamError",
+                        "StreamTimeout", "WriteStream", "open"})
 
 
 def __getattr__(name: str) -> Any:
@@ -50,5 +51,5 @@ def unpack(src, dst, **kwargs):  # noqa: ANN001, ANN003, ANN201 - see h5flow.pac
     return _unpack(src, dst, **kwargs)
 
 
-__all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
-           "__version__", "open", "pack", "unpack"]
+__all__ = ["Piece", "RankFailed", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout",
+           "WriteStream", "__version__", "open", "pack", "unpack"]

@@ -39,12 +39,9 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
-from h5flow.transports._common import Box, boxes_overlap, first_overlap, step_ranges
-from h5flow.transports.base import PublishInfo, Reader, ReadStep, StepStatus, TransportError, Writer
-
-
-class StreamError(TransportError):
-    """The stream stopped on an error (the producer was lost, a step is corrupt, ...): the message says which."""
+from h5flow.transports._common import Box, boxes_overlap, check_name, first_overlap, step_ranges
+from h5flow.transports.base import (PublishInfo, RankFailed, Reader, ReadStep, StepStatus, StreamError,
+                                    TransportError, Writer, agree, describe)
 
 
 class StreamTimeout(TransportError):
@@ -151,6 +148,7 @@ class StepWriter:
         write several pieces of one array, or none.
         """
         arr = np.ascontiguousarray(data)
+        check_name("array", name)
         if arr.ndim not in (1, 2, 3):
             raise ValueError(f"write({name!r}): a {arr.ndim}-D array; give a 1-D, 2-D or 3-D numpy array")
         comm = self.stream.comm
@@ -175,11 +173,14 @@ class StepWriter:
                           (off, arr.shape))
         self._pieces.append(_Piece(name, arr, off, gshape))
 
-    def _publish(self) -> PublishInfo:
+    def _publish(self, error: str = "") -> PublishInfo:
+        """Collective: publish the step, or, when a rank failed inside it (``error``: this rank's), raise
+        :class:`RankFailed` naming it on every rank. The ranks' pieces are gathered with their errors in one
+        allgather, so agreeing costs no collective of its own."""
         w = self.stream.writer
         comm = self.stream.comm
         mine = [(p.name, p.global_shape, p.data.dtype.str, p.offset, p.data.shape) for p in self._pieces]
-        every = comm.allgather(mine)
+        every = agree(comm, "producer", f"end_step {self.step}", error, mine)
         shapes: dict[str, set[tuple[tuple[int, ...], str]]] = {}
         for rank_pieces in every:
             for name, gshape, dtype, *_ in rank_pieces:
@@ -244,9 +245,15 @@ class _StepContext:
     def __enter__(self) -> StepWriter:
         return self._writer
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
             self._writer._publish()
+        elif isinstance(exc, Exception) and not isinstance(exc, RankFailed):
+            # this rank failed inside the step: the others are in this step's agreement and learn it there
+            try:
+                self._writer._publish(describe(exc))
+            except RankFailed as e:
+                raise e from exc
 
 
 class WriteStream:
@@ -274,6 +281,8 @@ class WriteStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Closes the stream; on an exception, tells the other ranks (they fail with ``producer rank R failed:
+        ...`` in their next collective call) and aborts without end-of-stream."""
         self.writer.__exit__(*exc)
 
 
@@ -448,9 +457,16 @@ class ReadStream:
 
         ``gaps``: what the end of the stream does when this consumer :attr:`missed` steps: ``"error"`` (raise
         :class:`StreamError` on every rank, naming them), ``"warn"`` (a warning) or ``"allow"`` (nothing; the
-        steps are in :attr:`missed`)."""
+        steps are in :attr:`missed`).
+
+        A loop left by ``break`` or by an exception leaves its step unreleased: the next ``steps()`` releases
+        it, ``close()`` closes with it (every rank must), and leaving the ``with`` block on an exception makes
+        every rank fail with ``consumer rank R failed: <reason>`` (:class:`~h5flow.transports.base.RankFailed`)
+        instead of the other ranks waiting in the release for ever."""
         if gaps not in _GAPS:
             raise ValueError(f"steps(gaps={gaps!r}); accepted: {', '.join(_GAPS)}")
+        if self.reader._current is not None:  # a step an earlier loop left by break
+            _as_stream_error(self.reader.release)
         while True:
             res = self.reader.begin_step(timeout)
             if res.status is StepStatus.END_OF_STREAM:
@@ -465,8 +481,9 @@ class ReadStream:
                 raise StreamError(f"the stream stopped: {res.reason}")
             try:
                 yield Step(res.step)
-            finally:
-                _as_stream_error(self.reader.release)
+            except GeneratorExit:  # the loop was left (break, or an exception on this rank): see above
+                return
+            _as_stream_error(self.reader.release)
 
     def _end_with_gaps(self, gaps: str) -> None:
         """At the end of the stream: every rank learns rank 0's missed steps; ``gaps`` says what follows."""
@@ -492,8 +509,8 @@ class ReadStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self.reader.__exit__(*exc)
 
 
-__all__ = ["Piece", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout", "WriteStream",
-           "open"]
+__all__ = ["Piece", "RankFailed", "ReadStream", "Share", "Step", "StepWriter", "StreamError", "StreamTimeout",
+           "WriteStream", "open"]

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from h5flow.model import ArrayMeta, Association, Block, BlockMeta, ImageBlock, MeshMeta, ParticleBlock, StepMeta
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
-from h5flow.transports.base import PublishInfo, TransportError, Writer
+from h5flow.transports._mpiutil import bcast_from_root
+from h5flow.transports.base import PublishInfo, TransportError, Writer, agree
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 
@@ -200,17 +200,16 @@ class StepPuts:
         return local
 
     def gather(self, comm: Any, step: int, time_: float) -> StepMeta:
-        """Collective: every rank's block metadata merged into the step's metadata (same on every rank)."""
+        """Collective: every rank's block metadata merged into the step's metadata (same on every rank). This
+        is the step's agreement (:func:`~h5flow.transports.base.agree`): a rank's error, or a rank elsewhere
+        (closing, leaving on an exception), raises :class:`~h5flow.transports.base.RankFailed` on every rank."""
         try:
             local = self.local_meta(comm.rank)
             err = ""
         except TransportError as e:
-            local, err = {}, f"rank {comm.rank}: {e}"
-        gathered = sleepy_allgather(comm, (local, err))  # yields/sleeps: an oversubscribed node's ranks wait
-        errors = [e for _, e in gathered if e]
-        if errors:
-            raise TransportError("; ".join(errors))
-        return build_step_meta(step, time_, comm.size, [g for g, _ in gathered])
+            local, err = {}, str(e)
+        gathered = agree(comm, "producer", f"end_step {step}", err, local)  # yields/sleeps while it waits
+        return build_step_meta(step, time_, comm.size, gathered)
 
 
 @dataclass
@@ -246,7 +245,10 @@ def queue_full(settings: Any, unreleased: int, staged: int, nbytes: int) -> str:
 
 
 class PutsWriter(Writer):
-    """A writer that collects a step's puts in ``self._puts`` until ``end_step`` and keeps ``events``."""
+    """A writer that collects a step's puts in ``self._puts`` until ``end_step`` and keeps ``events``. Its
+    ``_do_end_step`` must begin with ``self._puts.gather`` (the step's agreement: ``agrees_in_end_step``)."""
+
+    agrees_in_end_step = True
 
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)

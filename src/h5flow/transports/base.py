@@ -40,6 +40,15 @@ when the step was found; ``"barrier"``: seconds this rank waited at release for 
 mostly for the slowest one's analysis), :attr:`Reader.discarded`, :attr:`Reader.missed` and :attr:`Reader.dropped`. A
 transport that measures nothing leaves them empty.
 
+**Errors are collective.** Every collective call starts with one agreement (:func:`agree`: a small
+allgather of what each rank is calling and of its error, if any): ``end_step`` (the gathering of the step's
+block metadata is that agreement), ``flush`` and ``close`` on the producer, ``release`` and ``close`` with a
+step open on the consumer. A rank that leaves a ``with`` block of a writer or reader on an exception joins
+the agreement the other ranks are waiting in with its error. So an exception on one rank ends the call on
+every rank with one :class:`RankFailed` (``producer rank R failed: <reason>``), and ranks that call
+different things (one closes while another ends a step) fail the same way instead of waiting in different
+collectives for ever. No collective is added per ``put``.
+
 Partitioning happens once, here: :class:`Reader` builds ``self.partitioner`` from ``config.partitioner``
 and a transport's reader gives each step's global metadata to :meth:`Reader.assignment` to learn which
 blocks this rank reads.
@@ -47,12 +56,18 @@ blocks this rank reads.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import enum
+import os
+import sys
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from h5flow._mpi import sleepy_allgather
 from h5flow.model import Association, Block, StepMeta
 
 #: one telemetry record: step number, time stamps (``time.time()``) and counts
@@ -61,6 +76,70 @@ Event = dict[str, Any]
 
 class TransportError(RuntimeError):
     """The transport failed; the message says what to check."""
+
+
+class StreamError(TransportError):
+    """The stream stopped on an error (the producer was lost, a step is corrupt, ...): the message says which."""
+
+
+class RankFailed(StreamError):
+    """An error on one rank of a collective call, raised on every rank of the communicator with the same message:
+    ``<role> rank <rank> failed: <reason>``."""
+
+    def __init__(self, role: str, rank: int, reason: str) -> None:
+        self.role, self.rank, self.reason = role, rank, reason
+        super().__init__(f"{role} rank {rank} failed: {reason}")
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the reason other ranks and consumers are told: its type (unless it is the transport's
+    own error) and message."""
+    if isinstance(exc, TransportError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def agree(comm: Any, role: str, call: str, error: str = "", payload: Any = None) -> list[Any]:
+    """Collective over ``comm``: every rank's ``payload``, in rank order, when no rank failed.
+
+    ``call`` names what this rank is doing (``"end_step 4"``, ``"release 7"``, ``"close"``, ``"exit"``) and
+    ``error`` why it failed ("" when it did not). One allgather carries both, so a failure costs nothing more
+    and the agreement is also the call's barrier. Raises :class:`RankFailed` on every rank, naming the lowest
+    failing rank and its reason; ranks that call different things fail too (the lowest rank that closed or
+    left while others went on, else the lowest rank whose call differs from rank 0's), instead of waiting in
+    different collectives for ever.
+    """
+    every = sleepy_allgather(comm, (call, error, payload))
+    for rank, (_, err, _) in enumerate(every):
+        if err:
+            raise RankFailed(role, rank, err)
+    calls = [c for c, _, _ in every]
+    if len(set(calls)) > 1:
+        leaving = [r for r, c in enumerate(calls) if c in ("close", "exit")]
+        odd = leaving[0] if leaving and len(leaving) < len(calls) else \
+            next(r for r, c in enumerate(calls) if c != calls[0])
+        others = sorted({c for r, c in enumerate(calls) if r != odd and c != calls[odd]})
+        raise RankFailed(role, odd, f"it called {calls[odd]} while other ranks called {', '.join(others)}: every "
+                                    f"rank must make the same collective calls in the same order")
+    return [p for _, _, p in every]
+
+
+#: the exceptions that reached ``sys.excepthook`` (uncaught: the program is ending on them)
+_UNCAUGHT: list[BaseException] = []
+
+
+def _watch_exceptions() -> None:
+    """Once per process: note an uncaught exception before the interpreter exits (:meth:`Writer._at_exit`)."""
+    previous = sys.excepthook
+    if getattr(previous, "h5flow", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        _UNCAUGHT.append(value)
+        previous(kind, value, tb)
+
+    hook.h5flow = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 class StepStatus(enum.Enum):
@@ -129,6 +208,10 @@ class Writer(ABC):
         self.events: list[Event] = []
         #: consumer group → what was dropped for it because it was lost (``{"steps": [...], "reason": ...}``)
         self.dropped: dict[str, dict[str, Any]] = {}
+        #: why the writer stopped (``producer rank R failed: ...``), set before ``_do_abort`` (transports tell
+        #: their consumers); "" while it has not failed
+        self.failure = ""
+        self._armed = False  # _at_exit registered (at the first step: a writer whose opening failed has none)
 
     def begin_step(self, step: int, time: float) -> None:
         if self._closed:
@@ -136,6 +219,10 @@ class Writer(ABC):
         if self._in_step:
             raise TransportError(f"begin_step({step}) while step {self._step} is still open: call end_step first")
         self._in_step, self._step = True, step
+        if not self._armed:
+            self._armed = True
+            _watch_exceptions()
+            atexit.register(self._at_exit)  # a writer never closed still delivers what it published
         self._do_begin_step(step, time)
 
     def put(self, mesh: str, block: Block) -> None:
@@ -143,16 +230,23 @@ class Writer(ABC):
             raise TransportError("put() outside a step: call begin_step first")
         self._do_put(mesh, block)
 
+    #: True when ``_do_end_step`` begins with the step's agreement itself (the writers built on
+    #: ``_common.PutsWriter`` do: the gathering of the step's metadata is it); else ``end_step`` agrees first
+    agrees_in_end_step = False
+
     def end_step(self) -> PublishInfo:
         if not self._in_step:
             raise TransportError("end_step() without begin_step")
         self._in_step = False
+        if not self.agrees_in_end_step:
+            agree(self.comm, "producer", f"end_step {self._step}")
         return self._do_end_step()
 
     def flush(self) -> None:
         """Wait until every step ``end_step`` accepted is published (a transport that publishes in the
         background, such as hdf5 with ``async_write``, finishes here; the others publish inside ``end_step``).
         Raises the :class:`TransportError` of a step whose background write failed."""
+        agree(self.comm, "producer", "flush")
         self._do_flush()
 
     def close(self) -> None:
@@ -160,17 +254,73 @@ class Writer(ABC):
             return
         if self._in_step:
             raise TransportError(f"close() while step {self._step} is open: call end_step first")
+        try:
+            agree(self.comm, "producer", "close")
+        except RankFailed as e:
+            self._fail(e)
+            raise
         self._closed = True
+        atexit.unregister(self._at_exit)
         self._do_close()
+
+    def abort(self, reason: str) -> None:
+        """Leave without end-of-stream (not collective): the consumers are told ``producer rank R failed:
+        <reason>`` where the transport can tell them, else they see the producer lost."""
+        if not self._closed:
+            self._fail(f"producer rank {self.comm.rank} failed: {reason}")
+
+    def _fail(self, failure: RankFailed | str) -> None:
+        self.failure = str(failure)
+        self._closed = True
+        atexit.unregister(self._at_exit)
+        self._do_abort()
+
+    def _at_exit(self) -> None:
+        """At interpreter exit, a writer nobody closed: closed (collectively: every rank's writer is closed at
+        its exit) when the program ended normally, so its published steps reach the consumers and they see
+        the end of the stream; aborted with the reason when an uncaught exception ended it (the other ranks
+        learn it in their next collective call). An error of the close is printed and makes the exit status 1."""
+        if self._closed:
+            return
+        exc = _UNCAUGHT[-1] if _UNCAUGHT else None
+        print(f"h5flow: producer rank {self.comm.rank}: the stream {getattr(self.config, 'filename', '')!r} was not "
+              f"closed; {'closing it' if exc is None else 'aborting it'} at exit", file=sys.stderr, flush=True)
+        try:
+            if exc is None:
+                if self._in_step:
+                    raise TransportError(f"step {self._step} was begun but never ended (end_step)")
+                self.close()
+            else:
+                self.__exit__(type(exc), exc, exc.__traceback__)
+        except Exception as e:  # noqa: BLE001 - at exit there is nobody to raise to: say it, and fail the exit status
+            if not self._closed:
+                with contextlib.suppress(Exception):
+                    self._fail(f"producer rank {self.comm.rank} failed: {describe(e)}")
+            print(f"h5flow: producer rank {self.comm.rank}: error: {describe(e)}", file=sys.stderr, flush=True)
+            sys.stderr.flush()
+            os._exit(1)
 
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
             self.close()
-        else:
-            self._do_abort()
+            return
+        if self._closed:  # failed inside close, past its agreement (or aborted already): nobody waits in one
+            if not self.failure:
+                self.failure = f"producer rank {self.comm.rank} failed: {describe(exc)}"
+                self._do_abort()
+            return
+        failure: RankFailed | None = exc if isinstance(exc, RankFailed) else None
+        if failure is None and isinstance(exc, Exception):
+            try:  # the other ranks wait in their next collective call: they learn this rank's error there
+                agree(self.comm, "producer", "exit", describe(exc))
+            except RankFailed as e:
+                failure = e
+        self._fail(failure if failure is not None else f"producer rank {self.comm.rank} failed: {describe(exc)}")
+        if failure is not None and failure is not exc:
+            raise failure from exc
 
     @abstractmethod
     def _do_begin_step(self, step: int, time: float) -> None: ...
@@ -213,6 +363,10 @@ class Reader(ABC):
         self.missed: list[int] = []
         #: (step, reason) dropped for this group because the producer declared it lost
         self.dropped: list[tuple[int, str]] = []
+        #: seconds the last ``release`` waited in its agreement for the other ranks (its barrier)
+        self.agree_seconds = 0.0
+        #: the agreed error that stopped this reader (``consumer rank R failed: ...``); "" while none did
+        self.failure = ""
 
     def assignment(self, meta: StepMeta) -> dict[str, list[int]]:
         """The block ids of each mesh of a step (``meta``: its global metadata) this rank reads."""
@@ -230,8 +384,17 @@ class Reader(ABC):
         return res
 
     def release(self) -> None:
+        """Collective: every rank is done with the step (or every rank raises :class:`RankFailed`, the step
+        still current, when one of them failed: see :meth:`__exit__`)."""
         if self._current is None:
             raise TransportError("release() without a current step")
+        t0 = time.perf_counter()
+        try:
+            agree(self.comm, "consumer", f"release {self._current.step}")
+        except RankFailed as e:
+            self.failure = str(e)
+            raise
+        self.agree_seconds = time.perf_counter() - t0
         step, self._current = self._current, None
         self._do_release(step)
 
@@ -250,15 +413,38 @@ class Reader(ABC):
             self.release()
 
     def close(self) -> None:
-        if not self._closed:
+        """Collective. With a step still current (a loop that broke out), the ranks first agree that all of
+        them close: one that closes while the others release fails every rank (the step stays unreleased).
+        Called while an exception propagates (a ``finally`` after an analysis raised), this rank's agreement
+        carries that exception as its error, as :meth:`__exit__` does."""
+        if self._closed:
+            return
+        try:
+            if self._current is not None and not self.failure:
+                exc = sys.exc_info()[1]
+                error = describe(exc) if isinstance(exc, Exception) and not isinstance(exc, RankFailed) else ""
+                agree(self.comm, "consumer", "exit" if error else "close", error)
+        except RankFailed as e:
+            self.failure = str(e)
+            raise
+        finally:
             self._closed = True
             self._do_close()
 
     def __enter__(self) -> Reader:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or self._closed or self._current is None or self.failure or isinstance(exc, RankFailed) \
+                or not isinstance(exc, Exception):
+            self.close()
+            return
+        try:  # an error inside a step on this rank: the others wait in release, where they learn it
+            agree(self.comm, "consumer", "exit", describe(exc))
+        except RankFailed as e:
+            self.failure = str(e)
+            self.close()
+            raise e from exc
 
     @abstractmethod
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult: ...

@@ -584,7 +584,7 @@ class Hdf5Reader(Reader):
         t_barrier = time.perf_counter()
         # waiting for the other consumer ranks, most of it for the slowest one's analysis: its own phase, so
         # that the breakdown shows it apart from the release's own work
-        self._phase.add("barrier", t_barrier - t_release)
+        self._phase.add("barrier", t_barrier - t_release + self.agree_seconds)  # the agreement: Reader.release
         now = time.time()
         e = self._entry
         if self.comm.rank == 0:

@@ -72,6 +72,16 @@ def dropped_message(filename: str, group: str, d: dict) -> str:
             f"taken: steps {step_ranges(steps)} ({d['reason']})")
 
 
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 def new_token() -> str:
     return secrets.token_hex(32)
 
@@ -143,6 +153,26 @@ class Contact:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+
+    def stale(self, filename: str) -> str:
+        """Why this contact file is known to be left by a producer that is gone ("" when it may be live): its
+        rank 0 ran on this host under a pid that no longer exists, or the stream's claim (``.socket.lock``,
+        :mod:`.claim`) is gone or names another run (a new producer has claimed the name and will replace
+        this file)."""
+        from h5flow.transports.socket.claim import lock_path
+
+        first = self.ranks[0] if self.ranks else None
+        if first is not None and first.host == socket.gethostname() and not _pid_exists(first.pid):
+            return f"left by run {self.run_id} of pid {first.pid} on {first.host}, which is gone"
+        try:
+            owner = json.loads(lock_path(filename).read_text()).get("run_id")
+        except FileNotFoundError:
+            return f"left by run {self.run_id}, whose producer released its claim {lock_path(filename)}"
+        except (OSError, ValueError, AttributeError):
+            return ""  # being written, or unreadable: not known to be stale
+        if owner and owner != self.run_id:
+            return f"left by run {self.run_id}; run {owner} has claimed the stream since and is starting"
+        return ""
 
     @staticmethod
     def load(path: Path) -> Contact:

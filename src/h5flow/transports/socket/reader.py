@@ -17,7 +17,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, StepMeta
 from h5flow.transports._buffers import ReadBuffers
 from h5flow.transports._common import assemble_blocks, check_association, check_group
-from h5flow.transports._mpiutil import bcast_from_root, sleepy_wait
+from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.socket import cma
@@ -248,6 +248,7 @@ class SocketReader(Reader):
         self._waiting = False  # rank 0: a NEXT request is out
         self._end: _Found | None = None
         self._last_step: int | None = None
+        self._stale = ""  # why the contact file found last was not tried (left by a producer that is gone)
         self._step_t0 = 0.0
         self._info: dict[str, Any] = {}
         self._seen = 0.0
@@ -256,6 +257,9 @@ class SocketReader(Reader):
 
     # -- rank 0 ----------------------------------------------------------------------------------
     def _attach(self) -> bool:
+        """HELLO: producer rank 0 decides where this group starts (one decision: new, resumed, or attaching
+        again after it was dropped), then every other rank is told that decision. False: no stream to attach
+        to yet (no contact file, or one known to be left by a producer that is gone: ``self._stale``)."""
         if self._group_lock is None and self.path.parent.is_dir():  # one live consumer per group
             self._group_lock = GroupLock.acquire(group_lock_path(self.config.filename, self.settings.group),
                                                  self.config.filename, self.settings.group)
@@ -264,44 +268,81 @@ class SocketReader(Reader):
         except FileNotFoundError:
             self._check_ended()
             return False
-        token = contact.token.encode()
+        stale = contact.stale(self.config.filename)
+        if stale:
+            self._stale = f"{self.path} is {stale}"
+            return False
         ctrl = [P.Link(self._ctx, r.reachable(), linger_ms=250) for r in contact.ranks]
         try:
-            for link in ctrl:
-                link.sock.send_multipart(P.request(token, P.HELLO, group=self.settings.group,
-                                                   consumers=self.comm.size))
             wait = 1.5 * contact.heartbeat
-            deadline = time.time() + wait
-            firsts, resumed = [], False
-            dropped: dict[str, Any] | None = None
-            for r, link in enumerate(ctrl):
-                if not link.sock.poll(max(0.0, deadline - time.time()) * 1000):
-                    raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
-                                         f"{contact.ranks[r].reachable()} (pid {contact.ranks[r].pid} on "
-                                         f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
-                kind, body, _ = P.parse_reply(link.sock.recv_multipart())
-                if kind != P.OK:
-                    raise TransportError(f"producer rank {r}: {body.get('error', kind)}")
-                firsts.append(int(body["first"]))
-                resumed = bool(body["resumed"])
-                if body.get("dropped"):  # rank 0: this group was declared lost before, and lost these steps
-                    dropped = body["dropped"]
+            hello = {"group": self.settings.group, "consumers": self.comm.size}
+            answer = self._hello(contact, ctrl, [0], wait, hello)
+            if answer is None:
+                return False
+            first = int(answer["first"])
+            if self._hello(contact, ctrl, list(range(1, len(ctrl))), wait, {**hello, "first": first}) is None:
+                return False
         except BaseException:
             for link in ctrl:
                 link.close()
             raise
         self.contact, self._ctrl = contact, ctrl
-        self._floor = max(firsts)
-        # a new group reports seqs before its first as missed; a restarted lost one gets its dropped steps instead
-        self._next_seq = self._floor if resumed or dropped else 0
-        if dropped:
-            self._report_dropped(dropped)
+        self._floor = first
+        # the answers to NEXT name every step from here on this group will never get (missed or dropped)
+        self._next_seq = int(answer["resume"])
         self._pinger = _Pinger(self._ctx, contact, self.settings.group)
         return True
+
+    def _hello(self, contact: Contact, ctrl: list[P.Link], ranks: list[int], wait: float,
+               body: dict[str, Any]) -> dict[str, Any] | None:
+        """HELLO to ``ranks`` at once; rank 0's answer (or the last one). None when a rank does not answer and
+        the contact file is known to be stale (the links are closed then)."""
+        token = contact.token.encode()
+        for r in ranks:
+            ctrl[r].sock.send_multipart(P.request(token, P.HELLO, **body))
+        deadline = time.time() + wait
+        answer: dict[str, Any] = {}
+        for r in ranks:
+            if not ctrl[r].sock.poll(max(0.0, deadline - time.time()) * 1000):
+                stale = contact.stale(self.config.filename)
+                if stale:
+                    self._stale = f"{self.path} is {stale}"
+                    for link in ctrl:
+                        link.close()
+                    return None
+                raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
+                                     f"{contact.ranks[r].reachable()} (pid {contact.ranks[r].pid} on "
+                                     f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
+            kind, got, _ = P.parse_reply(ctrl[r].sock.recv_multipart())
+            if kind != P.OK:
+                raise TransportError(f"producer rank {r}: {got.get('error', kind)}")
+            answer = answer or got
+        return answer
 
     def _report_dropped(self, d: dict[str, Any]) -> None:
         self.dropped.extend((int(step), str(d["reason"])) for step in d["steps"])
         print(f"h5flow: {dropped_message(self.config.filename, self.settings.group, d)}", file=sys.stderr, flush=True)
+
+    def _news(self, body: dict[str, Any]) -> None:
+        """What a NEXT answer says this group will never get: discarded, missed, dropped (reported)."""
+        self.discarded.extend((int(s), str(r)) for s, r in body.get("discarded", []))
+        self.missed.extend(int(s) for s in body.get("missed", []))
+        by_reason: dict[str, list[int]] = {}
+        for step, why in body.get("dropped", []):
+            by_reason.setdefault(str(why), []).append(int(step))
+        for why, steps in by_reason.items():
+            self._report_dropped({"steps": steps, "reason": why})
+        self._ev = int(body.get("ev", self._ev))
+
+    def _failure(self) -> str:
+        """Why the producer this reader is attached to stopped, when it said so (its ended file), else ""."""
+        try:
+            ended = load_ended(self.config.filename)
+        except (OSError, ValueError, TransportError):
+            return ""
+        if isinstance(ended, dict) and self.contact is not None and ended.get("run_id") == self.contact.run_id:
+            return str(ended.get("failed") or "")
+        return ""
 
     def _check_ended(self) -> None:
         """No contact file: if the producer that ended there dropped steps of this group, say so (an ERROR)."""
@@ -344,7 +385,8 @@ class SocketReader(Reader):
             except (TransportError, ValueError, OSError, zmq.ZMQError) as e:
                 return _Found(StepStatus.ERROR, reason=f"{self.path}: {e}" if isinstance(e, zmq.ZMQError) else str(e))
             if deadline is not None and time.time() >= deadline:
-                return _Found(StepStatus.NOT_READY, reason=f"no stream yet in {self.path} after {timeout:g} s")
+                stale = f" ({self._stale}: waiting for a new producer)" if self._stale else ""
+                return _Found(StepStatus.NOT_READY, reason=f"no stream yet in {self.path} after {timeout:g} s{stale}")
             time.sleep(delay)
             delay = min(delay * 2, cfg.poll_max)
         ctrl = self._ctrl[0].sock
@@ -361,21 +403,26 @@ class SocketReader(Reader):
                     kind, body, _ = P.parse_reply(ctrl.recv_multipart())
                 except ValueError as e:
                     return _Found(StepStatus.ERROR, reason=f"producer rank 0: {e}")
-                self.discarded.extend((int(s), str(r)) for s, r in body.get("discarded", []))
-                self.missed.extend(int(s) for s in body.get("missed", []))
-                self._ev = int(body.get("ev", self._ev))
+                self._news(body)
                 if kind == P.STEP:
                     return _Found(StepStatus.OK, body, seen=time.time())
                 if kind == P.END:
                     return _Found(StepStatus.END_OF_STREAM)
+                if body.get("failed"):  # the producer stopped on an error: its reason
+                    return _Found(StepStatus.ERROR, reason=f"{body['failed']}; {self._seen_so_far()}")
                 return _Found(StepStatus.ERROR, reason=f"producer rank 0: {body.get('error', kind)}")
             lost = self._lost()
             if lost:
-                last = "none" if self._last_step is None else self._last_step
-                return _Found(StepStatus.ERROR, reason=f"{lost}; last step seen {last}")
+                failed = self._failure()
+                if failed:
+                    return _Found(StepStatus.ERROR, reason=f"{failed}; {self._seen_so_far()}")
+                return _Found(StepStatus.ERROR, reason=f"{lost}; {self._seen_so_far()}")
             if deadline is not None and time.time() >= deadline:
                 return _Found(StepStatus.NOT_READY, reason=f"waiting for sequence {self._next_seq} of {self.path} "
                                                            f"after {timeout:g} s")
+
+    def _seen_so_far(self) -> str:
+        return f"last step seen {'none' if self._last_step is None else self._last_step}"
 
     # -- the Reader contract ---------------------------------------------------------------------
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
@@ -411,8 +458,7 @@ class SocketReader(Reader):
     def _do_release(self, step: ReadStep) -> None:
         assert isinstance(step, SocketReadStep)
         t_barrier = time.perf_counter()
-        sleepy_wait(self.comm)  # every rank has its blocks
-        barrier = time.perf_counter() - t_barrier
+        barrier = self.agree_seconds  # every rank has its blocks: Reader.release agreed on it
         self._phase.add("barrier", barrier)
         now = time.time()
         if self.comm.rank == 0:
@@ -420,7 +466,7 @@ class SocketReader(Reader):
             token = self.contact.token.encode()
             for link in self._ctrl:
                 link.sock.send_multipart(P.request(token, P.RELEASE, group=self.settings.group, seq=step.seq))
-        self._phase.add("release", time.perf_counter() - t_barrier - barrier)
+        self._phase.add("release", time.perf_counter() - t_barrier)
         self._next_seq = self._floor = step.seq + 1
         info = self._info
         self.events.append({"step": step.step, "seq": step.seq, "published": info["published_at"],

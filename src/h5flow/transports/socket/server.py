@@ -147,6 +147,34 @@ class Store:
     losses: dict[str, list[str]] = field(default_factory=dict)  # group name -> why it was declared lost, each time
     detached: dict[str, int] = field(default_factory=dict)  # group name -> last seq it released before its BYE
     retired: list[Held] = field(default_factory=list)  # let go at the last collect, freed at the next (.cma)
+    # rank 0 decides every question about a group (new, resumed, lost, what it missed); the other ranks let
+    # go of a step only once rank 0 has (its ``upto``, handed to them at each step: ``root_upto``), so they
+    # hold whatever rank 0 may still hand out
+    upto: int = -1  # rank 0: every seq up to this one has been let go
+    root_upto: int = -1  # other ranks: rank 0's ``upto`` as of the last step
+    failure: str = ""  # rank 0: why the producer stopped (``producer rank R failed: ...``), told to consumers
+
+    def skipped(self, name: str, start: int, stop: int) -> tuple[list[int], list[list[Any]]]:
+        """Rank 0: the announced steps of seqs ``start..stop-1`` that group ``name`` skips, as (missed: published
+        before the group first attached; dropped: ``[step, reason]``, published since and never released by any
+        attachment of it). Every NEXT answer carries them, so a group learns every step it will never get,
+        whenever it was dropped (after it attached again included)."""
+        spans = self.history.get(name) or [[stop, stop - 1]]
+        why = "; ".join(self.losses.get(name, [])) or \
+            f"consumer group {name!r} had not released it when the producer let it go"
+        missed, dropped = [], []
+        for s in range(start, min(stop, len(self.announced))):
+            if s < spans[0][0]:
+                missed.append(self.announced[s])
+            elif not any(a <= s <= b for a, b in spans):
+                dropped.append([self.announced[s], why])
+        return missed, dropped
+
+    def resume_at(self, name: str) -> int:
+        """Rank 0: the seq a group attaching again counts from (after the last step any attachment released;
+        0 for a group never seen, so its first answer names what it missed)."""
+        spans = self.history.get(name)
+        return max(b for _, b in spans) + 1 if spans else 0
 
     def dropped_for(self, name: str) -> dict[str, Any] | None:
         """Rank 0: the steps group ``name`` lost because it was declared lost (announced, never released by any
@@ -190,7 +218,9 @@ class Store:
 
         A dropped step's stamp is zeroed first and its arrays are kept until the next collection that drops
         steps, so a same-node consumer copying them (:mod:`.cma`) reads the zero if any byte may be reused."""
-        r = self.released()
+        r = self.released() if self.rank == 0 else self.root_upto
+        if self.rank == 0:
+            self.upto = max(self.upto, r)
         gone = [s for s in self.held if s <= r]
         if not gone:
             return
@@ -199,6 +229,12 @@ class Store:
             held = self.held.pop(seq)
             held.stamp[0] = 0
             self.retired.append(held)
+
+    def follow(self, upto: int) -> None:
+        """A rank other than 0: let go of what rank 0 has let go of."""
+        with self.cond:
+            self.root_upto = max(self.root_upto, upto)
+            self.collect()
 
     def add(self, held: Held) -> None:
         with self.cond:
@@ -306,6 +342,13 @@ class Server(threading.Thread):
         if waiting:
             self._answered.wait(0.05)
 
+    def fail(self, reason: str) -> None:
+        """Rank 0, the producer stopping on an error: every waiting and later ``NEXT`` is answered ``ERR`` with
+        ``reason`` (``producer rank R failed: ...``)."""
+        with self.store.cond:
+            self.store.failure = reason
+        self.wake()
+
     def stop(self) -> None:
         if self.is_alive():
             self._wake.send(b"S")
@@ -407,6 +450,8 @@ class Server(threading.Thread):
         self._send(ident, P.reply(P.PONG, rank=st.rank, lost=lost))
 
     def _on_hello(self, ident: bytes, body: dict[str, Any]) -> None:
+        """Producer rank 0 decides where the group starts (``first``) and from which seq it counts what it
+        skipped (``resume``); the consumer then tells the other ranks that decision (``first`` in the body)."""
         st = self.store
         name = _group(body)
         _int(body, "consumers", 1, 1 << 24)
@@ -415,17 +460,24 @@ class Server(threading.Thread):
             resumed = g is not None and not g.lost
             if g is None and sum(not x.lost for x in st.groups.values()) >= MAX_GROUPS:
                 raise BadRequest(f"{MAX_GROUPS} consumer groups are attached already")
-            if g is not None and not g.lost:
+            if st.rank != 0:
+                first = _int(body, "first")
+                if first <= st.root_upto:  # rank 0 decided on what it held: this rank holds at least that
+                    raise BadRequest(f"producer rank {st.rank} no longer holds sequence {first}")
+                st.groups[name] = Group(first - 1, time.time())
+            elif resumed:
+                assert g is not None
                 first = g.released_seq + 1  # a restarted group resumes at its first unreleased step
                 g.last_ping = time.time()
             else:
                 first = min(st.held) if st.held else st.stored
+                resume = st.resume_at(name)
                 st.groups[name] = Group(first - 1, time.time())
                 st.history.setdefault(name, []).append([first, first - 1])
             st.ever = True
-            dropped = st.dropped_for(name) if st.rank == 0 else None
+            st.detached.pop(name, None)  # it is back
             st.cond.notify_all()
-        extra = {"dropped": dropped} if dropped else {}
+        extra = {} if st.rank != 0 else {"resume": first if resumed else resume}
         self._send(ident, P.reply(P.OK, rank=st.rank, run_id=self._run_id, first=first, resumed=resumed, **extra))
 
     def _on_release(self, ident: bytes, body: dict[str, Any]) -> None:
@@ -441,14 +493,15 @@ class Server(threading.Thread):
                 st.cond.notify_all()
 
     def _on_bye(self, ident: bytes, body: dict[str, Any]) -> None:
+        """The group closed its reader. It stays registered, its steps held: a consumer restarted soon
+        (Ctrl-C, then run again) resumes at its first unreleased step. Whether it comes back is the
+        heartbeat's to decide, as for a consumer that died."""
         st = self.store
         name = _group(body)
         with st.cond:
-            g = st.groups.pop(name, None)
+            g = st.groups.get(name)
             if g is not None and not g.lost:
                 st.detached[name] = g.released_seq
-            st.collect()
-            st.cond.notify_all()
 
     def _on_get(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
@@ -493,14 +546,17 @@ class Server(threading.Thread):
                 start = max(w.seq, w.floor)
                 ready = [s for s in st.held if start <= s < len(st.announced)]
                 news = {"discarded": st.discards[min(w.ev, len(st.discards)):], "ev": len(st.discards)}
-                if ready:
+                if st.failure:
+                    self._send(w.ident, P.reply(P.ERR, error=st.failure, failed=st.failure))
+                elif ready:
                     h = st.held[min(ready)]
+                    missed, dropped = st.skipped(w.group, w.seq, h.seq)
                     self._send(w.ident, P.reply(P.STEP, seq=h.seq, step=h.step, time=h.time, nbytes=h.nbytes,
-                                                published_at=h.published_at, meta=h.meta_json,
-                                                missed=st.announced[w.seq : h.seq], **news))
+                                                published_at=h.published_at, meta=h.meta_json, missed=missed,
+                                                dropped=dropped, **news))
                 elif st.end_count is not None and start >= st.end_count:
-                    self._send(w.ident, P.reply(P.END, count=st.end_count, missed=st.announced[w.seq : st.end_count],
-                                                **news))
+                    missed, dropped = st.skipped(w.group, w.seq, st.end_count)
+                    self._send(w.ident, P.reply(P.END, count=st.end_count, missed=missed, dropped=dropped, **news))
                     g = st.groups.get(w.group)
                     if g is not None:
                         g.got_end = True
@@ -511,6 +567,8 @@ class Server(threading.Thread):
 
     def _check_groups(self) -> None:
         st = self.store
+        if st.rank != 0:  # rank 0 alone declares a group lost: the other ranks follow its upto (Store.collect)
+            return
         now = time.time()
         limit = 1.5 * st.heartbeat
         with st.cond:

@@ -74,6 +74,7 @@ class SocketWriter(StepWriter):
             error = error or _live_producer(self.path, self._ctx)  # one on another host, without shared locks
             if not error:
                 ended_path(config.filename).unlink(missing_ok=True)  # an earlier run's end no longer applies
+                self.path.unlink(missing_ok=True)  # a dead producer's contact file: no consumer must try it now
         run, error = comm.bcast((run, error), root=0)
         try:
             if error:
@@ -119,7 +120,11 @@ class SocketWriter(StepWriter):
                   for mesh in self._puts.blocks for b in self._puts.mine(mesh)}
         self.store.add(Held(decision.seq, step, self._step_time, nbytes, arrays))
         t_written = time.time()
-        sleepy_wait(comm)  # the step is visible only once every rank holds its blocks
+        # the step is visible only once every rank holds its blocks; the same collective hands rank 0's upto
+        # to the other ranks (they let go of what rank 0 let go of: Store)
+        upto = sleepy_allgather(comm, self.store.upto if comm.rank == 0 else None)[0]
+        if comm.rank != 0:
+            self.store.follow(upto)
         published_at = time.time()
         phases = {"gather": self._gathered_at - t0, "admit": t_admit - self._gathered_at, "copy": t_written - t_admit,
                   "agree": published_at - t_written}
@@ -177,7 +182,7 @@ class SocketWriter(StepWriter):
                           "the stream; they will see the producer gone", file=sys.stderr, flush=True)
                 self.dropped = st.all_dropped()
                 for name, last in sorted(st.detached.items()):  # on purpose, but said: they did not take these
-                    if name not in st.groups and last < len(st.announced) - 1:
+                    if (name not in st.groups or st.groups[name].lost) and last < len(st.announced) - 1:
                         print(f"h5flow: consumer group {name!r} detached (closed its reader) after step "
                               f"{st.announced[last] if last >= 0 else 'none'}; it did not take steps "
                               f"{step_ranges(st.announced[last + 1:])}", file=sys.stderr, flush=True)
@@ -197,7 +202,16 @@ class SocketWriter(StepWriter):
                                            for g, d in sorted(self.dropped.items())))
 
     def _do_abort(self) -> None:
-        # No end of stream: the consumers see the producer lost when its heartbeats stop.
+        # No end of stream. Rank 0 tells its consumers why: at once to those waiting for a step, and in the ended
+        # file to those that find it gone; without a reason (killed) they see the producer lost.
+        if self.comm.rank == 0 and self.failure and self._server is not None:
+            self._server.fail(self.failure)
+            try:
+                write_private(ended_path(self.config.filename), {
+                    "run_id": self.run_id, "ended": time.time(), "published": len(self.store.announced),
+                    "dropped": {}, "failed": self.failure})
+            except OSError:
+                pass  # the consumers see the producer lost
         self._shutdown(remove=self.comm.rank == 0)
 
     def _shutdown(self, remove: bool) -> None:
