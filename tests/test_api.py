@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from h5flow.testing.matrix import TransportCase, params
+
 STEPS = 3
 GLOBAL_2D = (7, 5)
 GLOBAL_3D = (3, 4, 5)
@@ -68,25 +70,25 @@ def _run(comm, tmp: Path, m: int, **settings) -> None:  # noqa: ANN001
     comm.Barrier()
 
 
-TRANSPORTS = [pytest.param({}, id="hdf5"), pytest.param({"type": "socket"}, id="socket")]
+TRANSPORTS = params(["hdf5-n-n", "socket"])
 
 
 @pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_2_to_1(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 2, **settings)
+@pytest.mark.parametrize("tc", TRANSPORTS)
+def test_api_2_to_1(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
+    _run(comm, mpi_tmp_path, 2, **tc.keywords())
 
 
 @pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_1_to_2(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 1, **settings)
+@pytest.mark.parametrize("tc", TRANSPORTS)
+def test_api_1_to_2(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
+    _run(comm, mpi_tmp_path, 1, **tc.keywords())
 
 
 @pytest.mark.mpi(n=5, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_3_to_2(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 3, **settings)
+@pytest.mark.parametrize("tc", TRANSPORTS)
+def test_api_3_to_2(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
+    _run(comm, mpi_tmp_path, 3, **tc.keywords())
 
 
 def _adios2_missing() -> str | None:
