@@ -174,7 +174,7 @@ def _start(proc: Proc, env: dict[str, str], preexec: Callable[[], None] | None =
 
 
 def _pid_of(proc: Proc, role: str, rank: int) -> int | None:
-    m = re.search(rf"^PID {role} {rank} (\d+)$", proc.out(), re.M)
+    m = re.search(rf"PID {role} {rank} (\d+)", proc.out())  # no anchors: mpiexec may join two ranks' lines
     return int(m.group(1)) if m else None
 
 
