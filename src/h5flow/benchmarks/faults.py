@@ -10,7 +10,7 @@ a wall-time limit. Fault kinds:
 * ``kill``: ``kill -9`` of a random producer rank or of a group's consumer, a random moment after a random
   step was published; a killed consumer is restarted after a random delay (0-2 s), as an operator would.
 * ``full``: the stream's directory on a tmpfs the trial mounts (``unshare -m`` + ``mount -t tmpfs``, as root)
-  with room for a few steps, while the consumers hold their steps (they take 0.3 s per step), so it fills
+  with room for a few steps, while the consumers hold their steps (they take 0.5 s per step), so it fills
   mid-stream; without mount rights, ``RLIMIT_FSIZE`` on the producers instead. hdf5 only.
 * ``duplicate``: two producers of the same stream name opening at the same instant.
 * ``hostile``: while the stream runs, requests with the token but malformed bodies (``1e400``, deep nesting,
@@ -237,7 +237,7 @@ def run_trial(spec: TrialSpec) -> Outcome:
         group = label.split("-", 1)[1].split("#")[0]
         gcfg = json.dumps({**json.loads(cfg), "group": group})
         cmd = [*ACTOR, "consume", gcfg, "--shape", *map(str, spec.shape), "--blocks", str(spec.blocks),
-               "--timeout", "15", "--sleep", "0.3" if spec.kind == "full" else "0.05"]
+               "--timeout", "15", "--sleep", "0.5" if spec.kind == "full" else "0.05"]
         return _start(Proc(label, cmd, str(work / f"{label}.out"), str(work / f"{label}.err")), env)
 
     t0 = time.time()
@@ -282,7 +282,11 @@ def run_trial(spec: TrialSpec) -> Outcome:
             if reached_at is None and p["after_step"] in _published(prod):
                 reached_at = now
             elif reached_at is None and prod.popen.poll() is not None:
-                not_tested = f"the producer ended before step {p['after_step']} was published"
+                if prod.popen.returncode == 0:
+                    not_tested = f"the producer ended before step {p['after_step']} was published"
+                else:  # it failed by itself first: that is the result, classified as such
+                    killed_at, restarted = now, True
+                    fault = f"{spec.kind}: not injected, the producer failed before step {p['after_step']}"
             if reached_at is not None and now - reached_at >= p["delay"]:
                 role, _, rank = target.partition(" ")
                 victim = prod if role == "producer" else procs[0]
@@ -327,6 +331,10 @@ def run_trial(spec: TrialSpec) -> Outcome:
         return Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", fault,
                        f"the fault did not happen: {not_tested}", wall, params=dict(p),
                        exits={x.label: x.rc for x in procs})
+    if spec.kind == "full":
+        m = re.search(r"step (\d+) was not published: (no room|the file system is full|a file size limit)",
+                      "".join(x.err() for x in procs))
+        fault += f"; full from step {m.group(1)} on" if m else ""
     out = classify(spec, procs, hang, fault, wall, hostile.sent if hostile else 0)
     out.params = dict(p)
     return out
@@ -555,18 +563,20 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
 
 
 def full_size_kib(spec: TrialSpec, steps_fit: int) -> int:
-    """A file system with room for the stream's fixed files and about ``steps_fit`` steps (the hdf5 writer's own
-    generous estimate of a step: payload, per-file and per-dataset overhead, metadata)."""
+    """A file system with room for the stream's fixed files, the hdf5 writer's reservation for one step (its
+    generous estimate: payload, per-file and per-dataset overhead) and about ``steps_fit`` steps as they are
+    stored: it fills once the consumers hold that many."""
     from h5flow.transports.hdf5.staging import EMERGENCY_RESERVE
     from h5flow.transports.hdf5.writer import DATASET_OVERHEAD, FILE_OVERHEAD
 
     g = 1  # the oscillator's ghost layer on each side of a block
-    payload = 4 * spec.blocks * (spec.shape[0] // spec.blocks + 2 * g + 1) * (spec.shape[1] + 2 * g + 1) \
-        * (spec.shape[2] + 2 * g + 1)
+    payload = 4 * spec.blocks * (spec.shape[0] // spec.blocks + 2 * g) * (spec.shape[1] + 2 * g) \
+        * (spec.shape[2] + 2 * g)
     layout = matrix_case(spec.transport).settings.get("layout", "n-n")
     files = 1 if layout == "n-1" else spec.producers
-    step = payload + files * (FILE_OVERHEAD + 4 * DATASET_OVERHEAD) + 16 * 1024
-    return (EMERGENCY_RESERVE + 128 * 1024 + steps_fit * step) // 1024
+    reservation = payload + files * (FILE_OVERHEAD + 6 * DATASET_OVERHEAD) + 32 * 1024
+    stored = payload + files * 8 * 1024 + 8 * 1024
+    return (EMERGENCY_RESERVE + 64 * 1024 + reservation + steps_fit * stored) // 1024
 
 
 def new_spec(kind: str, transport: str, i: int, seed: int, work: Path, deadline: float, rng: random.Random,
