@@ -8,7 +8,8 @@
 CASE is a :data:`h5flow.testing.matrix.MATRIX` name, NAME the stream's name; ``--settings`` adds keywords
 (``heartbeat``, ``queue_limit``, ``dead_consumer``, ...; those the transport lacks are left out). Every
 producer rank writes its rows of one 2-D float64 array ``x`` per step (rank r: ``3 + r`` rows of 5, the
-values a function of run, step and global position, so a consumer knows every element it must get).
+values a function of run, step and global position, so a consumer knows every element it must get) and its
+slab of a 3-D int32 array ``d`` split along the last axis.
 
 Output lines: ``PID <role> <rank> <pid>`` (every rank), ``PUBLISHED <step>`` (producer rank 0), ``GOT <step>``
 (consumer rank 0, once every consumer rank checked its pieces), ``END <status>`` (consumer rank 0), and on
@@ -43,10 +44,20 @@ def global_rows(producers: int) -> int:
     return sum(rows_of(r) for r in range(producers))
 
 
-def expected(run: int, step: int, producers: int) -> np.ndarray:
-    """The whole array of ``step``: element (i, j) is ``run * 1e6 + step * 1e3 + i * COLS + j``."""
+def expected(run: int, step: int, producers: int) -> dict[str, np.ndarray]:
+    """The whole arrays of ``step``: ``x`` (element (i, j) is ``run * 1e6 + step * 1e3 + i * COLS + j``) and
+    ``d`` (3 x 4 x (2 * producers + 1) int32)."""
     g = global_rows(producers)
-    return (run * 1e6 + step * 1e3 + np.arange(g * COLS, dtype=np.float64)).reshape(g, COLS)
+    dshape = (3, 4, 2 * producers + 1)
+    return {"x": (run * 1e6 + step * 1e3 + np.arange(g * COLS, dtype=np.float64)).reshape(g, COLS),
+            "d": (np.arange(np.prod(dshape), dtype=np.int32) + 100000 * run + 1000 * step).reshape(dshape)}
+
+
+def slab(n: int, parts: int, rank: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous share of ``n`` items over ``parts`` ranks."""
+    q, r = divmod(n, parts)
+    lo = rank * q + min(rank, r)
+    return lo, lo + q + (rank < r)
 
 
 def keywords(case_name: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +85,9 @@ def produce(comm: Any, name: str, kw: dict[str, Any], steps: int, run: int = 0, 
                 if comm.rank == raise_rank and t == raise_at:
                     raise RuntimeError(f"contract: producer rank {comm.rank} raises inside step {t}")
                 shape = (g + 1, COLS) if t == disagree_at and comm.rank == comm.size - 1 else (g, COLS)
-                st.write("x", whole[start:start + rows_of(comm.rank)], offset=(start, 0), global_shape=shape)
+                st.write("x", whole["x"][start:start + rows_of(comm.rank)], offset=(start, 0), global_shape=shape)
+                z0, z1 = slab(whole["d"].shape[2], comm.size, comm.rank)
+                st.write("d", whole["d"][:, :, z0:z1], offset=(0, 0, z0), global_shape=whole["d"].shape)
             if published is not None and comm.rank == 0:
                 published(t)
             if sleep:
@@ -98,21 +111,24 @@ def consume(comm: Any, name: str, kw: dict[str, Any], producers: int, run: int =
     out = Received()
     with h5flow.open(name, "r", comm=comm, **kw) as s:
         for st in s.steps(timeout=timeout):
-            whole = expected(run, st.step, producers)
-            covered = np.zeros(whole.shape, dtype=np.int64)
-            share = st.read("x")
-            if tuple(share.global_shape) != whole.shape:
-                out.problems.append(f"step {st.step}: global shape {share.global_shape} != {whole.shape}")
-            else:
-                for p in share:
-                    where = tuple(slice(o, o + n) for o, n in zip(p.offset, p.data.shape))
-                    if not np.array_equal(p.data, whole[where]):
-                        out.problems.append(f"step {st.step}: piece at {p.offset} differs from what was written")
-                    covered[where] += 1
-            total = comm.allreduce(covered)
-            if not (total == 1).all():
-                out.problems.append(f"step {st.step}: elements covered {sorted(set(total.ravel().tolist()))} "
-                                    "times, not once each")
+            if st.time != 0.5 * st.step:
+                out.problems.append(f"step {st.step}: time {st.time}, written as {0.5 * st.step}")
+            for arr, whole in expected(run, st.step, producers).items():
+                covered = np.zeros(whole.shape, dtype=np.int64)
+                share = st.read(arr)
+                if tuple(share.global_shape) != whole.shape:
+                    out.problems.append(f"step {st.step} {arr}: global shape {share.global_shape} != {whole.shape}")
+                else:
+                    for p in share:
+                        where = tuple(slice(o, o + n) for o, n in zip(p.offset, p.data.shape))
+                        if p.data.dtype != whole.dtype or not np.array_equal(p.data, whole[where]):
+                            out.problems.append(f"step {st.step} {arr}: piece at {p.offset} differs from what "
+                                                "was written")
+                        covered[where] += 1
+                total = comm.allreduce(covered)
+                if not (total == 1).all():
+                    out.problems.append(f"step {st.step} {arr}: elements covered "
+                                        f"{sorted(set(total.ravel().tolist()))} times, not once each")
             out.steps.append(st.step)
             if got is not None and comm.rank == 0:
                 got(st.step)
