@@ -20,7 +20,9 @@ a wall-time limit. Fault kinds:
   lost) or stop with an error, never wait for ever.
 * ``rank-error``: one producer rank raises inside a step, or puts blocks that disagree with the other ranks'
   (another dtype); no rank aborts the MPI job itself, so what the other ranks and the consumers do is the
-  library's own behaviour.
+  library's own behaviour. Every other producer rank must fail with an error of its own, and a consumer
+  that stops must be told the reason (``producer rank R failed: ...``): one that only hears the producer
+  was lost is counted as a crash.
 
 A fault that could not be injected is not a result: a kill whose target had already exited, a full-storage
 trial whose file system never filled or was full before the first step. Such a trial is tried again with
@@ -443,6 +445,9 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
                 messages.append(f"{x.label}: {failed[0][:300]}")
                 continue
             failed.sort(key=_clear)
+        if (spec.kind == "rank-error" and x.label.startswith("consumer") and failed and _clear(failed[0])
+                and not re.search(r"producer rank \d+ failed", failed[0])):
+            failed[0] = f"the consumer was not told why the producer stopped: {failed[0]}"  # only "lost"
         if failed and _clear(failed[0]):
             clear.append(x.label)
             messages.append(f"{x.label}: {failed[0][:300]}")
