@@ -56,7 +56,7 @@ RATIOS = [(2, 1), (1, 2), (2, 3)]
 def test_round_trips_deliver_every_element_once_and_a_name_runs_again(comm, mpi_tmp_path: Path,
                                                                       tc: TransportCase) -> None:
     """2:1, 1:2 and 2:3, each element checked against what was written; then 2:3 again on the name of the
-    first run (a second run's values, read by a new consumer job, never the first run's)."""
+    first run (a new reader must get the second run's values, never the first run's)."""
     from mpi4py import MPI
 
     import contract_actor as actor
