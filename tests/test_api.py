@@ -1,5 +1,6 @@
-"""The high-level API (``h5flow.open``): M producer ranks write decomposed numpy arrays, N consumer ranks
-read their shares; every value must equal the in-process array, and each element be delivered exactly once."""
+"""The high-level API (``h5flow.open``): its errors, settings and shared-file checks. Its M:N round trips
+(every value equal to what was written, each element delivered exactly once) run against every transport in
+the contract suite (tests/contract)."""
 
 from __future__ import annotations
 
@@ -7,108 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-STEPS = 3
-GLOBAL_2D = (7, 5)
-GLOBAL_3D = (3, 4, 5)
-
-
-def field2d(t: int) -> np.ndarray:
-    y, x = np.mgrid[0 : GLOBAL_2D[0], 0 : GLOBAL_2D[1]]
-    return (100.0 * t + 10.0 * y + x).astype(np.float64)
-
-
-def field3d(t: int) -> np.ndarray:
-    return (np.arange(np.prod(GLOBAL_3D), dtype=np.int32).reshape(GLOBAL_3D) + 1000 * t)
-
-
-def _slab(n: int, parts: int, rank: int) -> tuple[int, int]:
-    q, r = divmod(n, parts)
-    lo = rank * q + min(rank, r)
-    return lo, lo + q + (rank < r)
-
-
-def _run(comm, tmp: Path, m: int, **settings) -> None:  # noqa: ANN001
-    import h5flow
-
-    producer = comm.rank < m
-    sub = comm.Split(0 if producer else 1, comm.rank)
-    name = str(tmp / "stream")
-    if producer:
-        beat = {} if settings.get("type") == "adios2" else {"heartbeat": 2.0}  # adios2 has no heartbeat setting
-        with h5flow.open(name, "w", comm=sub, queue_limit=2, **beat, **settings) as s:
-            for t in range(STEPS):
-                with s.step(t, time=0.5 * t) as st:
-                    y0, y1 = _slab(GLOBAL_2D[0], sub.size, sub.rank)
-                    st.write("temperature", field2d(t)[y0:y1], offset=(y0, 0), global_shape=GLOBAL_2D)
-                    z0, z1 = _slab(GLOBAL_3D[2], sub.size, sub.rank)
-                    st.write("density", field3d(t)[:, :, z0:z1], offset=(0, 0, z0), global_shape=GLOBAL_3D)
-                assert st.info is not None and st.info.published
-        comm.Barrier()
-        return
-    seen, problems = [], []
-    with h5flow.open(name, "r", comm=sub, **settings) as s:
-        for st in s.steps(timeout=30):
-            seen.append((st.step, st.time))
-            for arr, ref in (("temperature", field2d(st.step)), ("density", field3d(st.step))):
-                share = st.read(arr)
-                assert share.global_shape == ref.shape
-                covered = np.zeros(ref.shape, dtype=np.int64)
-                for p in share.pieces:
-                    where = tuple(slice(o, o + n) for o, n in zip(p.offset, p.shape, strict=True))
-                    if p.data.dtype != ref.dtype or not np.array_equal(p.data, ref[where]):
-                        problems.append(f"step {st.step} {arr}: piece at {p.offset} differs")
-                    covered[where] += 1
-                total = sub.allreduce(covered)
-                if not (total == 1).all():
-                    problems.append(f"step {st.step} {arr}: coverage {total.ravel().tolist()}")
-        assert s.status == "end_of_stream"
-    assert seen == [(t, 0.5 * t) for t in range(STEPS)], seen
-    assert not problems, problems
-    comm.Barrier()
-
-
-TRANSPORTS = [pytest.param({}, id="hdf5"), pytest.param({"type": "socket"}, id="socket")]
-
-
-@pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_2_to_1(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 2, **settings)
-
-
-@pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_1_to_2(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 1, **settings)
-
-
-@pytest.mark.mpi(n=5, timeout=120)
-@pytest.mark.parametrize("settings", TRANSPORTS)
-def test_api_3_to_2(comm, mpi_tmp_path: Path, settings: dict) -> None:
-    _run(comm, mpi_tmp_path, 3, **settings)
-
-
-def _adios2_missing() -> str | None:
-    from h5flow.transports.adios2 import missing_reason
-
-    return missing_reason()
-
-
-needs_adios2 = pytest.mark.skipif(_adios2_missing() is not None, reason=str(_adios2_missing()))
-
-
-@needs_adios2
-@pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("m", [2, 1], ids=["2_to_1", "1_to_2"])
-def test_api_adios2(comm, mpi_tmp_path: Path, m: int) -> None:
-    _run(comm, mpi_tmp_path, m, type="adios2", engine="bp5")
-
-
-@needs_adios2
-@pytest.mark.mpi(n=5, timeout=120)
-def test_api_adios2_3_to_2(comm, mpi_tmp_path: Path) -> None:
-    _run(comm, mpi_tmp_path, 3, type="adios2", engine="sst")
 
 
 def test_api_errors(tmp_path: Path) -> None:

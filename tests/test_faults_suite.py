@@ -103,34 +103,140 @@ def test_an_intruder_that_crashes_is_restarted_and_the_suite_goes_on(tmp_path: P
     assert intruder.sent == 5 * sum(1 for x in intruder.procs if "SENT" in x.out())
 
 
-def test_quick_subset_runs_every_fault_and_the_socket_rows_are_clean(tmp_path: Path) -> None:
-    """The deterministic subset (seed 81, one trial per fault kind and transport): every applicable pair runs
-    and is classified; the socket transport's rows show only acceptable outcomes. (The hdf5 rows report what
-    this branch does; its full-storage and duplicate-producer fixes are another change.)"""
+def test_groups_are_checked_one_by_one(tmp_path: Path) -> None:
+    """With two consumer groups each must get every step: one group's steps do not cover the other's."""
+    spec = _spec(tmp_path)
+    ref = reference(spec)
+    end = "END end_of_stream\nDISCARDED \nMISSED \nLOST \n"
+    procs = [_proc(tmp_path, "producer", PUBLISHED), _proc(tmp_path, "consumer-g0", _blocks(ref, [0, 1, 2]) + end),
+             _proc(tmp_path, "consumer-g1", _blocks(ref, [0, 2]) + end)]
+    o = classify(spec, procs, False, "test", 1.0)
+    assert (o.outcome, o.lost) == ("lost", [1]), o
+    # a step the producer reports dropped for g1 is explained for g1 only
+    dropped = "h5flow: s: 1 published step(s) were dropped for consumer group 'g1' without being taken: steps 1 (x)"
+    procs[0] = _proc(tmp_path, "producer", PUBLISHED, dropped)
+    assert classify(spec, procs, False, "test", 1.0).outcome == "ok"
+    procs[0] = _proc(tmp_path, "producer", PUBLISHED, dropped.replace("'g1'", "'g0'"))
+    assert classify(spec, procs, False, "test", 1.0).outcome == "lost"
+
+
+def test_a_rank_error_needs_a_clear_error_from_every_other_rank(tmp_path: Path) -> None:
+    """rank-error: the injected exception is the fault; the other producer ranks must each fail clearly."""
+    spec = _spec(tmp_path, "rank-error")
+    spec.params = {"how": "raise", "rank": 1, "at": 1}
+    ref = reference(spec)
+    consumer = _proc(tmp_path, "consumer-g0", _blocks(ref, [0]) + "END error\n",
+                     "FAILED: TransportError: consumer stopped (error): producer rank 1 failed: injected", 2)
+
+    def producer(err: str) -> Proc:
+        x = _proc(tmp_path, "producer", "PUBLISHED 0 1\n", err, 1)
+        x.faulted = True
+        return x
+
+    injected = "FAILED: InjectedFault: injected: producer rank 1 raises inside step 1\n"
+    clear = "FAILED: TransportError: producer rank 1 failed: injected\n"
+    assert classify(spec, [consumer, producer(injected + clear)], False, "t", 1.0).outcome == "clear error"
+    # the consumer heard only that the producer was lost, not why it stopped
+    lost = _proc(tmp_path, "consumer-g0", _blocks(ref, [0]) + "END error\n",
+                 "FAILED: TransportError: consumer stopped (error): producer rank 0 lost: no heartbeat", 2)
+    o = classify(spec, [lost, producer(injected + clear)], False, "t", 1.0)
+    assert o.outcome == "crash" and "not told why" in o.detail, o
+    # rank 0 ended (the launcher took it down) without saying why: not the collective error asked for
+    assert classify(spec, [consumer, producer(injected)], False, "t", 1.0).outcome == "crash"
+    assert classify(spec, [consumer, producer(injected + "FAILED: KeyError: 'x'\n")], False, "t", 1.0).outcome \
+        == "crash"
+
+
+FAKE_ACTOR = """
+import os, sys, time
+role = sys.argv[1]
+rank = int(os.environ.get("PMI_RANK", "0"))
+print(f"PID {role} {rank} {os.getpid()}", flush=True)
+if role == "produce":
+    if rank == int(os.environ.get("FAKE_EXITING_RANK", "-1")):
+        sys.exit(0)
+    for s in range(3):
+        if rank == 0:
+            print(f"PUBLISHED {s} 1", flush=True)
+        time.sleep(0.3)
+    time.sleep(float(os.environ.get("FAKE_PRODUCER_STAYS", "0")))
+"""
+
+
+@pytest.mark.parametrize("target, stays", [("consumer", "0"), ("producer 1", "3")])
+def test_a_kill_that_finds_its_target_exited_is_not_tested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           target: str, stays: str) -> None:
+    """The consumer exits at once (its job is over), or producer rank 1 exits while its job still runs: the
+    kill finds no process, and the trial says "not tested" (never ok)."""
+    monkeypatch.setattr(faults, "ACTOR", [sys.executable, "-c", FAKE_ACTOR])
+    monkeypatch.setenv("FAKE_EXITING_RANK", "1")
+    monkeypatch.setenv("FAKE_PRODUCER_STAYS", stays)
+    spec = TrialSpec("kill", "socket", 0, 1, str(tmp_path), steps=3, shape=(8, 8, 8), blocks=2, deadline=30,
+                     params={"target": target, "after_step": 1, "delay": 0.2, "restart_after": 0.0})
+    o = faults.run_trial(spec)
+    assert o.outcome == "not tested" and "had already exited" in o.detail, o
+
+
+def test_full_storage_that_never_filled_or_was_full_at_once_is_not_tested(tmp_path: Path) -> None:
+    never = [_proc(tmp_path, "producer", PUBLISHED)]
+    assert faults._not_filled(never) == "the file system never filled"
+    at_once = [_proc(tmp_path, "producer", "", "h5flow: error: step 0 was not published: no room for it in /x", 1)]
+    assert "before the first step" in faults._not_filled(at_once)
+    mid = [_proc(tmp_path, "producer", "PUBLISHED 0 1\n", "h5flow: step 1 was not published: no room for it in /x")]
+    assert faults._not_filled(mid) == ""
+
+
+def test_a_fault_that_never_happens_is_retried_then_counted_not_tested(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    tries: list[TrialSpec] = []
+
+    def never(spec: TrialSpec, mount: bool) -> faults.Outcome:
+        tries.append(spec)
+        return faults.Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", "kill", "gone", 0.1)
+
+    monkeypatch.setattr(faults, "run_one", never)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    faults.add_arguments(parser)
+    js = tmp_path / "f.json"
+    args = parser.parse_args(["--kinds", "kill", "--transports", "socket", "--trials", "1", "--workdir",
+                              str(tmp_path / "w"), "--json", str(js), "--no-progress"])
+    assert faults.launch(args) == 0
+    assert len(tries) == faults.RETRIES + 1
+    row = json.loads(js.read_text())["table"][0]
+    assert (row["trials"], row["ok"], row["not tested"], row["failed"]) == (1, 0, 1, 0), row
+    assert "not tested" in capsys.readouterr().out
+
+
+def test_quick_subset_runs_every_fault_and_every_row_is_acceptable(tmp_path: Path) -> None:
+    """The deterministic subset (seed 81, one trial per fault kind and transport): every applicable pair runs,
+    each fault happened (none is "not tested") and each outcome is acceptable: ok or a clear error."""
     js = tmp_path / "faults.json"
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "faults", "--quick", "--json", str(js),
                            "--workdir", str(tmp_path / "w"), "--deadline", "40"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(js.read_text())
     rows = {(r["kind"], r["transport"]): r for r in doc["table"]}
-    assert set(rows) == {("kill", "hdf5"), ("kill", "socket"), ("full", "hdf5"), ("duplicate", "hdf5"),
-                         ("duplicate", "socket"), ("hostile", "socket")}
-    for r in rows.values():
+    assert set(rows) == {(k, t) for k in faults.KINDS for t in faults.DEFAULT_TRANSPORTS
+                         if not faults.not_applicable(k, t)}
+    for key, r in rows.items():
         assert r["trials"] == 1 and sum(r[k] for k in faults.OUTCOMES) == 1
-    for key in (("kill", "socket"), ("duplicate", "socket"), ("hostile", "socket")):
-        assert rows[key]["ok"] + rows[key]["clear error"] == 1, (key, [t for t in doc["trials"]
-                                                                        if (t["kind"], t["transport"]) == key])
+        assert r["ok"] + r["clear error"] == 1, (key, [t for t in doc["trials"] if (t["kind"], t["transport"]) == key])
     dup = next(t for t in doc["trials"] if (t["kind"], t["transport"]) == ("duplicate", "socket"))
     assert dup["outcome"] == "clear error" and "is still serving this stream" in dup["detail"], dup
     hostile = next(t for t in doc["trials"] if t["kind"] == "hostile")
     assert hostile["outcome"] == "ok" and "hostile requests sent" in hostile["detail"], hostile
-    assert "clear errors" in proc.stdout and "not run: full on socket" in proc.stdout, proc.stdout
+    full = next(t for t in doc["trials"] if t["kind"] == "full")
+    assert full["published"], full  # it filled mid-stream: steps were published before
+    assert "clear errors" in proc.stdout and "not tested" in proc.stdout and "not run: full on socket" in proc.stdout
 
 
 @pytest.mark.parametrize("argv, message", [(["--trials", "0"], "accepted 1-10000"),
                                            (["--deadline", "1"], "accepted 5-3600"),
-                                           (["--kinds", "kill,nope"], "accepted kill, full, duplicate, hostile")])
+                                           (["--kinds", "kill,nope"], "accepted kill, full, duplicate, hostile, dead-consumer, rank-error")])
 def test_bad_arguments_say_what_is_accepted(argv: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "faults", *argv], capture_output=True,
                           text=True, timeout=60)

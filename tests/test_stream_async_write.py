@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-LAYOUTS = ["n-n", "n-1", "log"]
+from h5flow.testing.matrix import HDF5_LAYOUTS
+
+LAYOUTS = list(HDF5_LAYOUTS)
 
 
 def _config(tmp_path: Path, layout: str, **settings: object) -> object:

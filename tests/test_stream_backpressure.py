@@ -23,6 +23,8 @@ import h5py
 import numpy as np
 import pytest
 
+from h5flow.testing.matrix import cases
+
 pytestmark = pytest.mark.timeout(60)
 
 ACTORS = Path(__file__).with_name("stream_actors.py")
@@ -161,7 +163,8 @@ class Actors:
         return [ln.split() for ln in (self.root / "index").read_text().splitlines() if ln.strip()]
 
 
-TRANSPORTS = ["hdf5", "socket"]
+#: the transport types of the matrix's cases these tests run (hdf5 with its default layout)
+TRANSPORTS = [pytest.param(c.type, id=c.type) for c in cases(["hdf5-n-n", "socket"])]
 
 
 @pytest.fixture

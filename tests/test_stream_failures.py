@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from h5flow.testing.matrix import TransportCase, params
 from h5flow.transports.hdf5.staging import read_index, staging_dir
 
 ACTORS = str(Path(__file__).with_name("stream_actors.py"))
@@ -55,12 +56,11 @@ def _producer_pid(transport: str, filename: str, rank: int) -> int:
     return Contact.load(contact_path(filename)).ranks[rank].pid
 
 
-@pytest.mark.parametrize("transport", ["hdf5", "hdf5-log", "socket"])
-def test_killed_producer_rank_is_an_error_within_two_heartbeats(tmp_path: Path, transport: str) -> None:
+@pytest.mark.parametrize("tc", params(["hdf5-n-n", "hdf5-log", "socket"]))
+def test_killed_producer_rank_is_an_error_within_two_heartbeats(tmp_path: Path, tc: TransportCase) -> None:
     heartbeat = 1.0
-    layout = {"layout": "log"} if transport == "hdf5-log" else {}
-    transport = transport.split("-")[0]
-    config = {"type": transport, "filename": str(tmp_path / "s"), "heartbeat": heartbeat, **layout}
+    transport = tc.type
+    config = {"filename": str(tmp_path / "s"), **tc.keywords(heartbeat)}
     producer = _start("produce", config, "--steps", "100000", "--shape", "24", "24", "24", ranks=2)
     consumer = _start("consume", config, "--check", "--shape", "24", "24", "24", "--timeout", "60")
     lines: list[str] = []

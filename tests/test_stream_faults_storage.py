@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from h5flow.testing.matrix import HDF5_LAYOUTS
+
 ACTORS = str(Path(__file__).with_name("stream_actors.py"))
 SHAPE = ["--shape", "40", "40", "40"]  # 256 KiB payload a step: 3 steps fill 1 MiB
 FSIZE = 200_000  # fallback: below one step's file, so the first step fails (EFBIG)
@@ -104,7 +106,7 @@ def check_published_complete(out: Path) -> list[int]:
     return published
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n", "log"])
+@pytest.mark.parametrize("layout", HDF5_LAYOUTS)
 def test_full_disk_with_block_waits_for_room_and_delivers_every_step(tmp_path: Path, layout: str) -> None:
     """The consumer is slower than the producer: the disk fills, the producer waits (saying so), and goes
     on as the consumer releases steps; every step arrives complete."""
@@ -173,7 +175,7 @@ def test_consumer_waiting_for_the_next_step_sees_the_stop_within_two_heartbeats(
     assert steps == check_published_complete(out), text(out, "cons")
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n", "log"])
+@pytest.mark.parametrize("layout", HDF5_LAYOUTS)
 def test_write_error_on_one_rank_is_one_decision_on_every_rank(tmp_path: Path, layout: str) -> None:
     """Rank 1 alone cannot write (its file size limit is below its share of the step) while rank 0 can:
     the ranks agree, nobody hangs in a collective, the step is not published and the error names rank 1."""

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from h5flow.testing.matrix import TransportCase, params
+
 STEPS = 3
 SHAPE = (16, 12, 10)
 
@@ -98,11 +100,9 @@ SOCKET = pytest.param({"type": "socket"}, id="socket")
 
 
 @pytest.mark.mpi(n=3)
-@pytest.mark.parametrize("transport", [pytest.param({"layout": "n-1"}, id="hdf5-n-1"),
-                                       pytest.param({"layout": "n-n"}, id="hdf5-n-n"),
-                                       pytest.param({"layout": "log"}, id="hdf5-log"), SOCKET])
-def test_2_to_1(comm, mpi_tmp_path: Path, transport: dict) -> None:
-    _run_mn(comm, mpi_tmp_path, 2, "block", **transport)
+@pytest.mark.parametrize("tc", params(["hdf5-n-1", "hdf5-n-n", "hdf5-log", "socket"]))
+def test_2_to_1(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
+    _run_mn(comm, mpi_tmp_path, 2, "block", **tc.keywords())
 
 
 @pytest.mark.mpi(n=6)
@@ -203,20 +203,18 @@ def _adios2_missing() -> str | None:
 needs_adios2 = pytest.mark.skipif(_adios2_missing() is not None, reason=str(_adios2_missing()))
 
 
-@needs_adios2
 @pytest.mark.mpi(n=3, timeout=120)
-@pytest.mark.parametrize("engine", ["sst", "bp5"])
-def test_adios2_2_to_1(comm, mpi_tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize("tc", params(types=["adios2"]))
+def test_adios2_2_to_1(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
     """ADIOS2 (one stream per producer rank) through the same producer, partitioner and histogram."""
-    _run_mn(comm, mpi_tmp_path, 2, "block", type="adios2", engine=engine)
+    _run_mn(comm, mpi_tmp_path, 2, "block", **tc.keywords())
 
 
-@needs_adios2
 @pytest.mark.mpi(n=5, timeout=120)
-@pytest.mark.parametrize("engine", ["sst", "bp5"])
-def test_adios2_3_to_2_planar(comm, mpi_tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize("tc", params(types=["adios2"]))
+def test_adios2_3_to_2_planar(comm, mpi_tmp_path: Path, tc: TransportCase) -> None:
     """Blocks whose stream another consumer rank reads are handed over with MPI."""
-    _run_mn(comm, mpi_tmp_path, 3, "planar", particles=40, type="adios2", engine=engine)
+    _run_mn(comm, mpi_tmp_path, 3, "planar", particles=40, **tc.keywords())
 
 
 @needs_adios2

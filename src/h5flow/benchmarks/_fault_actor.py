@@ -2,7 +2,7 @@
 every block a consumer receives reported with its CRC-32, so the suite can check it against what was published.
 
     python -m h5flow.benchmarks._fault_actor produce CONFIG_JSON --steps N --shape X Y Z --blocks B [--sleep S]
-                                                     [--start-at EPOCH]
+                                                     [--start-at EPOCH] [--fail-rank R --fail-at S --fail-how H]
     python -m h5flow.benchmarks._fault_actor consume CONFIG_JSON --shape X Y Z --blocks B [--timeout T] [--sleep S]
     python -m h5flow.benchmarks._fault_actor intrude STREAM --seed N    (socket: the hostile peer, until SIGTERM)
 
@@ -10,6 +10,11 @@ stdout lines: ``PID <role> <rank> <pid>`` (every rank, first), ``PUBLISHED <step
 ``B <step> <block id> <crc32>`` (every consumer rank, each block received), ``R <step>`` (consumer rank 0, the
 step released), ``END <status>`` and ``DISCARDED|MISSED|LOST <steps comma-separated>`` (consumer rank 0).
 A failure is one stderr line ``FAILED: <exception type>: <message>`` and exit status 1 (producer) or 2 (consumer).
+
+``--fail-how raise`` makes producer rank ``--fail-rank`` raise :class:`InjectedFault` inside step ``--fail-at``;
+``--fail-how disagree`` makes it put that step's blocks with float64 data where the other ranks put float32.
+Either way no rank calls ``MPI_Abort`` (which would end a rank the library left waiting): what the other
+ranks do is the library's own behaviour, which the suite classifies.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ def block_crc(data: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(data, dtype=np.float32).tobytes())
 
 
+class InjectedFault(RuntimeError):
+    """The exception a producer rank raises on purpose (``--fail-how raise``)."""
+
+
 def produce(args: argparse.Namespace, comm: Any) -> None:
     from h5flow.miniapps.oscillator import Simulation
     from h5flow.transports import open_writer
@@ -53,7 +62,12 @@ def produce(args: argparse.Namespace, comm: Any) -> None:
         for s in range(args.steps):
             t = sim.advance(s)
             w.begin_step(s, t)
+            failing = comm.rank == args.fail_rank and s == args.fail_at
+            if failing and args.fail_how == "raise":
+                raise InjectedFault(f"injected: producer rank {comm.rank} raises inside step {s}")
             for b in sim.blocks():
+                if failing and args.fail_how == "disagree":
+                    b.cell_arrays["data"] = b.cell_arrays["data"].astype(np.float64)
                 w.put("mesh", b)
             info = w.end_step()
             if comm.rank == 0:
@@ -163,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--start-at", type=float, default=None)
+    p.add_argument("--fail-rank", type=int, default=-1, help="produce: the rank that fails (--fail-how)")
+    p.add_argument("--fail-at", type=int, default=-1, help="produce: the step it fails in")
+    p.add_argument("--fail-how", choices=["raise", "disagree"], default="raise")
     args = p.parse_args(argv)
     if args.role == "intrude":  # no MPI: the hostile peer is a plain process
         intrude(args.config, args.seed)
@@ -175,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         produce(args, comm) if args.role == "produce" else consume(args, comm)
     except Exception as e:  # noqa: BLE001 - the suite classifies the failure by its type and message
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        if comm.size > 1:
+        if comm.size > 1 and args.fail_rank < 0:
             time.sleep(0.5)  # MPI_Abort tears the job down at once: mpiexec drops output it has not forwarded yet
             comm.Abort(1 if args.role == "produce" else 2)
         return 1 if args.role == "produce" else 2

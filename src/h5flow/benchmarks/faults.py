@@ -1,26 +1,42 @@
 """Fault injection: randomized trials of faults over the hdf5 and socket transports, classified by what arrived.
 
-Each trial runs the oscillator on M producer ranks (``mpiexec``) and one consumer (``_fault_actor``) through a
-transport, injects one fault, and checks what the consumer received against what the producer published: every
-block's CRC-32 against the block computed here, every step published against the steps received or reported
-(discarded, missed, dropped for a lost group, or a clear error), the exit status of every process, and a
-wall-time limit. Fault kinds:
+Each trial runs the oscillator on 2-3 producer ranks (``mpiexec``) and one or two consumer groups (one
+``_fault_actor`` process each) through a transport of the matrix (:mod:`h5flow.testing.matrix`), injects one
+fault, and checks what each group received against what the producers published: every block's CRC-32
+against the block computed here, every step published against the steps each group received or was told
+about (discarded, missed, dropped for a lost group, or a clear error), the exit status of every process, and
+a wall-time limit. Fault kinds:
 
-* ``kill``: ``kill -9`` of a random producer rank or the consumer at a random moment; a killed consumer is
-  restarted after a random delay (0-2 s), as an operator would.
-* ``full``: the stream's directory on a small tmpfs the trial mounts (``unshare -m`` + ``mount -t tmpfs``, as
-  root), random size; without mount rights, ``RLIMIT_FSIZE`` on the producers instead. hdf5 only.
+* ``kill``: ``kill -9`` of a random producer rank or of a group's consumer, a random moment after a random
+  step was published; a killed consumer is restarted after a random delay (0-2 s), as an operator would.
+* ``full``: the stream's directory on a tmpfs the trial mounts (``unshare -m`` + ``mount -t tmpfs``, as root)
+  with room for a few steps, while the consumers hold their steps (they take 0.5 s per step), so it fills
+  mid-stream; without mount rights, ``RLIMIT_FSIZE`` on the producers instead. hdf5 only.
 * ``duplicate``: two producers of the same stream name opening at the same instant.
 * ``hostile``: while the stream runs, requests with the token but malformed bodies (``1e400``, deep nesting,
   wrong types, random bytes) and floods of requests without the token. socket only.
+* ``dead-consumer``: ``kill -9`` of one group's consumer, never restarted, with ``queue_limit=2`` and the
+  stream's ``dead_consumer`` policy ``drop`` or ``error``: the producer must go on (naming the steps the group
+  lost) or stop with an error, never wait for ever.
+* ``rank-error``: one producer rank raises inside a step, or puts blocks that disagree with the other ranks'
+  (another dtype); no rank aborts the MPI job itself, so what the other ranks and the consumers do is the
+  library's own behaviour. Every other producer rank must fail with an error of its own, and a consumer
+  that stops must be told the reason (``producer rank R failed: ...``): one that only hears the producer
+  was lost is counted as a crash.
+
+A fault that could not be injected is not a result: a kill whose target had already exited, a full-storage
+trial whose file system never filled or was full before the first step. Such a trial is tried again with
+new random parameters (up to ``RETRIES`` times) and, if the fault still did not happen, reported as ``not
+tested``, never as ``ok``.
 
 Outcome of a trial (the worst that applies): ``hang`` (over its deadline, then killed), ``crash`` (a process
 the trial did not kill exited non-zero without a clear error: a traceback of another type, a signal, an MPI
-abort), ``corrupt`` (a block whose checksum differs), ``duplicated`` (a step delivered twice to one consumer,
-or re-delivered after it was released, or two producers both serving one stream), ``lost`` (a published step
-neither received nor reported while every surviving process ended normally), ``clear error`` (a surviving
-process failed with a TransportError, or an OSError of an actionable cause such as no space left on device) or ``ok`` (everything published arrived,
-every process ended normally). ``ok`` and ``clear error`` are the acceptable outcomes of a fault.
+abort), ``corrupt`` (a block whose checksum differs), ``duplicated`` (a step delivered twice to one consumer
+group, or re-delivered after it was released, or two producers both serving one stream), ``lost`` (a published
+step neither received nor reported to a group while every surviving process ended normally), ``clear error``
+(a surviving process failed with a TransportError, or an OSError of an actionable cause such as no space left
+on device) or ``ok`` (everything published arrived, every process ended normally); ``not tested`` when the
+fault did not happen. ``ok`` and ``clear error`` are the acceptable outcomes of a fault.
 """
 
 from __future__ import annotations
@@ -43,31 +59,39 @@ from pathlib import Path
 from typing import Any
 
 from h5flow.benchmarks._args import csv_list
+from h5flow.testing.matrix import case as matrix_case
+from h5flow.testing.matrix import cases as matrix_cases
 
-KINDS = ("kill", "full", "duplicate", "hostile")
-TRANSPORTS = ("hdf5", "socket")
+KINDS = ("kill", "full", "duplicate", "hostile", "dead-consumer", "rank-error")
+#: the matrix's transports whose producers and consumers watch each other (a heartbeat and a queue)
+TRANSPORTS = tuple(c.name for c in matrix_cases() if c.liveness and c.queue)
+DEFAULT_TRANSPORTS = ("hdf5-n-n", "socket")
 NOT_APPLICABLE = {("full", "socket"): "the socket transport stores nothing", ("hostile", "hdf5"):
-                  "the hdf5 transport has no request protocol"}
-OUTCOMES = ("ok", "clear error", "lost", "duplicated", "corrupt", "hang", "crash")
+                  "the hdf5 transport has no request protocol"}  # (kind, transport type)
+BAD = ("lost", "duplicated", "corrupt", "hang", "crash")
+OUTCOMES = ("ok", "clear error", *BAD, "not tested")
 WORST_FIRST = ("hang", "crash", "corrupt", "duplicated", "lost", "clear error", "ok")
 CLEAR_TYPES = ("TransportError", "StreamClaimed")
 CLEAR_OS_CAUSES = ("No space left on device", "File too large", "Disk quota exceeded", "Permission denied")
-QUICK_SEED = 81  # kills a socket consumer mid-stream and restarts it late; kills an hdf5 producer rank
-QUICK_TRIALS = {"kill": 1, "full": 1, "duplicate": 1, "hostile": 1}
+QUICK_SEED = 81
+QUICK_TRIALS = {k: 1 for k in KINDS}
+RETRIES = 2  # further tries of a trial whose fault did not happen
+STEPS = 8
 ACTOR = [sys.executable, "-m", "h5flow.benchmarks._fault_actor"]
 
 
 @dataclass
 class TrialSpec:
     kind: str
-    transport: str
+    transport: str  # a matrix case name (hdf5-n-n, socket, ...)
     index: int
     seed: int
     workdir: str
-    steps: int = 8
+    steps: int = STEPS
     shape: tuple[int, int, int] = (16, 16, 16)
     blocks: int = 4
     producers: int = 2
+    groups: int = 1
     heartbeat: float = 0.5
     deadline: float = 60.0
     params: dict[str, Any] = field(default_factory=dict)
@@ -75,19 +99,25 @@ class TrialSpec:
 
 @dataclass
 class Proc:
-    label: str  # producer, producer#2, consumer, consumer#2
+    label: str  # producer, producer#2, consumer-g0, consumer-g0#2 (restarted), ...
     cmd: list[str]
     out_path: str
     err_path: str
     rc: int | None = None
     killed: bool = False  # by the trial (its fault), not a failure
     popen: Any = None
+    faulted: bool = False  # a rank of it failed on purpose (rank-error): its non-zero exit is the fault
 
     def out(self) -> str:
         return Path(self.out_path).read_text(errors="replace") if Path(self.out_path).exists() else ""
 
     def err(self) -> str:
         return Path(self.err_path).read_text(errors="replace") if Path(self.err_path).exists() else ""
+
+    @property
+    def group(self) -> str:
+        """The consumer group of a consumer process (``consumer-g1#2`` → ``g1``; ``consumer``: the default group)."""
+        return self.label.split("-", 1)[1].split("#")[0] if self.label.startswith("consumer-") else "default"
 
 
 @dataclass
@@ -106,25 +136,36 @@ class Outcome:
     corrupt: list[int] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     exits: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1  # tries it took to inject the fault (a trial is retried when it did not happen)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 # -- one trial ------------------------------------------------------------------------------------
 
-def trial_params(kind: str, transport: str, rng: random.Random, producers: int) -> dict[str, Any]:
+def trial_params(kind: str, transport: str, rng: random.Random, producers: int, steps: int = STEPS) -> dict[str, Any]:
     if kind == "kill":
         target = rng.choice([f"producer {r}" for r in range(producers)] + ["consumer"])
-        return {"target": target, "at": round(rng.uniform(0.3, 3.0), 3), "restart_after": round(rng.uniform(0, 2), 3)}
+        return {"target": target, "after_step": rng.randrange(0, steps - 2), "delay": round(rng.uniform(0, 0.3), 3),
+                "restart_after": round(rng.uniform(0, 2), 3)}
     if kind == "full":
-        return {"size_kib": rng.choice([32, 48, 64, 96, 128, 192])}
+        return {"steps_fit": rng.choice([2, 3, 4, 5])}
     if kind == "hostile":
         return {"fuzz_seed": rng.randrange(1 << 30)}
+    if kind == "dead-consumer":
+        return {"policy": rng.choice(["drop", "error"]), "after_step": rng.randrange(0, 3),
+                "delay": round(rng.uniform(0, 0.3), 3)}
+    if kind == "rank-error":
+        return {"how": rng.choice(["raise", "disagree"]), "rank": rng.randrange(producers),
+                "at": rng.randrange(1, steps - 2)}
     return {}
 
 
 def transport_json(spec: TrialSpec, stream: Path) -> str:
-    cfg: dict[str, Any] = {"type": spec.transport, "filename": str(stream), "heartbeat": spec.heartbeat,
-                           "queue_limit": 8}
-    return json.dumps(cfg)
+    more: dict[str, Any] = {"queue_limit": 8}
+    if spec.kind == "dead-consumer":
+        more = {"queue_limit": 2, "dead_consumer": spec.params["policy"]}
+    cfg = matrix_case(spec.transport).keywords(spec.heartbeat, **more)
+    return json.dumps({"filename": str(stream), **cfg})
 
 
 def _start(proc: Proc, env: dict[str, str], preexec: Callable[[], None] | None = None) -> Proc:
@@ -135,8 +176,33 @@ def _start(proc: Proc, env: dict[str, str], preexec: Callable[[], None] | None =
 
 
 def _pid_of(proc: Proc, role: str, rank: int) -> int | None:
-    m = re.search(rf"^PID {role} {rank} (\d+)$", proc.out(), re.M)
+    m = re.search(rf"PID {role} {rank} (\d+)", proc.out())  # no anchors: mpiexec may join two ranks' lines
     return int(m.group(1)) if m else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def kill_rank(proc: Proc, role: str, rank: int) -> str | None:
+    """``kill -9`` of one rank of ``proc``; the reason it could not be done (None: done)."""
+    pid = _pid_of(proc, role, rank)
+    if proc.popen.poll() is not None:
+        return f"{proc.label} had already exited"
+    if pid is None:
+        return f"{proc.label} rank {rank} had not started"
+    if not _alive(pid):
+        return f"{proc.label} rank {rank} (pid {pid}) had already exited"
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return f"{proc.label} rank {rank} (pid {pid}) had already exited"
+    proc.killed = True
+    return None
 
 
 def _fsize_limit(nbytes: int) -> Callable[[], None]:
@@ -146,6 +212,10 @@ def _fsize_limit(nbytes: int) -> Callable[[], None]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
     return apply
+
+
+def _published(proc: Proc) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^PUBLISHED (\d+) 1$", proc.out(), re.M)]
 
 
 def run_trial(spec: TrialSpec) -> Outcome:
@@ -166,8 +236,10 @@ def run_trial(spec: TrialSpec) -> Outcome:
         return _start(Proc(label, cmd, str(work / f"{label}.out"), str(work / f"{label}.err")), env, preexec)
 
     def consumer(label: str) -> Proc:
-        cmd = [*ACTOR, "consume", cfg, "--shape", *map(str, spec.shape), "--blocks", str(spec.blocks),
-               "--timeout", "15", "--sleep", "0.3" if spec.kind == "full" else "0.05"]
+        group = label.split("-", 1)[1].split("#")[0]
+        gcfg = json.dumps({**json.loads(cfg), "group": group})
+        cmd = [*ACTOR, "consume", gcfg, "--shape", *map(str, spec.shape), "--blocks", str(spec.blocks),
+               "--timeout", "15", "--sleep", "0.5" if spec.kind == "full" else "0.05"]
         return _start(Proc(label, cmd, str(work / f"{label}.out"), str(work / f"{label}.err")), env)
 
     t0 = time.time()
@@ -180,46 +252,65 @@ def run_trial(spec: TrialSpec) -> Outcome:
         # closes, so the first cannot finish before the second opens, however late that one starts
         while all(x.popen.poll() is None for x in procs) and time.time() - t0 < 15:
             time.sleep(0.05)
-        procs.insert(0, consumer("consumer"))
+        procs.insert(0, consumer("consumer-g0"))
     else:
-        procs.append(consumer("consumer"))
-        procs.append(producer("producer"))
+        procs += [consumer(f"consumer-g{g}") for g in range(spec.groups)]
+        extra: list[str] = []
+        if spec.kind == "rank-error":
+            extra = ["--fail-rank", str(p["rank"]), "--fail-at", str(p["at"]), "--fail-how", p["how"]]
+            fault = f"producer rank {p['rank']} {'raises' if p['how'] == 'raise' else 'puts float64 blocks'} " \
+                    f"in step {p['at']}"
+        procs.append(producer("producer", *extra))
+        procs[-1].faulted = spec.kind == "rank-error"
+    prod = next(x for x in procs if x.label == "producer")
     hostile: _Intruder | None = None
     if spec.kind == "hostile":
         hostile = _Intruder(work, stream, p["fuzz_seed"], env)
         fault = "malformed requests with the token, floods without it"
     if spec.kind == "full":
-        fault = f"{p['size_kib']} KiB file system" if not p.get("fsize") else f"RLIMIT_FSIZE {p['fsize']} bytes"
-    killed_at = None
+        fault = (f"tmpfs of {p['size_kib']} KiB (room for about {p['steps_fit']} steps)" if not p.get("fsize")
+                 else f"RLIMIT_FSIZE {p['fsize']} bytes")
+    killing = spec.kind in ("kill", "dead-consumer")
+    target = p.get("target", "consumer") if killing else ""
+    killed_at: float | None = None
+    reached_at: float | None = None
+    not_tested = ""
     restarted = False
     deadline = t0 + spec.deadline
     hang = False
     while True:
         now = time.time()
-        if spec.kind == "kill" and killed_at is None and now - t0 >= p["at"]:
-            fault = f"kill -9 {p['target']} at {now - t0:.2f} s"
-            role, _, rank = p["target"].partition(" ")
-            victim = procs[1] if role == "producer" else procs[0]
-            if victim.popen.poll() is not None:
-                killed_at = now
-                fault += " (it had already exited)"
-            else:
-                pid = _pid_of(victim, "produce" if role == "producer" else "consume", int(rank or 0))
-                if pid is not None:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    victim.killed = True
+        if killing and killed_at is None and not not_tested:
+            if reached_at is None and p["after_step"] in _published(prod):
+                reached_at = now
+            elif reached_at is None and prod.popen.poll() is not None:
+                if prod.popen.returncode == 0:
+                    not_tested = f"the producer ended before step {p['after_step']} was published"
+                else:  # it failed by itself first: that is the result, classified as such
+                    killed_at, restarted = now, True
+                    fault = f"{spec.kind}: not injected, the producer failed before step {p['after_step']}"
+            if reached_at is not None and now - reached_at >= p["delay"]:
+                role, _, rank = target.partition(" ")
+                victim = prod if role == "producer" else procs[0]
+                why = kill_rank(victim, "produce" if role == "producer" else "consume", int(rank or 0))
+                fault = f"kill -9 {'consumer of group g0' if role == 'consumer' else target} " \
+                        f"{p['delay']:.2f} s after step {p['after_step']} was published"
+                if spec.kind == "dead-consumer":
+                    fault += f", never restarted (dead_consumer=\"{p['policy']}\")"
+                if why:
+                    not_tested = why
+                else:
                     killed_at = now
-        if (spec.kind == "kill" and killed_at is not None and not restarted and p["target"] == "consumer"
-                and procs[0].killed and procs[0].popen.poll() is not None and now - killed_at >= p["restart_after"]):
-            procs.append(consumer("consumer#2"))
+        if not_tested:
+            break
+        if (spec.kind == "kill" and killed_at is not None and not restarted and target == "consumer"
+                and procs[0].popen.poll() is not None and now - killed_at >= p["restart_after"]):
+            procs.append(consumer("consumer-g0#2"))
             restarted = True
             fault += f", restarted after {p['restart_after']:.2f} s"
         if all(x.popen.poll() is not None for x in procs) and (
-                spec.kind != "kill" or killed_at is not None and (restarted or p["target"] != "consumer"
-                                                                   or not procs[0].killed)):
+                not killing or killed_at is not None and (restarted or target != "consumer"
+                                                          or spec.kind == "dead-consumer")):
             break
         if now > deadline:
             hang = True
@@ -236,7 +327,31 @@ def run_trial(spec: TrialSpec) -> Outcome:
             os.killpg(x.popen.pid, signal.SIGKILL)
         x.rc = x.popen.wait()
     wall = time.time() - t0
-    return classify(spec, procs, hang, fault, wall, hostile.sent if hostile else 0)
+    if not not_tested and spec.kind == "full":
+        not_tested = _not_filled(procs)
+    if not_tested:
+        return Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", fault,
+                       f"the fault did not happen: {not_tested}", wall, params=dict(p),
+                       exits={x.label: x.rc for x in procs})
+    if spec.kind == "full":
+        m = re.search(r"step (\d+) was not published: (no room|the file system is full|a file size limit)",
+                      "".join(x.err() for x in procs))
+        fault += f"; full from step {m.group(1)} on" if m else ""
+    out = classify(spec, procs, hang, fault, wall, hostile.sent if hostile else 0)
+    out.params = dict(p)
+    return out
+
+
+def _not_filled(procs: list[Proc]) -> str:
+    """Why a full-storage trial did not test a file system that fills mid-stream ("" when it did)."""
+    text = "".join(x.err() for x in procs)
+    full = re.search(r"no room for it|the file system is full|No space left|File too large", text)
+    published = {s for x in procs if x.label.startswith("producer") for s in _published(x)}
+    if not full:
+        return "the file system never filled"
+    if not published:
+        return "the file system was full before the first step (not mid-stream)"
+    return ""
 
 
 # -- classification ---------------------------------------------------------------------------------
@@ -261,11 +376,15 @@ def _lists(text: str, label: str) -> list[int]:
     return out
 
 
-def _dropped_steps(text: str) -> list[int]:
-    """Steps named in 'were dropped for consumer group ... steps 1-5, 7 (' messages."""
+def _dropped_steps(text: str, group: str | None = None) -> list[int]:
+    """Steps named in 'were dropped for consumer group 'G' ... steps 1-5, 7 (' messages (of ``group`` only, if
+    given)."""
     out: list[int] = []
-    for m in re.finditer(r"were dropped for consumer group .*? without being taken: steps ([0-9, -]+) \(", text):
-        for part in m.group(1).split(","):
+    for m in re.finditer(r"were dropped for consumer group '?([\w-]*)'? .*?without being taken: steps ([0-9, -]+) \(",
+                         text):
+        if group is not None and m.group(1) != group:
+            continue
+        for part in m.group(2).split(","):
             a, _, b = part.strip().partition("-")
             out += list(range(int(a), int(b or a) + 1))
     return out
@@ -278,38 +397,57 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
     consumers = [x for x in procs if x.label.startswith("consumer")]
     serving = 0
     for x in producers:
-        steps = {int(m.group(1)) for m in re.finditer(r"^PUBLISHED (\d+) 1$", x.out(), re.M)}
+        steps = set(_published(x))
         published |= steps
         serving += bool(steps)
-    received: dict[int, set[int]] = {}
     corrupt: set[int] = set()
     duplicated: set[int] = set()
-    released_before: set[int] = set()
-    explained: set[int] = set()
-    for x in consumers:
-        text = x.out()
-        seen: set[tuple[int, int]] = set()
-        for m in re.finditer(r"^B (\d+) (\d+) (\d+)$", text, re.M):
-            step, block, crc = int(m.group(1)), int(m.group(2)), int(m.group(3))
-            if ref.get(step, {}).get(block) != crc:
-                corrupt.add(step)
-            if (step, block) in seen or step in released_before:
-                duplicated.add(step)
-            seen.add((step, block))
-            received.setdefault(step, set()).add(block)
-        released_before |= {int(m.group(1)) for m in re.finditer(r"^R (\d+)$", text, re.M)}
-        for label in ("DISCARDED", "MISSED", "LOST"):
-            explained |= set(_lists(text, label))
-        explained |= set(_dropped_steps(x.err()))
-    for x in producers:
-        explained |= set(_dropped_steps(x.err()))
-    complete = {s for s, blocks in received.items() if blocks == set(ref.get(s, {}))}
-    corrupt |= {s for s in received if s not in complete and s in published and not _failed(consumers)}
+    unreceived: set[int] = set()
+    complete_any: set[int] = set()
+    produced_err = "".join(x.err() for x in producers)
+    for group in sorted({x.group for x in consumers}):
+        received: dict[int, set[int]] = {}
+        released_before: set[int] = set()
+        explained = set(_dropped_steps(produced_err, group))
+        members = [x for x in consumers if x.group == group]
+        for x in members:
+            text = x.out()
+            seen: set[tuple[int, int]] = set()
+            for m in re.finditer(r"^B (\d+) (\d+) (\d+)$", text, re.M):
+                step, block, crc = int(m.group(1)), int(m.group(2)), int(m.group(3))
+                if ref.get(step, {}).get(block) != crc:
+                    corrupt.add(step)
+                if (step, block) in seen or step in released_before:
+                    duplicated.add(step)
+                seen.add((step, block))
+                received.setdefault(step, set()).add(block)
+            released_before |= {int(m.group(1)) for m in re.finditer(r"^R (\d+)$", text, re.M)}
+            for label in ("DISCARDED", "MISSED", "LOST"):
+                explained |= set(_lists(text, label))
+            explained |= set(_dropped_steps(x.err()))
+        complete = {s for s, blocks in received.items() if blocks == set(ref.get(s, {}))}
+        complete_any |= complete
+        corrupt |= {s for s in received if s not in complete and s in published and not _failed(members)}
+        unreceived |= published - complete - explained
     messages, crashed, clear = [], [], []
     for x in procs:
         if x.killed or x.rc == 0 or (hang and x.rc in (-signal.SIGKILL, 137)):
             continue
         failed = [line[len("FAILED: "):] for line in x.err().splitlines() if line.startswith("FAILED: ")]
+        if x.faulted:  # rank-error: the injected failure is the fault; every other rank must fail clearly
+            failed = [f for f in failed if not f.startswith("InjectedFault")]
+            others = spec.producers - (1 if spec.params.get("how") == "raise" else 0)
+            if len(failed) < others:
+                failed = [f"{others - len(failed)} of the other producer ranks ended without an error of their own "
+                          f"(exit {x.rc})"] + failed
+            elif all(_clear(f) for f in failed):
+                clear.append(x.label)
+                messages.append(f"{x.label}: {failed[0][:300]}")
+                continue
+            failed.sort(key=_clear)
+        if (spec.kind == "rank-error" and x.label.startswith("consumer") and failed and _clear(failed[0])
+                and not re.search(r"producer rank \d+ failed", failed[0])):
+            failed[0] = f"the consumer was not told why the producer stopped: {failed[0]}"  # only "lost"
         if failed and _clear(failed[0]):
             clear.append(x.label)
             messages.append(f"{x.label}: {failed[0][:300]}")
@@ -317,7 +455,6 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
             crashed.append(x.label)
             tail = (failed[0] if failed else x.err().strip().splitlines()[-1:] or [f"exit {x.rc}"])
             messages.append(f"{x.label} (exit {x.rc}): {str(tail if isinstance(tail, str) else tail[0])[:300]}")
-    unreceived = published - complete - explained
     lost = set() if clear else unreceived
     if spec.kind == "duplicate" and serving > 1 and not clear:
         duplicated.add(-1)  # both producers served the stream, neither failed
@@ -328,7 +465,7 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
               "crash": "; ".join(messages), "corrupt": f"steps {sorted(corrupt)}",
               "duplicated": "both producers served the stream" if -1 in duplicated else f"steps {sorted(duplicated)}",
               "lost": f"published, never received nor reported: steps {sorted(lost)}",
-              "clear error": "; ".join(messages), "ok": f"{len(complete)} steps delivered"}[outcome]
+              "clear error": "; ".join(messages), "ok": f"{len(complete_any)} steps delivered"}[outcome]
     if sent:
         detail += f" ({sent} hostile requests sent)"
     return Outcome(spec.kind, spec.transport, spec.index, spec.seed, outcome, fault, detail, wall, sorted(published),
@@ -398,8 +535,9 @@ class _Intruder:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", type=csv_list(KINDS), default=list(KINDS),
                    help=f"fault kinds, comma-separated (default: all of {', '.join(KINDS)})")
-    p.add_argument("--transports", type=csv_list(TRANSPORTS), default=list(TRANSPORTS),
-                   help="transports, comma-separated (default: hdf5,socket)")
+    p.add_argument("--transports", type=csv_list(TRANSPORTS), default=list(DEFAULT_TRANSPORTS),
+                   help=f"transports of the matrix, comma-separated, of {', '.join(TRANSPORTS)} "
+                        f"(default: {','.join(DEFAULT_TRANSPORTS)})")
     p.add_argument("--trials", type=int, default=None, metavar="N",
                    help="trials per fault kind and transport, 1-10000 (default: 50 kill, 10 of the others)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock; printed)")
@@ -413,16 +551,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def not_applicable(kind: str, transport: str) -> str | None:
+    return NOT_APPLICABLE.get((kind, matrix_case(transport).type))
+
+
 def plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     """(kind, transport, trials) of every applicable pair, in run order."""
     out = []
     for kind in args.kinds:
         for t in args.transports:
-            if (kind, t) in NOT_APPLICABLE:
+            if not_applicable(kind, t):
                 continue
             n = QUICK_TRIALS[kind] if args.quick else args.trials or (50 if kind == "kill" else 10)
             out.append((kind, t, n))
     return out
+
+
+def full_size_kib(spec: TrialSpec, steps_fit: int) -> int:
+    """A file system with room for the stream's fixed files, the hdf5 writer's reservation for one step (its
+    generous estimate: payload, per-file and per-dataset overhead) and about ``steps_fit`` steps as they are
+    stored: it fills once the consumers hold that many."""
+    from h5flow.transports.hdf5.staging import EMERGENCY_RESERVE
+    from h5flow.transports.hdf5.writer import DATASET_OVERHEAD, FILE_OVERHEAD
+
+    g = 1  # the oscillator's ghost layer on each side of a block
+    payload = 4 * spec.blocks * (spec.shape[0] // spec.blocks + 2 * g) * (spec.shape[1] + 2 * g) \
+        * (spec.shape[2] + 2 * g)
+    layout = matrix_case(spec.transport).settings.get("layout", "n-n")
+    files = 1 if layout == "n-1" else spec.producers
+    reservation = payload + files * (FILE_OVERHEAD + 6 * DATASET_OVERHEAD) + 32 * 1024
+    stored = payload + files * 8 * 1024 + 8 * 1024
+    return (EMERGENCY_RESERVE + 64 * 1024 + reservation + steps_fit * stored) // 1024
+
+
+def new_spec(kind: str, transport: str, i: int, seed: int, work: Path, deadline: float, rng: random.Random,
+             attempt: int, mount: bool) -> TrialSpec:
+    d = work / (f"{kind}-{transport}-{i}" + ("" if attempt == 1 else f"-try{attempt}"))
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    producers = rng.choice([2, 3])
+    groups = 1 if kind == "duplicate" else rng.choice([1, 2])
+    spec = TrialSpec(kind, transport, i, seed, str(d), deadline=deadline, producers=producers, groups=groups,
+                     params=trial_params(kind, transport, rng, producers))
+    if kind == "full":
+        spec.params["size_kib"] = full_size_kib(spec, spec.params["steps_fit"])
+        if not mount:
+            spec.params["fsize"] = spec.params["size_kib"] * 1024 // 4
+    return spec
 
 
 def _can_mount() -> bool:
@@ -455,12 +630,15 @@ def _trial_in_namespace(spec_file: str, result: str) -> int:
 
 
 def table(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    """One row per fault kind and transport: trials, then ok, clear error, each bad outcome and not tested;
+    ``failed`` is the sum of the bad ones."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for o in outcomes:
         r = rows.setdefault((o.kind, o.transport), {"kind": o.kind, "transport": o.transport, "trials": 0,
-                                                   **{k: 0 for k in OUTCOMES}})
+                                                   **{k: 0 for k in OUTCOMES}, "failed": 0})
         r["trials"] += 1
         r[o.outcome] += 1
+        r["failed"] += o.outcome in BAD
     return list(rows.values())
 
 
@@ -468,21 +646,27 @@ def print_table(rows: list[dict[str, Any]], outcomes: list[Outcome]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="h5flow fault trials (outcome of each trial; ok and clear error are acceptable)",
+    t = Table(title="h5flow fault trials (ok and clear error are acceptable; not tested: the fault did not happen)",
               title_justify="left")
-    for col in ("fault", "transport", "trials", "ok", "clear errors", "lost", "duplicated", "corrupt", "hangs",
-                "crashes"):
+    cols = ("fault", "transport", "trials", "ok", "clear errors", "failed", "not tested", "lost", "duplicated",
+            "corrupt", "hangs", "crashes")
+    for col in cols:
         t.add_column(col, justify="left" if col in ("fault", "transport") else "right")
     for r in rows:
-        t.add_row(r["kind"], r["transport"], str(r["trials"]), *(str(r[k]) for k in OUTCOMES))
-    console = Console(width=160)
+        t.add_row(r["kind"], r["transport"], str(r["trials"]), str(r["ok"]), str(r["clear error"]), str(r["failed"]),
+                  str(r["not tested"]), *(str(r[k]) for k in BAD))
+    console = Console(width=170)
     console.print(t)
     for o in outcomes:
         if o.outcome not in ("ok", "clear error"):
             console.print(f"  {o.kind}/{o.transport} trial {o.index} ({o.fault}): {o.outcome}: {o.detail}",
                           highlight=False, markup=False)
-    for (kind, transport), why in NOT_APPLICABLE.items():
-        console.print(f"  not run: {kind} on {transport} ({why})", highlight=False, markup=False)
+    for (kind, kind_type), why in NOT_APPLICABLE.items():
+        console.print(f"  not run: {kind} on {kind_type} ({why})", highlight=False, markup=False)
+
+
+def run_one(spec: TrialSpec, mount: bool) -> Outcome:
+    return run_in_tmpfs(spec) if spec.kind == "full" and mount else run_trial(spec)
 
 
 def launch(args: argparse.Namespace) -> int:
@@ -507,18 +691,13 @@ def launch(args: argparse.Namespace) -> int:
         for kind, transport, n in pairs:
             for i in range(n):
                 rng = random.Random(f"{seed}-{kind}-{transport}-{i}")
-                d = work / f"{kind}-{transport}-{i}"
-                shutil.rmtree(d, ignore_errors=True)
-                d.mkdir(parents=True)
-                spec = TrialSpec(kind, transport, i, seed, str(d), deadline=args.deadline,
-                                 params=trial_params(kind, transport, rng, 2))
                 bar.update(task, description=f"{kind} / {transport} #{i}")
-                if kind == "full" and mount:
-                    out = run_in_tmpfs(spec)
-                else:
-                    if kind == "full":
-                        spec.params["fsize"] = spec.params["size_kib"] * 1024 // 4
-                    out = run_trial(spec)
+                for attempt in range(1, RETRIES + 2):  # a fault that did not happen is tried again
+                    spec = new_spec(kind, transport, i, seed, work, args.deadline, rng, attempt, mount)
+                    out = run_one(spec, mount)
+                    out.attempts = attempt
+                    if out.outcome != "not tested":
+                        break
                 outcomes.append(out)
                 bar.advance(task)
     rows = table(outcomes)

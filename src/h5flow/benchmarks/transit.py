@@ -42,10 +42,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from h5flow.testing.matrix import ADIOS2_ENGINES, HDF5_LAYOUTS, TransportCase
+from h5flow.testing.matrix import case as matrix_case
+
 MIB = 1 << 20
-TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", "adios2-sst", "adios2-bp5", "adios2-sst-plain", "adios2-bp5-plain")
-PLAIN = ("adios2-sst-plain", "adios2-bp5-plain")  # references: plain ADIOS2, no h5flow code
-HDF5_LAYOUTS = ("n-1", "n-n", "log")
+#: hdf5 on memory and on disk (its layout from --hdf5-layout), then the matrix's socket and adios2 cases, then
+#: the plain ADIOS2 references of each engine
+PLAIN = tuple(f"adios2-{e}-plain" for e in ADIOS2_ENGINES)  # references: plain ADIOS2, no h5flow code
+TRANSPORTS = ("hdf5-tmpfs", "hdf5-disk", "socket", *(f"adios2-{e}" for e in ADIOS2_ENGINES), *PLAIN)
 #: a layout name with this suffix runs that layout with async_write="false": steps written inside end_step
 SYNC = "-sync"
 #: a layout name with this suffix runs that layout with map_reads="false": consumers copy every block out of
@@ -181,18 +185,17 @@ def _default_disk() -> Path:
     return Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path(tempfile.gettempdir())
 
 
+def matrix_entry(transport: str) -> TransportCase:
+    """The matrix case a benchmark transport runs (hdf5-tmpfs and hdf5-disk: the hdf5 one of the default layout;
+    a plain reference: its engine's adios2 case)."""
+    if transport.startswith("hdf5"):
+        return matrix_case(f"hdf5-{DEFAULT_LAYOUT}")
+    return matrix_case(transport.removesuffix("-plain"))
+
+
 def _unavailable(transport: str) -> str | None:
     """Why a transport cannot run here (None: it can)."""
-    from h5flow.transports import registry
-
-    kind = transport.split("-")[0]
-    if kind not in registry:
-        return f"transport {kind!r} is not registered in this build (known: {', '.join(registry.names())})"
-    if kind == "adios2":
-        from h5flow.transports.adios2 import missing_reason
-
-        return missing_reason()
-    return None
+    return matrix_entry(transport).missing()
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -317,7 +320,7 @@ def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: st
     elif transport == "socket":
         el = f'<transport type="socket" filename="{stream}" queue_limit="{queue_limit}"/>'
     else:
-        engine = transport.split("-")[1]
+        engine = matrix_entry(transport).settings["engine"]
         el = f'<transport type="adios2" engine="{engine}" filename="{stream}" buffer_size="{queue_limit}"/>'
     return (f"<sensei>\n  {el}\n"
             '  <analysis type="histogram" mesh="mesh" array="data" association="cell" bins="10"/>\n</sensei>\n')

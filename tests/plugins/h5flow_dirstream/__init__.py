@@ -1,8 +1,11 @@
 """A third-party plugin for the tests: a transport, a partitioner and an analysis h5flow does not know.
 
-``dirstream`` stages each step as one pickle per producer rank in ``<filename>.dirstream/step<N>/`` (rank 0
-marks the step ``complete`` after a barrier); every consumer rank reads the small pickles, builds the step's
-metadata and lets the base :class:`~h5flow.transports.Reader` partition it. ``reverse`` gives block ``i`` to
+``dirstream`` stages each step as one pickle per producer rank in ``<filename>.dirstream/run-<id>/step<N>/``
+(rank 0 marks the step ``complete`` after a barrier); every consumer rank reads the small pickles, builds the
+step's metadata and lets the base :class:`~h5flow.transports.Reader` partition it. Each producer run stages
+into a directory of its own, named by ``current``; a consumer reads the run ``current`` names when it first
+looks, and marks a run it read to its end ``read``: a later consumer waits for a newer run instead of reading
+that one again, and no consumer ever mixes two runs' files. ``reverse`` gives block ``i`` to
 consumer ``n - 1 - (i // stride) % n``. ``owned-blocks`` returns, on consumer rank 0, the block ids of
 ``mesh`` that each consumer rank was given. Only public h5flow names are used, as a plugin would.
 
@@ -17,6 +20,7 @@ import os
 import pickle
 import shutil
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,10 +66,13 @@ class DirWriter(Writer):
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         self.settings: DirSettings = config.settings if config.settings is not None else DirSettings()
-        self.root = _root(config)
+        top = _root(config)
+        run = comm.bcast(uuid.uuid4().hex[:12] if comm.rank == 0 else None, root=0)
+        self.root = top / f"run-{run}"
         if comm.rank == 0:
             self.root.mkdir(parents=True, exist_ok=True)
-            _write(self.root / "settings.json", json.dumps(asdict(self.settings)).encode(), self.settings.sync)
+            _write(top / "settings.json", json.dumps(asdict(self.settings)).encode(), self.settings.sync)
+            _write(top / "current", run.encode(), self.settings.sync)
         comm.barrier()
         self._blocks: dict[str, list[Block]] = {}
         self._step, self._time = 0, 0.0
@@ -136,18 +143,36 @@ class DirReader(Reader):
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         self.settings: DirSettings = config.settings if config.settings is not None else DirSettings()
-        self.root = _root(config)
+        self.top = _root(config)
+        self.root: Path | None = None  # the run this reader reads, once it found one
         self._next = 0
         self._visible = self._begin = self._published = 0.0
+
+    def _attach(self) -> bool:
+        """Rank 0: read the run ``current`` names, unless a consumer already read that one to its end."""
+        try:
+            run = (self.top / "current").read_text()
+        except OSError:
+            return False
+        if (self.top / f"run-{run}" / "read").exists():
+            return False
+        self.root = self.top / f"run-{run}"
+        return True
 
     def _poll(self, timeout: float | None) -> tuple[str, dict[str, Any]]:
         deadline = None if timeout is None else time.time() + timeout
         while True:
+            if self.root is None and not self._attach():
+                if deadline is not None and time.time() > deadline:
+                    return "not_ready", {}
+                time.sleep(self.settings.poll)
+                continue
             done = self.root / f"step{self._next:06d}" / "complete"
             if done.exists():
                 return "ok", json.loads(done.read_text())
             end = self.root / "end"
             if end.exists() and json.loads(end.read_text())["steps"] <= self._next:
+                _write(self.root / "read", b"", self.settings.sync)
                 return "end", {}
             if deadline is not None and time.time() > deadline:
                 return "not_ready", {}
@@ -155,8 +180,9 @@ class DirReader(Reader):
 
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
         self._begin = time.time()
-        found = self._poll(timeout) if self.comm.rank == 0 else None
-        status, info = self.comm.bcast(found, root=0)
+        found = (*self._poll(timeout), self.root and str(self.root)) if self.comm.rank == 0 else None
+        status, info, root = self.comm.bcast(found, root=0)
+        self.root = root and Path(root)
         if status == "end":
             return BeginStepResult(StepStatus.END_OF_STREAM)
         if status == "not_ready":

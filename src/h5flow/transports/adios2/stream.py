@@ -96,6 +96,18 @@ def remove_run(filename: str) -> None:
             Path(p).unlink(missing_ok=True)
 
 
+def retract(filename: str, run_id: str) -> None:
+    """Delete the announcement of run ``run_id`` if it is still the current one (producer rank 0 at the close
+    of an SST stream: a finished SST run cannot be read, and a consumer that found its announcement would
+    attach to the next run's streams under the old run's identity)."""
+    path = announcement_path(filename)
+    try:
+        if Announcement.load(path).run_id == run_id:
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+
+
 def announce(filename: str, info: Announcement) -> None:
     from h5flow._fileio import atomic_write
 

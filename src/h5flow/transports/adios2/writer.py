@@ -12,8 +12,8 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
-from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, stream_name,
-                                             writer_parameters)
+from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, retract,
+                                             stream_name, writer_parameters)
 from h5flow.transports._common import PutsWriter, StepPuts, block_payload, dataset_layout, step_nbytes
 from h5flow.transports.base import PublishInfo, TransportError
 
@@ -119,6 +119,8 @@ class Adios2Writer(PutsWriter):
         if self._open:
             self._open = False
             self._engine.Close()  # SST: waits until the reader has taken every queued step
+            if self.engine == "sst" and self.comm.rank == 0:
+                retract(self.config.filename, self.info.run_id)
 
     def _do_abort(self) -> None:
         # No Close(): an SST reader then reports the writer as failed (BeginStep → OtherError) instead of
