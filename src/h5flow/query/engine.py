@@ -278,8 +278,8 @@ class Selection:
                     raise DamagedIndexError(
                         "; ".join(idx.damaged.values()) + f". Rebuild it (h5flow index build {self.source.path} "
                         f"{path}), drop it (h5flow index drop), or query with --stale scan (ignore it)")
-                if idx is not None and not (idx.fresh("minmax") or idx.fresh("bitmap")):
-                    if self.options.on_stale == "error":
+                if idx is not None and (idx.damaged or not (idx.fresh("minmax") or idx.fresh("bitmap"))):
+                    if self.options.on_stale == "error" and not idx.damaged:
                         raise StaleIndexError(
                             f"the index of {path} in {self._store.path} is stale: the data changed after it was "
                             f"built. Rebuild it (h5flow index build {self.source.path} {path}), check it "
