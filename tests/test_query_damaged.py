@@ -143,3 +143,28 @@ def test_query_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
                             shell=True, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=120)
     assert len(out.splitlines()) == 2 and "Broken pipe" not in err and "Traceback" not in err, err
+
+
+def test_ls_refuses_special_files_and_symlinks_out_of_a_container_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    from h5flow._paths import default_plugin_dir
+
+    c = tmp_path / "c"
+    env = dict(os.environ, HDF5_VOL_CONNECTOR="h5flow_log", HDF5_PLUGIN_PATH=str(default_plugin_dir()))
+    subprocess.run([sys.executable, "-c", "import h5py, sys; h5py.File(sys.argv[1], 'w')['x'] = [1, 2, 3]", str(c)],
+                   env=env, check=True, timeout=120)
+    logs = sorted((c / "x").glob("*.idx"))
+    assert logs, sorted(p.name for p in (c / "x").iterdir())
+    r = _cli("ls", str(c))
+    assert r.returncode == 0 and "/x" in r.stdout, r.stderr
+    for target in ("/dev/zero", "fifo", str(tmp_path / "outside")):
+        logs[0].unlink()
+        if target == "fifo":
+            os.mkfifo(logs[0])
+        else:
+            if not target.startswith("/dev"):
+                Path(target).write_bytes(b"\0" * 64)
+            logs[0].symlink_to(target)
+        r = _cli("ls", str(c))  # within _cli's timeout: a blocking open or an endless read fails the test
+        assert r.returncode == 1 and "refused" in r.stderr, (target, r.stdout, r.stderr)
