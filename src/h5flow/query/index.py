@@ -9,7 +9,11 @@ h5dump output and checksums do not change, read-only files can be indexed, and h
     /datasets/<dataset path>/minmax/   min, max (dataset dtype), nan (int64), crc32 (uint32), per block;
                                        sub_min, sub_max, sub_nan per sub-slab (format 2, attr sub_blocks)
     /datasets/<dataset path>/bitmap/   bin_min, bin_max (dataset dtype), bin_count (int64), offsets (uint64),
-                                       blob (uint8: the bins' portable Roaring bitmaps, one after another)
+                                       blob (uint8: the bins' portable Roaring bitmaps, one after another),
+                                       bin_crc32 (uint32: each bin's bitmap bytes)
+
+Each kind's ``content_crc32`` attribute is the CRC-32 of its arrays (all but ``blob``) and of the attributes
+that say what they mean (:func:`content_crc`): a damaged index is refused, never used.
 
 Each kind's group records ``fingerprint`` (file size + mtime, or the dataset's log files in a container),
 ``shape``, ``dtype``, ``block_shape``, ``built_unix`` and ``build_seconds``. An index whose fingerprint no
