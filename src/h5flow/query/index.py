@@ -769,9 +769,11 @@ class IndexStore:
         g = f[_group_path(dset_path)]
         mm = bm = None
         damaged: dict[str, str] = {}
+        read: dict[str, dict[str, np.ndarray]] = {}  # kind -> its arrays but the blob, each read once
         for kind in KINDS:
+            if kind in g:
+                arrays = read[kind] = {k: g[kind][k][()] for k in g[kind] if k != "blob"}
             if kind in g and "content_crc32" in g[kind].attrs:  # sidecars written before checksums have none
-                arrays = {k: g[kind][k][()] for k in g[kind] if k != "blob"}
                 if content_crc(arrays, dict(g[kind].attrs)) != int(g[kind].attrs["content_crc32"]):
                     damaged[kind] = (f"the {kind} index of {dset_path} in {f.filename} is damaged: its content "
                                      "does not match its checksum")
@@ -779,20 +781,22 @@ class IndexStore:
             m = g["minmax"]
             a = dict(m.attrs)
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
-                mm = MinMax(grid, m["min"][()], m["max"][()], m["nan"][()], m["crc32"][()],
+                r = read["minmax"]
+                mm = MinMax(grid, r["min"], r["max"], r["nan"], r["crc32"],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
                 mm.format1 = "sub_blocks" not in a
                 sub = int(a.get("sub_blocks", 1))  # format 1: none (zone maps per block)
                 if sub > 1 and "sub_min" in m and len(m["sub_min"]) == grid.nblocks * sub:
-                    mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, m["sub_min"][()], m["sub_max"][()], m["sub_nan"][()]
+                    mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, r["sub_min"], r["sub_max"], r["sub_nan"]
         if "bitmap" in g:
             b = g["bitmap"]
             a = dict(b.attrs)
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
-                bm = Bitmap(grid, b["bin_min"][()], b["bin_max"][()], b["bin_count"][()], b["offsets"][()], b["blob"],
+                r = read["bitmap"]
+                bm = Bitmap(grid, r["bin_min"], r["bin_max"], r["bin_count"], r["offsets"], b["blob"],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]),
                             int(a.get("bins_requested", DEFAULT_BINS)),
-                            bin_crc32=b["bin_crc32"][()] if "bin_crc32" in b else None,
+                            bin_crc32=r.get("bin_crc32"),
                             where=f"of {dset_path} in {f.filename}")
         return mm, bm, damaged
 
