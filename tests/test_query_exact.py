@@ -23,6 +23,8 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NP_OPS = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
@@ -197,3 +199,58 @@ def test_float32_literal_between_stored_values_issue_example(tmp_path: Path) -> 
                                capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr
             assert f"{int(np.count_nonzero(exp)):,} element(s)" in r.stdout, (expr, extra, r.stdout)
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[str, np.ndarray, str, int | float]:
+    """A dtype, data drawn from its boundary values and random ones, an operator and a literal drawn from the
+    boundaries around the data."""
+    code = draw(st.sampled_from(DTYPES))
+    dt = np.dtype(code)
+    pool = stored_values(dt) + ([np.nan] if dt.kind == "f" else [])
+    if dt.kind == "f":
+        rnd = st.floats(width=8 * dt.itemsize if dt.itemsize in (2, 4, 8) else 64, allow_nan=True)
+    elif dt.kind == "b":
+        rnd = st.booleans()
+    else:
+        info = np.iinfo(dt)
+        rnd = st.integers(int(info.min), int(info.max))
+    vals = draw(st.lists(st.one_of(st.sampled_from(pool), rnd), min_size=1, max_size=40))
+    a = np.array(vals, dtype=dt)
+    lits: list[int | float] = literals(dt)
+    for v in a[: 8].tolist():
+        lits.append(v if not isinstance(v, bool) else int(v))
+    lit = draw(st.sampled_from(lits))
+    return code, a, draw(st.sampled_from(OPS)), lit
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_case())
+def test_random_data_and_literals_decide_as_numpy(tmp_path_factory: pytest.TempPathFactory,
+                                                  case: tuple[str, np.ndarray, str, int | float]) -> None:
+    from h5flow.query import ApplyOptions, BuildConfig, Q, apply, build_index
+    from h5flow.query.index import forget_loaded
+
+    code, a, op, lit = case
+    d = tmp_path_factory.mktemp("prop")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            exp: int | str = int(np.count_nonzero(NP_OPS[op](a.view(np.uint8) if a.dtype == np.bool_ else a, lit)))
+        except (OverflowError, TypeError, ValueError):
+            exp = "error"
+    for kind in ("minmax", "bitmap"):
+        p = d / f"{kind}.h5"
+        with h5py.File(p, "w") as f:
+            f.create_dataset("d", data=a, chunks=(3,), maxshape=(None,))
+        build_index(p, "/d", BuildConfig(kind=kind, bins=4, progress=False))  # type: ignore[arg-type]
+        for opts in (ApplyOptions(use_index=False), ApplyOptions(kinds=(kind,))):
+            try:
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    with apply(p, NP_OPS_Q[op](Q.data("/d"), lit), opts) as r:
+                        got: int | str = r.datasets[0].count
+            except (OverflowError, TypeError, ValueError):
+                got = "error"
+            assert got == exp, (code, a.tolist(), op, lit, kind, opts.use_index)
+        forget_loaded()
