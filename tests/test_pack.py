@@ -405,6 +405,26 @@ def test_a_killed_pack_leaves_an_output_the_next_one_removes(tmp_path: Path, dir
     assert out.exists()
 
 
+def test_an_interrupted_force_replacement_is_finished_by_the_next_pack(tmp_path: Path) -> None:
+    """--force moves the previous destination aside, renames the new one in, removes the old one: killed
+    between the renames, the next pack puts the previous one back (then refuses without --force); killed
+    after them, it removes the old copy."""
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid whose process is gone
+    import socket
+
+    aside = tmp_path / f".out.h5.h5flow-old.{socket.gethostname()}-{dead.pid}.0123456789ab"
+    aside.write_bytes(b"previous")
+    p = _h5flow("pack", str(src), str(out), check=False)
+    assert p.returncode == 1 and "exists" in p.stderr and "restored" in p.stderr, p.stderr
+    assert out.read_bytes() == b"previous" and not aside.exists()
+    aside.write_bytes(b"older")
+    p = _h5flow("pack", "--force", str(src), str(out))
+    assert "removed" in p.stderr and not aside.exists() and out.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+
+
 def test_slab_mib_must_be_a_finite_size(tmp_path: Path) -> None:
     for bad in ("nan", "inf", "0", "-1", "x"):
         p = _h5flow("pack", "--slab-mib", bad, str(tmp_path / "c.h5"), str(tmp_path / "o.h5"), check=False)

@@ -944,11 +944,12 @@ def _check_paths(src: Path, dst: Path, force: bool, want: str) -> None:
 _HOST = socket.gethostname().replace("/", "_")
 
 
-def _interrupted_outputs(dst: Path) -> list[Path]:
-    """Temporary outputs (``.<name>.h5flow-tmp.<host>-<pid>.<token>``) of a pack or unpack to ``dst`` whose
-    process, on this host, is gone (killed before it could remove them). Outputs of live processes, of
-    other hosts and of a reused pid are left alone."""
-    pat = re.compile(rf"\.{re.escape(dst.name)}\.h5flow-tmp\.(?P<host>.+)-(?P<pid>\d+)\.[0-9a-f]{{12}}")
+def _interrupted_outputs(dst: Path, kind: str = "tmp") -> list[Path]:
+    """Temporary outputs (``.<name>.h5flow-tmp.<host>-<pid>.<token>``; ``kind="old"``: a previous
+    destination moved aside by ``--force``, ``.<name>.h5flow-old.<host>-<pid>.<token>``) of a pack or unpack
+    to ``dst`` whose process, on this host, is gone (killed before it could remove them). Those of live
+    processes, of other hosts and of a reused pid are left alone."""
+    pat = re.compile(rf"\.{re.escape(dst.name)}\.h5flow-{kind}\.(?P<host>.+)-(?P<pid>\d+)\.[0-9a-f]{{12}}")
     out = []
     try:
         names = os.listdir(dst.parent)
@@ -983,7 +984,7 @@ def _install(tmp: Path, dst: Path) -> None:
         if tmp.is_file() and dst.is_file() and not dst.is_symlink():
             os.replace(tmp, dst)  # atomic
             return
-        old = dst.parent / f".{dst.name}.h5flow-old.{uuid.uuid4().hex[:12]}"
+        old = dst.parent / f".{dst.name}.h5flow-old.{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}"
         os.rename(dst, old)
         try:
             os.rename(tmp, dst)
@@ -993,6 +994,23 @@ def _install(tmp: Path, dst: Path) -> None:
         _remove(old)
     else:
         os.rename(tmp, dst)
+
+
+def _clean_interrupted(dstp: Path) -> list[str]:
+    """Remove what killed packs and unpacks to ``dstp`` left (their temporary outputs), and finish an
+    interrupted ``--force`` replacement; returns what was done, as warnings."""
+    warnings: list[str] = []
+    for old in _interrupted_outputs(dstp):  # of a pack/unpack to the same name that was killed
+        _remove(old)
+        warnings.append(f"removed {old}, the temporary output of an interrupted pack or unpack to {dstp.name}")
+    for old in _interrupted_outputs(dstp, "old"):  # --force killed between its two renames
+        if dstp.exists() or dstp.is_symlink():  # the new destination was in place: the old one is garbage
+            _remove(old)
+            warnings.append(f"removed {old}, the previous {dstp.name} an interrupted --force replaced")
+        else:  # killed before the new one was in place: the previous destination comes back
+            os.rename(old, dstp)
+            warnings.append(f"restored {dstp} from {old}, where an interrupted --force had moved it")
+    return warnings
 
 
 def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction: str, force: bool,
@@ -1008,8 +1026,17 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
     srcp, dstp = Path(src), Path(dst)
     src_kind, dst_kind = ("h5flow_log", "native") if direction == "pack" else ("native", "h5flow_log")
     err: BaseException | None = None
+    cleaned: list[str] = []
     try:
-        _check_paths(srcp, dstp, force, "container" if direction == "pack" else "native")
+        if rank == 0:
+            cleaned = _clean_interrupted(dstp)
+    except BaseException as e:  # noqa: BLE001 - re-raised below, on every rank
+        err = e
+    if comm is not None:
+        comm.Barrier()  # the destination as the cleanup left it, on every rank
+    try:
+        if err is None:
+            _check_paths(srcp, dstp, force, "container" if direction == "pack" else "native")
     except BaseException as e:  # noqa: BLE001 - re-raised below, on every rank
         err = e
     if comm is not None:
@@ -1017,14 +1044,12 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
         if err is None and any(errs):
             raise PackError(f"rank {next(i for i, e in enumerate(errs) if e)}: {next(e for e in errs if e)}")
     if err is not None:
+        if cleaned:  # what the cleanup did must not go unsaid
+            raise PackError(f"{err}; before that: {'; '.join(cleaned)}") from err
         raise err
-    report = PackReport(src=str(srcp), dst=str(dstp), direction=direction, ranks=size)
+    report = PackReport(src=str(srcp), dst=str(dstp), direction=direction, ranks=size, warnings=cleaned)
     token = None
     if rank == 0:
-        for old in _interrupted_outputs(dstp):  # of a pack/unpack to the same name that was killed
-            _remove(old)
-            report.warnings.append(f"removed {old}, the temporary output of an interrupted {direction} or pack/unpack "
-                                   f"to {dstp.name}")
         token = f"{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}"
     if comm is not None:
         token = comm.bcast(token, root=0)
