@@ -168,3 +168,14 @@ def test_ls_refuses_special_files_and_symlinks_out_of_a_container_without_blocki
             logs[0].symlink_to(target)
         r = _cli("ls", str(c))  # within _cli's timeout: a blocking open or an endless read fails the test
         assert r.returncode == 1 and "refused" in r.stderr, (target, r.stdout, r.stderr)
+
+
+def test_index_commands_name_the_datasets_there_are(tmp_path: Path) -> None:
+    p = tmp_path / "d.h5"
+    with h5py.File(p, "w") as f:
+        f["a"] = np.arange(10.0)
+        f["g/b"] = np.arange(10)
+    for action in ("build", "verify"):
+        r = _cli("index", action, str(p), "/nope")
+        assert r.returncode == 1 and f"no dataset /nope in {p}; datasets: /a, /g/b" in r.stderr, r.stderr
+        assert r.stderr.count("error:") == 1 and "synchronously" not in r.stderr, r.stderr

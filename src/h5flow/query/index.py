@@ -974,13 +974,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
     payload: Any = None
     try:
         with source.open() as f:
-            if dset_path not in f:
-                raise KeyError(f"{dset_path}: no such dataset in {path}")
-            dset = f[dset_path]
-            import h5py
-
-            if not isinstance(dset, h5py.Dataset):
-                raise IndexError_(f"{dset_path} is a group; index a dataset")
+            dset = _dataset(f, dset_path, path)
             dtype = dset.dtype
             if not is_numeric(dtype):
                 raise IndexError_(f"{dset_path} has type {dtype}; only integer, float and bool datasets are indexed")
@@ -1034,6 +1028,20 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
             raise IndexError_(f"index build failed writing {sidecar_path(source.path)}: {error}")
     assert result is not None
     return result
+
+
+def _dataset(f: h5py.File, dset_path: str, path: str | os.PathLike[str]) -> h5py.Dataset:
+    """The dataset ``dset_path`` of the open file ``f``, or an error that lists the datasets there are."""
+    import h5py
+
+    obj = f.get(dset_path)
+    if isinstance(obj, h5py.Dataset):
+        return obj
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    what = "no dataset" if obj is None else "not a dataset:"
+    raise IndexError_(f"{what} {dset_path} in {path}; datasets: {', '.join(sorted(names)[:20]) or 'none'}"
+                      + (f" ... ({len(names)} in all)" if len(names) > 20 else ""))
 
 
 def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: np.ndarray | None, sub: int,
@@ -1177,7 +1185,7 @@ def verify_index(path: str | os.PathLike[str], dset_path: str) -> tuple[int, int
     disagrees with the data it was built from raises :class:`DamagedIndexError` (rebuild it)."""
     source = Source.of(path)
     with source.open() as f:
-        dset = f[dset_path]
+        dset = _dataset(f, dset_path, path)
         grid = grid_for(dset.shape, dset.dtype.itemsize, dset.chunks, native=not source.container)
         store = IndexStore(source)
         try:
