@@ -122,14 +122,14 @@ def _collect(container: str | os.PathLike[str], dataset: str | None) -> list[dic
     recs: list[dict[str, Any]] = []
     with h5py.File(str(container), "r") as f:
         names: list[str] = []
-        f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-        if dataset is not None:
-            obj = f.get(dataset)
-            if not isinstance(obj, h5py.Dataset):
-                listing = ", ".join("/" + n for n in sorted(names)) or "none"
-                what = "no dataset" if obj is None else "not a dataset:"
-                raise ValueError(f"{what} {dataset} in {container}; datasets: {listing}")
+        obj = f.get(dataset) if dataset is not None else None
+        if dataset is not None and isinstance(obj, h5py.Dataset):
             return _records(dataset_stats(obj))
+        f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        if dataset is not None:  # what the user can ask for instead
+            listing = ", ".join("/" + n for n in sorted(names)) or "none"
+            what = "no dataset" if obj is None else "not a dataset:"
+            raise ValueError(f"{what} {dataset} in {container}; datasets: {listing}")
         for n in sorted(names):
             recs.extend(_records(dataset_stats(f[n])))
     return recs

@@ -34,8 +34,7 @@ from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name
 from h5flow.query import _kernels
 from h5flow.query.grammar import QuerySyntaxError, parse
 from h5flow.query.index import (BlockReader, BuildConfig, DamagedIndexError, DatasetIndex, IndexStore, _buffer,
-                                bitmap_class,
-                                build_index, default_sub, file_identity, is_numeric, stats_zones)
+                                bitmap_class, build_index, default_sub, file_identity, is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
@@ -1203,7 +1202,8 @@ def apply(loc: Location | Sequence[Location], query: Query | str, options: Apply
         for name, whys in unknown.items():
             if len(whys) == len(locs):
                 pos = _name_pos(q, name)
-                msg = whys[0] + ("" if len(locs) == 1 else f" (and in the {len(locs) - 1} other location(s))")
+                msg = whys[0] + ("" if len(locs) == 1 else
+                                 f" (in the first location; the other {len(locs) - 1} have no such name either)")
                 raise QuerySyntaxError(msg, text, pos) if text is not None and pos >= 0 else QueryError(msg)
     except BaseException:
         result.close()
