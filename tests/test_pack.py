@@ -327,18 +327,108 @@ def test_failed_pack_leaves_nothing_behind(tmp_path: Path) -> None:
     assert sorted(x.name for x in tmp_path.iterdir()) == ["c.h5", "out.h5"]
 
 
-def test_unpack_filtered_refused_or_stripped(tmp_path: Path) -> None:
-    native, dst = tmp_path / "n.h5", tmp_path / "c.h5"
+def test_unpack_keeps_filters_and_pack_keeps_them_back(tmp_path: Path) -> None:
+    """gzip + shuffle survive native -> container -> native: the data and the filter pipeline of every
+    step; --strip-filters still copies without them."""
+    native, cont, back, plain = tmp_path / "n.h5", tmp_path / "c.h5", tmp_path / "back.h5", tmp_path / "plain.h5"
     _py("""
         import numpy as np, h5py
         with h5py.File(PATH, "w") as f:
-            f.create_dataset("z", data=np.arange(1000), chunks=(100,), compression="gzip")
+            f.create_dataset("z", data=np.arange(100000) % 977, chunks=(10000,), compression="gzip",
+                             compression_opts=6, shuffle=True)
+            f.create_dataset("f", data=np.linspace(0, 1, 5000).reshape(50, 100), chunks=(10, 100), shuffle=True)
     """, PATH=native)
-    p = _h5flow("unpack", str(native), str(dst), check=False)
-    assert p.returncode == 1 and "/z" in p.stderr and "--strip-filters" in p.stderr and not dst.exists()
-    p = _h5flow("unpack", "--strip-filters", str(native), str(dst))
+    _h5flow("unpack", str(native), str(cont))
+    _h5flow("pack", str(cont), str(back))
+    got = _py("""
+        import json, numpy as np, h5py
+        from h5flow.packing import open_container
+        out = {}
+        for name, f in (("native", h5py.File(NATIVE, "r")), ("container", open_container(CONT)),
+                        ("back", h5py.File(BACK, "r"))):
+            out[name] = {d: [[int(c) for c in f[d].id.get_create_plist().get_filter(i)[:1]] +
+                             [list(f[d].id.get_create_plist().get_filter(i)[2])]
+                             for i in range(f[d].id.get_create_plist().get_nfilters())] for d in ("z", "f")}
+            out[name + "_equal"] = bool(np.array_equal(f["z"][()], np.arange(100000) % 977) and
+                                        np.array_equal(f["f"][()], np.linspace(0, 1, 5000).reshape(50, 100)))
+            f.close()
+        print(json.dumps(out))
+    """, NATIVE=native, CONT=cont, BACK=back)
+    res = json.loads(got.stdout)
+    assert res["native_equal"] and res["container_equal"] and res["back_equal"], res
+    shuffle, gzip = 2, 1
+    assert [f[0] for f in res["native"]["z"]] == [shuffle, gzip] and res["native"]["z"][1][1] == [6], res
+    assert res["container"] == res["native"] and res["back"] == res["native"], res
+    p = _h5flow("unpack", "--strip-filters", str(native), str(plain))
     assert "filters" in p.stderr  # warned
-    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", native, dst))
+    _assert_same(_h5diff("--vol-value-1=0", "--vol-name-1=native", native, plain))
+
+
+SLOW_PACK = """
+import sys, time
+import h5flow.packing as pk
+def stop(*a, **k):  # the output exists, half written: wait here to be killed
+    print("copying", flush=True)
+    time.sleep(120)
+pk._copy_data = stop
+pk.DIRECTION(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("direction", ["pack", "unpack"])
+def test_a_killed_pack_leaves_an_output_the_next_one_removes(tmp_path: Path, direction: str) -> None:
+    import signal
+
+    src, native, out = tmp_path / "c.h5", tmp_path / "n.h5", tmp_path / "out"
+    _py(MAKE_PLAIN, PATH=src)
+    _h5flow("pack", str(src), str(native))
+    source = src if direction == "pack" else native
+    env = {k: v for k, v in os.environ.items() if k not in ("HDF5_VOL_CONNECTOR", "HDF5_PLUGIN_PATH")}
+    killed = subprocess.Popen([sys.executable, "-c", SLOW_PACK.replace("DIRECTION", direction), str(source), str(out)],
+                              env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert killed.stdout is not None and killed.stdout.readline().strip() == "copying"
+        left = [p for p in tmp_path.iterdir() if ".h5flow-tmp." in p.name]
+        assert len(left) == 1 and left[0].name.startswith(".out.h5flow-tmp."), left
+        # a pack to the same name while the first one is alive leaves its output alone
+        _h5flow(direction, str(source), str(tmp_path / "other"))
+        assert left[0].exists()
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert killed.stdout is not None
+        killed.stdout.close()
+    assert left[0].exists()  # SIGKILL: nothing cleaned up
+    p = _h5flow(direction, str(source), str(out))
+    assert "removed" in p.stderr and left[0].name in p.stderr, p.stderr
+    assert [p.name for p in tmp_path.iterdir() if ".h5flow-tmp." in p.name] == []
+    assert out.exists()
+
+
+def test_an_interrupted_force_replacement_is_finished_by_the_next_pack(tmp_path: Path) -> None:
+    """--force moves the previous destination aside, renames the new one in, removes the old one: killed
+    between the renames, the next pack puts the previous one back (then refuses without --force); killed
+    after them, it removes the old copy."""
+    src, out = tmp_path / "c.h5", tmp_path / "out.h5"
+    _py(MAKE_PLAIN, PATH=src)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid whose process is gone
+    import socket
+
+    aside = tmp_path / f".out.h5.h5flow-old.{socket.gethostname()}-{dead.pid}.0123456789ab"
+    aside.write_bytes(b"previous")
+    p = _h5flow("pack", str(src), str(out), check=False)
+    assert p.returncode == 1 and "exists" in p.stderr and "restored" in p.stderr, p.stderr
+    assert out.read_bytes() == b"previous" and not aside.exists()
+    aside.write_bytes(b"older")
+    p = _h5flow("pack", "--force", str(src), str(out))
+    assert "removed" in p.stderr and not aside.exists() and out.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+
+
+def test_slab_mib_must_be_a_finite_size(tmp_path: Path) -> None:
+    for bad in ("nan", "inf", "0", "-1", "x"):
+        p = _h5flow("pack", "--slab-mib", bad, str(tmp_path / "c.h5"), str(tmp_path / "o.h5"), check=False)
+        assert p.returncode == 2 and "--slab-mib" in p.stderr and "Traceback" not in p.stderr, (bad, p.stderr)
 
 
 def test_progress_bar(tmp_path: Path) -> None:

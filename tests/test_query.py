@@ -274,7 +274,13 @@ def test_binding_errors(files: dict[str, Path], tmp_path: Path) -> None:
         apply(p, (Q.data() > 1) & (Q.data("/c") > 0))
     with pytest.raises(TypeError, match="no truth value"):
         bool(Q.data("/c") > 1)
-    with apply(p, "nothing == 3") as r:  # a name that is no dataset is an attribute name
+    with pytest.raises(QuerySyntaxError, match=r"no dataset or attribute named 'nothing': datasets /a/x, /b/x, /c"):
+        apply(p, "nothing == 3")  # a name that names nothing is a mistake: what exists is listed
+    with h5py.File(p, "a") as h:
+        h["c"].attrs["nothing"] = 3
+    with apply(p, "nothing == 3") as r:  # a name that is no dataset but an attribute is an attribute name
+        assert not r.datasets and r.attributes == [(str(p), "/c", "nothing")]
+    with apply(p, "@absent == 3") as r:  # '@': an attribute, present or not
         assert not r.datasets and not r.attributes
 
 
@@ -578,6 +584,7 @@ def test_index_format_1_is_used_per_block_and_a_newer_format_is_refused(tmp_path
         for name in ("sub_min", "sub_max", "sub_nan"):
             del g[name]
         del g.attrs["sub_blocks"]
+        del g.attrs["content_crc32"]  # format 1 had no checksums
     with apply(p, "/le > 13.2") as r:
         d = r.datasets[0]
         assert d.count == int((a > 13.2).sum())

@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`h5flow query ... | head`): stop quietly, as Unix tools killed by SIGPIPE do;
+        # stdout goes to /dev/null so that flushing it at exit does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
     except (ValueError, RuntimeError, OSError, KeyError) as e:
         # Configuration, transport and file errors carry a message meant for the user; a traceback
         # would bury it (set H5FLOW_DEBUG=1 to see one).

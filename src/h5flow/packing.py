@@ -8,8 +8,7 @@
 * committed datatypes, and datasets created with them keep using the copy;
 * every dataset with its datatype, dataspace (current and maximum shape) and creation property list
   (chunk shape, fill value and fill/allocation times, attribute creation order; filters where the source
-  has them — a container has none, and unpacking a filtered native dataset is refused unless
-  ``strip_filters=True``);
+  has them; ``strip_filters=True`` drops them on unpack);
 * attributes, in creation order where tracked;
 * object references (``h5py.ref_dtype``, also as fields of compound types), remapped to the copies of the
   objects they name; dimension scales (``H5DSset_scale``/``H5DSattach_scale`` on the copies, in the
@@ -22,8 +21,9 @@ The containers are opened with the h5flow_log connector through their file acces
 (``H5Pset_vol``), the native file with the native connector, so both work in one process whatever
 ``HDF5_VOL_CONNECTOR`` says; the plugin directory is appended to HDF5's plugin path.
 
-Output is atomic: everything is written under ``.<name>.h5flow-tmp.<token>`` in the destination's
-directory and renamed to the destination only after a successful close; a failing pack removes it.
+Output is atomic: everything is written under ``.<name>.h5flow-tmp.<host>-<pid>.<token>`` in the
+destination's directory and renamed to the destination only after a successful close; a failing pack removes
+it, and the next pack or unpack to the same name removes those of killed processes of this host.
 
 Under MPI (``comm`` with more than one rank; the command line uses ``COMM_WORLD`` under ``mpiexec``), every
 rank makes the same metadata calls on the destination, which is opened with the ``mpio`` driver (native) or
@@ -37,7 +37,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
+import socket
 import sys
 import time
 import uuid
@@ -444,13 +446,9 @@ class _Copier:
         space = sdid.get_space()
         dcpl = sdid.get_create_plist()
         nfilters = dcpl.get_nfilters()
-        if nfilters and self.to_container:
+        if nfilters and self.to_container and self.strip_filters:  # asked for: copied without its filters
             names = ", ".join(dcpl.get_filter(i)[3].decode("ascii", "replace") or str(dcpl.get_filter(i)[0])
                               for i in range(nfilters))
-            if not self.strip_filters:
-                raise PackError(f"{path}: compressed/filtered ({names}); h5flow_log containers store data "
-                                "unfiltered: unpack with --strip-filters (strip_filters=True) to copy it without "
-                                "its filters, or h5repack -f NONE first")
             dcpl.remove_filter(h5py.h5z.FILTER_ALL)
             self.report.warnings.append(f"{path}: filters ({names}) not copied (strip_filters)")
         virtual = dcpl.get_layout() == h5py.h5d.VIRTUAL
@@ -943,6 +941,33 @@ def _check_paths(src: Path, dst: Path, force: bool, want: str) -> None:
         raise FileNotFoundError(f"{dst.parent}: the destination's directory does not exist")
 
 
+_HOST = socket.gethostname().replace("/", "_")
+
+
+def _interrupted_outputs(dst: Path, kind: str = "tmp") -> list[Path]:
+    """Temporary outputs (``.<name>.h5flow-tmp.<host>-<pid>.<token>``; ``kind="old"``: a previous
+    destination moved aside by ``--force``, ``.<name>.h5flow-old.<host>-<pid>.<token>``) of a pack or unpack
+    to ``dst`` whose process, on this host, is gone (killed before it could remove them). Those of live
+    processes, of other hosts and of a reused pid are left alone."""
+    pat = re.compile(rf"\.{re.escape(dst.name)}\.h5flow-{kind}\.(?P<host>.+)-(?P<pid>\d+)\.[0-9a-f]{{12}}")
+    out = []
+    try:
+        names = os.listdir(dst.parent)
+    except OSError:
+        return []
+    for n in names:
+        m = pat.fullmatch(n)
+        if m is None or m.group("host") != _HOST or int(m.group("pid")) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group("pid")), 0)
+        except ProcessLookupError:
+            out.append(dst.parent / n)
+        except OSError:  # alive (another user's process): not ours to remove
+            pass
+    return sorted(out)
+
+
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p, ignore_errors=True)
@@ -959,7 +984,7 @@ def _install(tmp: Path, dst: Path) -> None:
         if tmp.is_file() and dst.is_file() and not dst.is_symlink():
             os.replace(tmp, dst)  # atomic
             return
-        old = dst.parent / f".{dst.name}.h5flow-old.{uuid.uuid4().hex[:12]}"
+        old = dst.parent / f".{dst.name}.h5flow-old.{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}"
         os.rename(dst, old)
         try:
             os.rename(tmp, dst)
@@ -969,6 +994,23 @@ def _install(tmp: Path, dst: Path) -> None:
         _remove(old)
     else:
         os.rename(tmp, dst)
+
+
+def _clean_interrupted(dstp: Path) -> list[str]:
+    """Remove what killed packs and unpacks to ``dstp`` left (their temporary outputs), and finish an
+    interrupted ``--force`` replacement; returns what was done, as warnings."""
+    warnings: list[str] = []
+    for old in _interrupted_outputs(dstp):  # of a pack/unpack to the same name that was killed
+        _remove(old)
+        warnings.append(f"removed {old}, the temporary output of an interrupted pack or unpack to {dstp.name}")
+    for old in _interrupted_outputs(dstp, "old"):  # --force killed between its two renames
+        if dstp.exists() or dstp.is_symlink():  # the new destination was in place: the old one is garbage
+            _remove(old)
+            warnings.append(f"removed {old}, the previous {dstp.name} an interrupted --force replaced")
+        else:  # killed before the new one was in place: the previous destination comes back
+            os.rename(old, dstp)
+            warnings.append(f"restored {dstp} from {old}, where an interrupted --force had moved it")
+    return warnings
 
 
 def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction: str, force: bool,
@@ -984,8 +1026,17 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
     srcp, dstp = Path(src), Path(dst)
     src_kind, dst_kind = ("h5flow_log", "native") if direction == "pack" else ("native", "h5flow_log")
     err: BaseException | None = None
+    cleaned: list[str] = []
     try:
-        _check_paths(srcp, dstp, force, "container" if direction == "pack" else "native")
+        if rank == 0:
+            cleaned = _clean_interrupted(dstp)
+    except BaseException as e:  # noqa: BLE001 - re-raised below, on every rank
+        err = e
+    if comm is not None:
+        comm.Barrier()  # the destination as the cleanup left it, on every rank
+    try:
+        if err is None:
+            _check_paths(srcp, dstp, force, "container" if direction == "pack" else "native")
     except BaseException as e:  # noqa: BLE001 - re-raised below, on every rank
         err = e
     if comm is not None:
@@ -993,12 +1044,16 @@ def _run(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, direction:
         if err is None and any(errs):
             raise PackError(f"rank {next(i for i, e in enumerate(errs) if e)}: {next(e for e in errs if e)}")
     if err is not None:
+        if cleaned:  # what the cleanup did must not go unsaid
+            raise PackError(f"{err}; before that: {'; '.join(cleaned)}") from err
         raise err
-    token = uuid.uuid4().hex[:12] if rank == 0 else None
+    report = PackReport(src=str(srcp), dst=str(dstp), direction=direction, ranks=size, warnings=cleaned)
+    token = None
+    if rank == 0:
+        token = f"{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:12]}"
     if comm is not None:
         token = comm.bcast(token, root=0)
     tmp = dstp.parent / f".{dstp.name}.h5flow-tmp.{token}"
-    report = PackReport(src=str(srcp), dst=str(dstp), direction=direction, ranks=size)
     sf = df = None
     ok = False
     try:
@@ -1082,8 +1137,8 @@ def unpack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, force: b
            strip_filters: bool = False) -> PackReport:
     """Copy the native HDF5 file ``src`` into the new h5flow_log container ``dst`` (see :func:`pack`).
 
-    A container stores no filters: a filtered (compressed) dataset is refused unless ``strip_filters``,
-    which copies its data unfiltered."""
+    Filtered (compressed) datasets keep their filters (the container applies them per write);
+    ``strip_filters`` copies them without."""
     return _run(src, dst, direction="unpack", force=force, slab_bytes=slab_bytes, progress=progress, comm=comm,
                 strip_filters=strip_filters)
 
@@ -1121,6 +1176,20 @@ def _cmd(direction: str) -> Callable[[Any], int]:
     return run
 
 
+def _slab_mib(text: str) -> float:
+    """``--slab-mib``: a finite number of MiB that makes at least one byte."""
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v * (1 << 20) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite size of at least 1 byte, in MiB (e.g. 64)")
+    return v
+
+
 def add_commands(sub: Any) -> None:
     for direction, what in (("pack", "an h5flow_log container into one native HDF5 file"),
                             ("unpack", "a native HDF5 file into an h5flow_log container")):
@@ -1133,12 +1202,12 @@ def add_commands(sub: Any) -> None:
         p.add_argument("src", metavar=src_name)
         p.add_argument("dst", metavar=dst_name)
         p.add_argument("--force", action="store_true", help=f"replace {dst_name} if it exists")
-        p.add_argument("--slab-mib", type=float, default=DEFAULT_SLAB_BYTES / (1 << 20),
+        p.add_argument("--slab-mib", type=_slab_mib, default=DEFAULT_SLAB_BYTES / (1 << 20),
                        help="data held in memory per copy step, MiB (default %(default)g)")
         p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                        help="progress bar on stderr (auto: when stderr is a terminal)")
         if direction == "unpack":
             p.add_argument("--strip-filters", action="store_true",
-                           help="copy compressed/filtered datasets without their filters (a container stores "
-                           "data unfiltered; without this they are refused)")
+                           help="copy compressed/filtered datasets without their filters (default: they keep "
+                           "them)")
         p.set_defaults(func=_cmd(direction))

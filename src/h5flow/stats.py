@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 UDF_PROP = b"h5flow_log.udf"
+_PREFIX = "h5flow stats: error: "
 UDF_SPEC_MAX = 1024  # bytes of the property (include/h5flow_udf.h)
 
 
@@ -120,13 +121,15 @@ def _collect(container: str | os.PathLike[str], dataset: str | None) -> list[dic
 
     recs: list[dict[str, Any]] = []
     with h5py.File(str(container), "r") as f:
-        if dataset is not None:
-            obj = f[dataset]
-            if not isinstance(obj, h5py.Dataset):
-                raise ValueError(f"{container}: {dataset} is not a dataset")
-            return _records(dataset_stats(obj))
         names: list[str] = []
+        obj = f.get(dataset) if dataset is not None else None
+        if dataset is not None and isinstance(obj, h5py.Dataset):
+            return _records(dataset_stats(obj))
         f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        if dataset is not None:  # what the user can ask for instead
+            listing = ", ".join("/" + n for n in sorted(names)) or "none"
+            what = "no dataset" if obj is None else "not a dataset:"
+            raise ValueError(f"{what} {dataset} in {container}; datasets: {listing}")
         for n in sorted(names):
             recs.extend(_records(dataset_stats(f[n])))
     return recs
@@ -143,6 +146,8 @@ def read_stats(container: str | os.PathLike[str], dataset: str | None = None, *,
     ``visible``, ``written``, ``first``, ``last``, ``count``, ``nan``, ``min``, ``max``, ``sum``,
     ``argmin``, ``argmax``, ``hist``, ``udf_status``, ``udf`` / ``udf_error``). A pandas DataFrame
     instead when ``as_frame`` is true, or when it is None and pandas imports."""
+    if not os.path.lexists(container):
+        raise FileNotFoundError(f"no such file or directory: {container}")
     if not (Path(container) / "@h5flow_log").is_file():
         raise ValueError(f"{container} is not an h5flow_log container (no @h5flow_log marker)")
     if _connector_active():
@@ -153,8 +158,9 @@ def read_stats(container: str | os.PathLike[str], dataset: str | None = None, *,
         env = dict(os.environ, HDF5_VOL_CONNECTOR="h5flow_log", HDF5_PLUGIN_PATH=str(default_plugin_dir()))
         cmd = [sys.executable, "-m", "h5flow.stats", "--json", str(container)] + ([dataset] if dataset else [])
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if p.returncode != 0:
-            raise RuntimeError(p.stderr.strip() or f"{' '.join(cmd)} failed ({p.returncode})")
+        if p.returncode != 0:  # the helper's own message, without its prefix (the caller adds one)
+            msg = p.stderr.strip().removeprefix(_PREFIX)
+            raise RuntimeError(msg or f"{' '.join(cmd)} failed ({p.returncode})")
         recs = json.loads(p.stdout)
     if as_frame is False:
         return recs
@@ -237,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _cmd_stats(args)
     except (ValueError, RuntimeError, OSError, KeyError) as e:
-        print(f"h5flow stats: error: {e}", file=sys.stderr)
+        print(f"{_PREFIX}{e}", file=sys.stderr)
         return 1
 
 

@@ -9,7 +9,9 @@ stored in HDF5's own serialized form (``H5Tencode``/``H5Sencode2``), decoded her
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +69,30 @@ def unescape(component: str) -> str | None:
     return out.decode("utf-8", "surrogateescape") if out else None
 
 
+def read_file(path: Path, root: Path | None = None) -> bytes:
+    """The bytes of one of a container's files, refusing without blocking what is not a regular file (a FIFO
+    would block ``open``, ``/dev/zero`` would never end) and a symlink that leads out of the container
+    ``root``."""
+    if root is not None and path.is_symlink():
+        target = Path(os.path.realpath(path))
+        top = Path(os.path.realpath(root))
+        if top != target and top not in target.parents:
+            raise ContainerError(f"{path} is a symbolic link out of the container (to {target}): refused")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ContainerError(f"{path}: {e.strerror}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ContainerError(f"{path} is not a regular file (a device, FIFO or socket): refused")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def _crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     for b in data:
@@ -79,7 +105,7 @@ def _crc32c(data: bytes) -> int:
 def read_marker(root: Path) -> tuple[int, int]:
     """(format, epoch) of the container's marker, every field checked as the connector checks it."""
     path = root / MARKER
-    m = MARKER_RE.fullmatch(path.read_bytes())
+    m = MARKER_RE.fullmatch(read_file(path, root))
     if not m:
         raise ContainerError(f"{path} is malformed: expected "
                              "'h5flow_log\\nformat <version>\\nepoch <number>\\n'")
@@ -105,13 +131,13 @@ def _is_commit_at(raw: bytes, q: int) -> bool:
         struct.unpack_from("<I", raw, q + COMMIT_SIZE - 4)[0] == _crc32c(raw[q:q + COMMIT_SIZE - 4])
 
 
-def check_index(path: Path) -> tuple[int, bool]:
+def check_index(path: Path, root: Path | None = None) -> tuple[int, bool]:
     """Walk an index log's records as the connector does: (records, whether it ends in a torn tail).
 
     Checks the structure (magic, lengths, flags) and tells a torn tail (an incomplete record after the
     last commit record: a writer died while appending) from damage (an incomplete-looking record with a
     commit record after it); record and data checksums are the connector's to check (h5py, h5dump)."""
-    raw = path.read_bytes()
+    raw = read_file(path, root)
     pos = count = 0
     magic_bytes = struct.pack("<I", REC_MAGIC)
     while pos < len(raw):
@@ -161,16 +187,16 @@ def _read_layout(path: Path, raw: bytes, at: int) -> tuple[str, int] | None:
     return f"{LAYOUT_ORDERS[order]}:{'x'.join(map(str, chunk))}:gen{gen}", epoch
 
 
-def _read_sidecar(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, ...]]:
-    dtype, shape, maxshape, _ = _read_sidecar_layout(path)
+def _read_sidecar(path: Path, root: Path | None = None) -> tuple[str, tuple[int, ...], tuple[int | None, ...]]:
+    dtype, shape, maxshape, _ = _read_sidecar_layout(path, root)
     return dtype, shape, maxshape
 
 
-def _read_sidecar_layout(path: Path) -> tuple[str, tuple[int, ...], tuple[int | None, ...],
-                                               tuple[str, int] | None]:
+def _read_sidecar_layout(path: Path, root: Path | None = None) -> tuple[str, tuple[int, ...], tuple[int | None, ...],
+                                                                   tuple[str, int] | None]:
     from h5py import h5s, h5t
 
-    raw = path.read_bytes()
+    raw = read_file(path, root)
     if len(raw) < 28 or raw[:8] != SIDECAR_MAGIC:
         raise ContainerError(f"{path}: not an h5flow_log dataset sidecar")
     if len(raw) < 4096 and struct.unpack("<I", raw[-4:])[0] != _crc32c(raw[:-4]):
@@ -196,7 +222,7 @@ def _read_sidecar_layout(path: Path) -> tuple[str, tuple[int, ...], tuple[int | 
 def scan(container: str | Path) -> list[Entry]:
     """Every group and dataset of the container, depth first in name order."""
     root = Path(container)
-    if not (root / MARKER).is_file():
+    if not os.path.lexists(root / MARKER):
         raise ContainerError(f"{root} is not an h5flow_log container (no {MARKER}); "
                              "was it written with HDF5_VOL_CONNECTOR=h5flow_log?")
     read_marker(root)
@@ -204,8 +230,8 @@ def scan(container: str | Path) -> list[Entry]:
     first_name: dict[int, str] = {}  # object id -> the name it was listed under (each object listed once)
 
     def visit(d: Path, path: str) -> None:
-        if d != root and (d / HARD_FILE).is_file():
-            raw = (d / HARD_FILE).read_bytes()
+        if d != root and os.path.lexists(d / HARD_FILE):
+            raw = read_file(d / HARD_FILE, root)
             if len(raw) != 12 or _crc32c(raw[:8]) != int.from_bytes(raw[8:], "little"):
                 raise ContainerError(f"{d / HARD_FILE} is damaged (expected an object id and its CRC32C)")
             oid = int.from_bytes(raw[:8], "little")
@@ -219,19 +245,23 @@ def scan(container: str | Path) -> list[Entry]:
             if d == root:
                 entries.append(Entry(path, "hardlink", target="/"))
                 return
-        if d != root and (d / SOFT_FILE).is_file():
-            entries.append(Entry(path, "softlink", target=(d / SOFT_FILE).read_bytes().decode("utf-8", "replace")))
+        if d != root and os.path.lexists(d / SOFT_FILE):
+            entries.append(Entry(path, "softlink", target=read_file(d / SOFT_FILE, root).decode("utf-8", "replace")))
             return
         names = sorted((n, c) for c in d.iterdir() if c.is_dir() and (n := unescape(c.name)) is not None)
+        for _, c in names:
+            if c.is_symlink() and Path(os.path.realpath(root)) not in Path(os.path.realpath(c)).parents:
+                raise ContainerError(f"{c} is a symbolic link out of the container (to {os.path.realpath(c)}): "
+                                     "refused")
         attrs = sum(1 for c in d.iterdir() if c.name.startswith(ATTR_PREFIX))
-        if (d / DSET_FILE).is_file():
-            dtype, shape, maxshape, layout = _read_sidecar_layout(d / DSET_FILE)
+        if os.path.lexists(d / DSET_FILE):
+            dtype, shape, maxshape, layout = _read_sidecar_layout(d / DSET_FILE, root)
             superseded = layout[1] if layout else 0  # logs of this epoch or earlier are garbage, not read
             logs = [c for c in d.iterdir() if (m := LOG_RE.match(c.name)) and int(m.group(1)) > superseded]
             writers = 0
             for c in logs:
                 if c.name.endswith(".idx"):
-                    check_index(c)
+                    check_index(c, root)
                     writers += 1
             size = sum(c.stat().st_size for c in logs if c.name.endswith(".dat"))
             if layout:
@@ -239,7 +269,7 @@ def scan(container: str | Path) -> list[Entry]:
             entries.append(Entry(path, "dataset", shape, maxshape, dtype, writers, size, attrs,
                                  layout=layout[0] if layout else None))
             return
-        if d != root and not (d / GROUP_FILE).is_file():
+        if d != root and not os.path.lexists(d / GROUP_FILE):
             return  # a creation that never completed
         entries.append(Entry(path, "group", attrs=attrs))
         for name, child in names:

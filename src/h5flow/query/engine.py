@@ -33,8 +33,8 @@ from h5flow.query.blocks import BlockGrid, grid_for
 from h5flow.query.expr import And, AttrName, AttrValue, DataCond, LinkName, Name, Or, Query, QueryError
 from h5flow.query import _kernels
 from h5flow.query.grammar import QuerySyntaxError, parse
-from h5flow.query.index import (BlockReader, BuildConfig, DatasetIndex, IndexStore, _buffer, bitmap_class,
-                                build_index, default_sub, file_identity, is_numeric, stats_zones)
+from h5flow.query.index import (BlockReader, BuildConfig, DamagedIndexError, DatasetIndex, IndexStore, _buffer,
+                                bitmap_class, build_index, default_sub, file_identity, is_numeric, stats_zones)
 from h5flow.query.source import Source
 
 if TYPE_CHECKING:
@@ -273,8 +273,12 @@ class Selection:
             idx = None
             if self.options.use_index:
                 idx = self._store.load(path, self.grid)
-                if idx is not None and not (idx.fresh("minmax") or idx.fresh("bitmap")):
-                    if self.options.on_stale == "error":
+                if idx is not None and idx.damaged and self.options.on_stale == "error":
+                    raise DamagedIndexError(
+                        "; ".join(idx.damaged.values()) + f". Rebuild it (h5flow index build {self.source.path} "
+                        f"{path}), drop it (h5flow index drop), or query with --stale scan (ignore it)")
+                if idx is not None and (idx.damaged or not (idx.fresh("minmax") or idx.fresh("bitmap"))):
+                    if self.options.on_stale == "error" and not idx.damaged:
                         raise StaleIndexError(
                             f"the index of {path} in {self._store.path} is stale: the data changed after it was "
                             f"built. Rebuild it (h5flow index build {self.source.path} {path}), check it "
@@ -339,8 +343,9 @@ class Selection:
     def _unused(self, c: DataCond) -> str:
         """What the plan says of a condition no index serves."""
         assert c.path is not None
-        if self._indexes.get(c.path) is not None:
-            return "stale (ignored)"
+        idx = self._indexes.get(c.path)
+        if idx is not None:
+            return "damaged (ignored)" if idx.damaged else "stale (ignored)"
         if self.options.use_index and self._store.has(c.path):
             return "none (its index has another block grid)"
         return "none"
@@ -1045,8 +1050,59 @@ class _Handles(dict):  # type: ignore[type-arg]
         return obj
 
 
+@dataclass
+class _Names:
+    """What a file offers a bare name, gathered only when a name binds to nothing (error messages)."""
+
+    datasets: dict[str, Any]
+    objects: list[tuple[str, Any, bool]]
+    _attrs: set[str] | None = None
+    unknown: dict[str, str] = field(default_factory=dict)  # name -> why it names nothing in this file
+
+    def attrs(self) -> set[str]:
+        if self._attrs is None:
+            self._attrs = set()
+            for _, o, _ in self.objects:
+                try:
+                    self._attrs.update(o.attrs.keys())
+                except Exception:  # noqa: BLE001 - an object whose attributes cannot be listed offers none
+                    pass
+        return self._attrs
+
+    def fields(self) -> dict[str, list[str]]:
+        """Compound datasets and their field names."""
+        return {p: list(d.dtype.names) for p, d in self.datasets.items() if d.dtype.names}
+
+
+def _listing(items: Sequence[str], limit: int = 12) -> str:
+    items = sorted(items)
+    return (", ".join(items[:limit]) + (f", ... ({len(items)} in all)" if len(items) > limit else "")) or "none"
+
+
+def _unknown_name(name: str, names: _Names) -> str:
+    """Why a bare name names nothing: the datasets, compound fields and attributes that exist."""
+    fields = names.fields()
+    owners = [p for p, fs in fields.items() if name in fs]
+    if owners:
+        return (f"'{name}' is a field of the compound dataset(s) {_listing(owners)}: fields of compound datasets "
+                "are not queried element-wise (store the columns as datasets, docs/QUERY.md \"Limits\")")
+    head, _, tail = name.rpartition(".")
+    table = [p for p in names.datasets if p.rsplit("/", 1)[-1] == head]
+    if head and table:
+        d = names.datasets[table[0]]
+        have = f"its fields: {_listing(list(d.dtype.names))}" if d.dtype.names else f"it has type {d.dtype}, no fields"
+        return (f"'{name}': {table[0]} has no field '{tail}' ({have}); fields of compound datasets are not "
+                "queried element-wise")
+    numeric = [p for p, d in names.datasets.items() if is_numeric(d.dtype)]
+    other = [p for p in names.datasets if p not in numeric]
+    return (f"no dataset or attribute named '{name}': datasets {_listing(numeric)}"
+            + (f"; not numeric: {_listing(other)}" if other else "")
+            + (f"; compound fields: {_listing([f'{p}.{x}' for p, fs in fields.items() for x in fs])}" if fields else "")
+            + f"; attributes {_listing(list(names.attrs()))} (write @name for an attribute that may be absent)")
+
+
 def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str | None,
-          handles: _Handles | None = None) -> Query:
+          handles: _Handles | None = None, names: _Names | None = None) -> Query:
     import h5py
 
     handles = handles if handles is not None else _Handles(f)
@@ -1060,8 +1116,8 @@ def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str
         return p if p.startswith("/") else (base.rstrip("/") + "/" + p)
 
     if isinstance(q, (And, Or)):
-        return type(q)(_bind(q.left, f, base, datasets, text, handles),
-                       _bind(q.right, f, base, datasets, text, handles))
+        return type(q)(_bind(q.left, f, base, datasets, text, handles, names),
+                       _bind(q.right, f, base, datasets, text, handles, names))
     if isinstance(q, DataCond) and q.path is not None:
         p = absolute(q.path)
         obj = handles[p]
@@ -1074,6 +1130,8 @@ def _bind(q: Query, f: h5py.File, base: str, datasets: dict[str, Any], text: str
     if isinstance(q, Name):
         hits = sorted(p for p in datasets if p.rsplit("/", 1)[-1] == q.name)
         if isinstance(q.value, str) or not hits:
+            if names is not None and q.name not in names.attrs():  # names nothing here: remember why
+                names.unknown.setdefault(q.name, _unknown_name(q.name, names))
             return AttrValue(q.name, q.op, q.value, q.pos)
         if len(hits) > 1:
             raise err(f"'{q.name}' names {len(hits)} datasets ({', '.join(hits[:4])}{'...' if len(hits) > 4 else ''}):"
@@ -1126,6 +1184,7 @@ def apply(loc: Location | Sequence[Location], query: Query | str, options: Apply
         raise TypeError(f"apply() needs a query or its text, got {type(query).__name__}")
     locs = list(loc) if isinstance(loc, (list, tuple)) else [loc]
     result = QueryResult(q)
+    unknown: dict[str, list[str]] = {}  # bare name -> why it names nothing, per location
     try:
         for one in locs:
             if isinstance(one, h5py.Group):
@@ -1136,15 +1195,35 @@ def apply(loc: Location | Sequence[Location], query: Query | str, options: Apply
                 f, closer = source.open_kept()  # a handle kept between queries where safe (source.py)
                 result._files.append(closer)
                 base = "/"
-            _apply_one(f, base, source, q, text, options, result)
+            for name, why in _apply_one(f, base, source, q, text, options, result).items():
+                unknown.setdefault(name, []).append(why)
+        # a bare name that names no dataset and no attribute in any location is a mistake (a misspelled
+        # dataset or field), not an attribute that happens to be absent: say what exists
+        for name, whys in unknown.items():
+            if len(whys) == len(locs):
+                pos = _name_pos(q, name)
+                msg = whys[0] + ("" if len(locs) == 1 else
+                                 f" (in the first location; the other {len(locs) - 1} have no such name either)")
+                raise QuerySyntaxError(msg, text, pos) if text is not None and pos >= 0 else QueryError(msg)
     except BaseException:
         result.close()
         raise
     return result
 
 
+def _name_pos(q: Query, name: str) -> int:
+    """Where the bare name ``name`` stands in the query text (-1: not known)."""
+    if isinstance(q, Name) and q.name == name:
+        return q.pos
+    if isinstance(q, (And, Or)):
+        a = _name_pos(q.left, name)
+        return a if a >= 0 else _name_pos(q.right, name)
+    return -1
+
+
 def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | None, options: ApplyOptions,
-               result: QueryResult) -> None:
+               result: QueryResult) -> dict[str, str]:
+    """Apply ``q`` to one file; returns the bare names that name nothing in it, with what does exist."""
     import h5py
 
     objects: list[tuple[str, Any, bool]] = []
@@ -1161,7 +1240,8 @@ def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | No
         datasets = {p: o for p, o, d in objects if d}
     handles = _Handles(f)
     handles.update(datasets)
-    bound = _split(_bind(q, f, base, datasets, text, handles))
+    names = _Names(datasets, objects)
+    bound = _split(_bind(q, f, base, datasets, text, handles, names))
     _check_aligned(bound, handles, text)
     store = IndexStore(source)
     result._files.append(store)
@@ -1192,11 +1272,12 @@ def _apply_one(f: h5py.File, base: str, source: Source, q: Query, text: str | No
             m = _eval_obj(bound, path, handles[path], True)
             if m is not None:
                 add(path, m)
-        return
+        return names.unknown
     for path, obj, is_dset in objects:
         m = _eval_obj(bound, path, obj, is_dset)
         if m is not None:
             add(path, m)
+    return names.unknown
 
 
 def _all_paths(q: Query) -> list[str]:

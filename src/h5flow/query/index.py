@@ -9,7 +9,11 @@ h5dump output and checksums do not change, read-only files can be indexed, and h
     /datasets/<dataset path>/minmax/   min, max (dataset dtype), nan (int64), crc32 (uint32), per block;
                                        sub_min, sub_max, sub_nan per sub-slab (format 2, attr sub_blocks)
     /datasets/<dataset path>/bitmap/   bin_min, bin_max (dataset dtype), bin_count (int64), offsets (uint64),
-                                       blob (uint8: the bins' portable Roaring bitmaps, one after another)
+                                       blob (uint8: the bins' portable Roaring bitmaps, one after another),
+                                       bin_crc32 (uint32: each bin's bitmap bytes)
+
+Each kind's ``content_crc32`` attribute is the CRC-32 of its arrays (all but ``blob``) and of the attributes
+that say what they mean (:func:`content_crc`): a damaged index is refused, never used.
 
 Each kind's group records ``fingerprint`` (file size + mtime, or the dataset's log files in a container),
 ``shape``, ``dtype``, ``block_shape``, ``built_unix`` and ``build_seconds``. An index whose fingerprint no
@@ -412,6 +416,42 @@ def interval_status(lo: np.ndarray, hi: np.ndarray, n_nan: np.ndarray, n: np.nda
     return all_ok, none
 
 
+# ---------------------------------------------------------------- checksums of the index's own content
+
+#: the attributes an index's content checksum covers (what the arrays mean; not ``fingerprint``, which
+#: ``verify`` re-stamps, nor the build's timings)
+SEALED_ATTRS = ("shape", "block_shape", "dtype", "nblocks", "sub_blocks", "nbins")
+
+
+def content_crc(arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> int:
+    """CRC-32 of an index kind's arrays (all but the bitmap ``blob``, whose bins carry their own CRCs in
+    ``bin_crc32``) and of the attributes that say what they mean, in a canonical byte order."""
+    crc = 0
+    for name in sorted(arrays):
+        if name == "blob":
+            continue
+        a = np.asarray(arrays[name])
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.byteorder not in ("|",) else a
+        crc = zlib.crc32(f"{name}:{a.dtype.str}:{a.shape}".encode(), crc)
+        crc = zlib.crc32(np.ascontiguousarray(a).view(np.uint8), crc)
+    for name in SEALED_ATTRS:
+        if name in attrs:
+            v = attrs[name]
+            v = np.asarray(v).tolist() if not isinstance(v, (str, bytes)) else v
+            crc = zlib.crc32(f"{name}={v}".encode(), crc)
+    return crc
+
+
+def bin_crcs(offsets: np.ndarray, blob: np.ndarray) -> np.ndarray:
+    """CRC-32 of each bin's serialized bitmap ``blob[offsets[i]:offsets[i+1]]``."""
+    raw = np.asarray(blob, dtype=np.uint8)
+    return np.array([zlib.crc32(raw[int(a):int(z)]) for a, z in zip(offsets[:-1], offsets[1:])], np.uint32)
+
+
+class DamagedIndexError(IndexError_):
+    """An index whose content does not match its checksum, or (``verify``) the data it describes."""
+
+
 # ---------------------------------------------------------------- loaded indexes
 
 
@@ -543,11 +583,13 @@ def stats_zones(dset: h5py.Dataset, grid: BlockGrid) -> StatsZones | None:
             nan[k] = 1
         else:
             widen(int(k), int(k) + 1, fv, fv)
-    if work != np.float64:
-        try:
-            lo, hi = lo.astype(dtype), hi.astype(dtype)
-        except (TypeError, OverflowError, ValueError):
-            return None
+    # bounds in the stored dtype (the statistics are stored values, exact in float64 / Python ints), so that
+    # interval_status compares them with the literal as numpy compares the stored elements: a float32 0.1
+    # against the literal 0.1 in float32, not in float64
+    try:
+        lo, hi = lo.astype(dtype), hi.astype(dtype)
+    except (TypeError, OverflowError, ValueError):
+        return None
     return StatsZones(lo, hi, nan, unknown, len(shards), grid)
 
 
@@ -564,6 +606,8 @@ class Bitmap:
     build_seconds: float
     bins_requested: int = DEFAULT_BINS
     _cache: dict[int, Any] = field(default_factory=dict)
+    bin_crc32: np.ndarray | None = None  # per bin, of its serialized bitmap (None: a sidecar without them)
+    where: str = ""  # the sidecar and dataset, for messages
 
     @property
     def nbins(self) -> int:
@@ -585,6 +629,10 @@ class Bitmap:
                 raw = bytes(np.asarray(self.blob[a:z], dtype=np.uint8))
                 for r in run:
                     s, e = int(self.offsets[r]) - a, int(self.offsets[r + 1]) - a
+                    if self.bin_crc32 is not None and zlib.crc32(raw[s:e]) != int(self.bin_crc32[r]):
+                        raise DamagedIndexError(
+                            f"the bitmap index {self.where} is damaged: bin {r}'s bitmap does not match its "
+                            "checksum; rebuild it (h5flow index build --kind bitmap) or drop it (h5flow index drop)")
                     self._cache[r] = cls.deserialize(raw[s:e])
                 run = []
             run.append(b)
@@ -604,10 +652,11 @@ class DatasetIndex:
     minmax: MinMax | None
     bitmap: Bitmap | None
     current: str  # the dataset's fingerprint now
+    damaged: dict[str, str] = field(default_factory=dict)  # kind -> why its content cannot be trusted
 
     def fresh(self, kind: Kind) -> bool:
         idx = self.minmax if kind == "minmax" else self.bitmap
-        return idx is not None and idx.fingerprint == self.current
+        return idx is not None and idx.fingerprint == self.current and kind not in self.damaged
 
 
 # ---------------------------------------------------------------- the sidecar
@@ -660,7 +709,7 @@ class IndexStore:
 
     def _open(self) -> h5py.File | None:
         if self._file is None and self.path.exists():
-            self._file = native_file(self.path, "r")
+            self._file = native_file(self.path, "r", locking=False)
         return self._file
 
     def close(self) -> None:
@@ -694,8 +743,8 @@ class IndexStore:
         if entry is None or entry[0] != key:
             if entry is not None:
                 entry[1].close()
-            f = native_file(self.path, "r")
-            entry = (key, f, {})
+            f = native_file(self.path, "r", locking=False)  # kept open: no lock (the sidecar is only ever
+            entry = (key, f, {})                             # replaced by a rename, never written in place)
             _LOADED[str(self.path)] = entry
         _, f, cache = entry
         fmt = cache.get("format")  # type: ignore[call-overload]
@@ -708,35 +757,48 @@ class IndexStore:
         ck = (dset_path, grid.shape, grid.block)
         if ck not in cache:
             cache[ck] = self._read(f, dset_path, grid)
-        mm, bm = cache[ck]
+        mm, bm, damaged = cache[ck]
         if mm is None and bm is None:
             return None
-        return DatasetIndex(dset_path, mm, bm, self.source.fingerprint(dset_path))
+        return DatasetIndex(dset_path, mm, bm, self.source.fingerprint(dset_path), damaged)
 
     @staticmethod
-    def _read(f: h5py.File, dset_path: str, grid: BlockGrid) -> tuple[MinMax | None, Bitmap | None]:
+    def _read(f: h5py.File, dset_path: str, grid: BlockGrid) -> tuple[MinMax | None, Bitmap | None, dict[str, str]]:
         if _group_path(dset_path) not in f:
-            return None, None
+            return None, None, {}
         g = f[_group_path(dset_path)]
         mm = bm = None
+        damaged: dict[str, str] = {}
+        read: dict[str, dict[str, np.ndarray]] = {}  # kind -> its arrays but the blob, each read once
+        for kind in KINDS:
+            if kind in g:
+                arrays = read[kind] = {k: g[kind][k][()] for k in g[kind] if k != "blob"}
+            if kind in g and "content_crc32" in g[kind].attrs:  # sidecars written before checksums have none
+                if content_crc(arrays, dict(g[kind].attrs)) != int(g[kind].attrs["content_crc32"]):
+                    damaged[kind] = (f"the {kind} index of {dset_path} in {f.filename} is damaged: its content "
+                                     "does not match its checksum")
         if "minmax" in g:
             m = g["minmax"]
             a = dict(m.attrs)
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
-                mm = MinMax(grid, m["min"][()], m["max"][()], m["nan"][()], m["crc32"][()],
+                r = read["minmax"]
+                mm = MinMax(grid, r["min"], r["max"], r["nan"], r["crc32"],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]))
                 mm.format1 = "sub_blocks" not in a
                 sub = int(a.get("sub_blocks", 1))  # format 1: none (zone maps per block)
                 if sub > 1 and "sub_min" in m and len(m["sub_min"]) == grid.nblocks * sub:
-                    mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, m["sub_min"][()], m["sub_max"][()], m["sub_nan"][()]
+                    mm.sub, mm.sub_min, mm.sub_max, mm.sub_nan = sub, r["sub_min"], r["sub_max"], r["sub_nan"]
         if "bitmap" in g:
             b = g["bitmap"]
             a = dict(b.attrs)
             if a.get("complete", False) and tuple(a["block_shape"]) == grid.block and tuple(a["shape"]) == grid.shape:
-                bm = Bitmap(grid, b["bin_min"][()], b["bin_max"][()], b["bin_count"][()], b["offsets"][()], b["blob"],
+                r = read["bitmap"]
+                bm = Bitmap(grid, r["bin_min"], r["bin_max"], r["bin_count"], r["offsets"], b["blob"],
                             str(a["fingerprint"]), float(a["built_unix"]), float(a["build_seconds"]),
-                            int(a.get("bins_requested", DEFAULT_BINS)))
-        return mm, bm
+                            int(a.get("bins_requested", DEFAULT_BINS)),
+                            bin_crc32=r.get("bin_crc32"),
+                            where=f"of {dset_path} in {f.filename}")
+        return mm, bm, damaged
 
     def rows(self) -> list[IndexRow]:
         f = self._open()
@@ -756,6 +818,9 @@ class IndexStore:
                     status = "fresh" if self.source.fingerprint(dpath) == obj.attrs["fingerprint"] else "stale"
                 except (KeyError, OSError):
                     status = "stale (dataset gone)"
+                if "content_crc32" in obj.attrs and content_crc({k: obj[k][()] for k in obj if k != "blob"},
+                                                                dict(obj.attrs)) != int(obj.attrs["content_crc32"]):
+                    status = "damaged"
             size = sum(obj[k].id.get_storage_size() for k in obj if isinstance(obj[k], h5py.Dataset))
             shape = tuple(obj.attrs["shape"])
             data_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(str(obj.attrs["dtype"])).itemsize
@@ -782,7 +847,7 @@ class IndexStore:
                 out.attrs["source"] = str(self.source.path)
                 out.attrs["about"] = "h5flow query indexes (zone maps, bitmaps) of the file named in 'source'; docs/QUERY.md"
                 if self.path.exists():
-                    with native_file(self.path, "r") as old:
+                    with native_file(self.path, "r", locking=False) as old:
                         fmt = int(old.attrs.get("h5flow_index_format", 1))
                         if fmt > FORMAT:
                             raise IndexError_(f"{self.path} has index format {fmt}, written by a newer h5flow "
@@ -798,10 +863,14 @@ class IndexStore:
                             kept += 1
                 for (dpath, kind), content in add.items():
                     g = out.require_group(_group_path(dpath)).create_group(kind)
-                    for name, arr in content["arrays"].items():
+                    arrays = dict(content["arrays"])
+                    if "blob" in arrays:
+                        arrays["bin_crc32"] = bin_crcs(arrays["offsets"], arrays["blob"])
+                    for name, arr in arrays.items():
                         g.create_dataset(name, data=arr)
                     for k, v in content["attrs"].items():
                         g.attrs[k] = v
+                    g.attrs["content_crc32"] = np.uint32(content_crc(arrays, dict(g.attrs)))
                     g.attrs["kind"] = kind
                     g.attrs["dataset"] = dpath
                     g.attrs["complete"] = True
@@ -864,13 +933,20 @@ def _edges(sample: np.ndarray, dtype: np.dtype, bins: int) -> np.ndarray:
             return uniq.astype(dtype)
     f = s.astype(np.float64)
     q = np.quantile(f, np.linspace(0, 1, bins // 2 + 1)[:-1], method="inverted_cdf")
-    w = np.linspace(float(f.min()), float(f.max()), bins - bins // 2 + 1)[:-1]
+    fin = f[np.isfinite(f)]  # equal widths between finite ends (±inf get the quantile edges only)
+    t = np.linspace(0.0, 1.0, bins - bins // 2 + 1)[:-1]
+    with np.errstate(over="ignore"):  # lo * (1 - t) + hi * t: no hi - lo, which overflows for ±max
+        w = float(fin.min()) * (1.0 - t) + float(fin.max()) * t if fin.size else q[:0]
     e = np.concatenate([q, w])
     if dtype.kind in "biu":
-        e = np.floor(e)
+        # edges only sort values into bins (each bin records its own min and max): the float64 rounding of
+        # large integers is harmless, but the cast back must stay inside the dtype's range
         info = np.iinfo(dtype)
-        e = e.clip(info.min, info.max)
-    return np.unique(e.astype(dtype))
+        e = np.floor(e)
+        e = np.array([min(max(int(x), int(info.min)), int(info.max)) for x in e.tolist()], dtype=dtype)
+        return np.unique(e)
+    with np.errstate(over="ignore"):
+        return np.unique(e.astype(dtype))
 
 
 def _iterate(ids: np.ndarray, progress: bool, label: str) -> Iterator[int]:
@@ -898,13 +974,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
     payload: Any = None
     try:
         with source.open() as f:
-            if dset_path not in f:
-                raise KeyError(f"{dset_path}: no such dataset in {path}")
-            dset = f[dset_path]
-            import h5py
-
-            if not isinstance(dset, h5py.Dataset):
-                raise IndexError_(f"{dset_path} is a group; index a dataset")
+            dset = _dataset(f, dset_path, path)
             dtype = dset.dtype
             if not is_numeric(dtype):
                 raise IndexError_(f"{dset_path} has type {dtype}; only integer, float and bool datasets are indexed")
@@ -958,6 +1028,20 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
             raise IndexError_(f"index build failed writing {sidecar_path(source.path)}: {error}")
     assert result is not None
     return result
+
+
+def _dataset(f: h5py.File, dset_path: str, path: str | os.PathLike[str]) -> h5py.Dataset:
+    """The dataset ``dset_path`` of the open file ``f``, or an error that lists the datasets there are."""
+    import h5py
+
+    obj = f.get(dset_path)
+    if isinstance(obj, h5py.Dataset):
+        return obj
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    what = "no dataset" if obj is None else "not a dataset:"
+    raise IndexError_(f"{what} {dset_path} in {path}; datasets: {', '.join(sorted(names)[:20]) or 'none'}"
+                      + (f" ... ({len(names)} in all)" if len(names) > 20 else ""))
 
 
 def _build_share(reader: BlockReader, ids: np.ndarray, vdtype: np.dtype, edges: np.ndarray | None, sub: int,
@@ -1093,35 +1177,148 @@ def drop_index(path: str | os.PathLike[str], dset_path: str, kind: str | None = 
 
 
 def verify_index(path: str | os.PathLike[str], dset_path: str) -> tuple[int, int]:
-    """Re-read the dataset and compare every block with the checksums taken at build time; when all
-    match, stamp the indexes fresh again (e.g. the file was rewritten with the same data). Returns
-    (blocks, mismatching blocks); mismatches leave the indexes stale."""
+    """Re-read the dataset, compare every block with the checksums taken at build time, and check the index
+    against the data: each kind's content checksum, then (when the data is the indexed data) every zone's
+    min, max and NaN count recomputed, and every bitmap bin's positions, count and bounds against the values
+    at those positions. When all match, stamp the indexes fresh again (e.g. the file was rewritten with the
+    same data). Returns (blocks, mismatching data blocks); mismatches leave the indexes stale. An index that
+    disagrees with the data it was built from raises :class:`DamagedIndexError` (rebuild it)."""
     source = Source.of(path)
     with source.open() as f:
-        dset = f[dset_path]
+        dset = _dataset(f, dset_path, path)
         grid = grid_for(dset.shape, dset.dtype.itemsize, dset.chunks, native=not source.container)
         store = IndexStore(source)
-        idx = store.load(dset_path, grid)
-        if idx is None or idx.minmax is None:
+        try:
+            idx = store.load(dset_path, grid)
+            if idx is None or idx.minmax is None:
+                raise KeyError(f"no index on {dset_path} in {store.path}: build one with `h5flow index build`")
+            if idx.damaged:
+                raise DamagedIndexError("; ".join(idx.damaged.values()) + f": rebuild it (h5flow index build "
+                                        f"{source.path} {dset_path})")
+            fp = source.fingerprint(dset_path)
+            reader = BlockReader(dset, grid, not source.container)
+            bad = sum(1 for k in range(grid.nblocks)
+                      if zlib.crc32(np.ascontiguousarray(reader(k)).view(np.uint8)) != idx.minmax.crc32[k])
+            if bad == 0:
+                problems = _check_against_data(idx, reader, grid)
+                if problems:
+                    more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
+                    raise DamagedIndexError(
+                        f"the index of {dset_path} in {store.path} does not describe the data it was built from: "
+                        + "; ".join(problems[:8]) + more + f". Rebuild it (h5flow index build {source.path} "
+                        f"{dset_path})")
+        finally:
             store.close()
-            raise KeyError(f"no index on {dset_path} in {store.path}: build one with `h5flow index build`")
-        fp = source.fingerprint(dset_path)
-        reader = BlockReader(dset, grid, not source.container)
-        bad = sum(1 for k in range(grid.nblocks)
-                  if zlib.crc32(np.ascontiguousarray(reader(k)).view(np.uint8)) != idx.minmax.crc32[k])
-        store.close()
     if bad == 0 and source.fingerprint(dset_path) == fp:
         _restamp(source, dset_path, fp)
     return grid.nblocks, bad
 
 
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise equality with NaN equal to NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    eq = a == b
+    if a.dtype.kind == "f":
+        eq |= np.isnan(a) & np.isnan(b)
+    return eq
+
+
+def _check_against_data(idx: DatasetIndex, reader: BlockReader, grid: BlockGrid) -> list[str]:
+    """What of the index disagrees with the data (read block by block): zone maps recomputed and compared;
+    each bitmap position in exactly one bin, each bin's count, min and max those of the values it holds."""
+    problems: list[str] = []
+    mm, bm = idx.minmax, idx.bitmap
+    assert mm is not None
+    sub = mm.sub if mm.sub_min is not None else 1
+    sub_off = grid.sub_offsets(sub) if sub > 1 else None
+    bin_of = None
+    if bm is not None:
+        bin_of = np.full(grid.size, -1, np.int32)
+        total = 0
+        for b in range(bm.nbins):
+            pos = np.asarray(bm.bins([b])[0].to_array(), dtype=np.int64) if bm.bin_count[b] > 0 else np.zeros(0, np.int64)
+            total += pos.size
+            if pos.size != int(bm.bin_count[b]):
+                problems.append(f"bitmap bin {b} holds {pos.size} positions, its count says {int(bm.bin_count[b])}")
+            if pos.size and (int(pos[-1]) >= grid.size or np.any(bin_of[pos] >= 0)):
+                problems.append(f"bitmap bin {b} holds positions outside the data or of another bin")
+                continue
+            bin_of[pos] = b
+        if total != grid.size or np.any(bin_of < 0):
+            problems.append(f"the bitmap bins hold {total} positions, the data {grid.size}")
+            bin_of = None
+    if bm is not None and bin_of is not None:
+        fdt = np.float64 if bm.bin_min.dtype.kind == "f" else None
+        bmin = np.full(bm.nbins, np.nan) if fdt else None
+        bmax = np.full(bm.nbins, np.nan) if fdt else None
+        imin: dict[int, Any] = {}
+        imax: dict[int, Any] = {}
+    for k in range(grid.nblocks):
+        v = reader(k)
+        if v.size == 0:
+            continue
+        v = v.view(np.uint8) if v.dtype == np.bool_ else v
+        lo, hi, nan = block_stats(v)
+        if not (_same(lo, mm.min[k]) and _same(hi, mm.max[k]) and nan == int(mm.nan[k])):
+            problems.append(f"block {k}: zone map min {mm.min[k]!r} max {mm.max[k]!r} NaNs {int(mm.nan[k])}, "
+                            f"data {lo!r} {hi!r} {nan}")
+        if sub_off is not None and v.size:
+            assert mm.sub_min is not None and mm.sub_max is not None and mm.sub_nan is not None
+            slo, shi, snan = sub_stats(v, sub_off[k * sub:(k + 1) * sub + 1] - sub_off[k * sub])
+            ok = _same(slo, mm.sub_min[k * sub:(k + 1) * sub]) & _same(shi, mm.sub_max[k * sub:(k + 1) * sub]) \
+                & (snan == mm.sub_nan[k * sub:(k + 1) * sub])
+            if not ok.all():
+                j = int(np.flatnonzero(~ok)[0])
+                problems.append(f"block {k} sub-slab {j}: zone map min {mm.sub_min[k * sub + j]!r} max "
+                                f"{mm.sub_max[k * sub + j]!r}, data {slo[j]!r} {shi[j]!r}")
+        if bm is not None and bin_of is not None and v.size:
+            o = int(grid.offsets[k])
+            bb = bin_of[o:o + v.size]
+            if fdt:
+                assert bmin is not None and bmax is not None
+                with np.errstate(invalid="ignore"):
+                    np.fmin.at(bmin, bb, v.astype(np.float64))
+                    np.fmax.at(bmax, bb, v.astype(np.float64))
+            else:
+                for b in np.unique(bb).tolist():
+                    sel = v[bb == b]
+                    lo_b, hi_b = sel.min(), sel.max()
+                    imin[b] = lo_b if b not in imin else min(imin[b], lo_b)
+                    imax[b] = hi_b if b not in imax else max(imax[b], hi_b)
+    if bm is not None and bin_of is not None:
+        if fdt:
+            got_lo, got_hi = bmin.astype(bm.bin_min.dtype), bmax.astype(bm.bin_max.dtype)  # type: ignore[union-attr]
+        else:
+            got_lo, got_hi = bm.bin_min.copy(), bm.bin_max.copy()
+            for b in range(bm.nbins):
+                if b in imin:
+                    got_lo[b], got_hi[b] = imin[b], imax[b]
+        held = bm.bin_count > 0
+        ok = ~held | (_same(got_lo, bm.bin_min) & _same(got_hi, bm.bin_max))
+        for b in np.flatnonzero(~ok)[:8].tolist():
+            problems.append(f"bitmap bin {b}: min {bm.bin_min[b]!r} max {bm.bin_max[b]!r}, its values "
+                            f"{got_lo[b]!r} {got_hi[b]!r}")
+    return problems
+
+
 def _restamp(source: Source, dset_path: str, fp: str) -> None:
+    """Write the fresh fingerprint into a copy of the sidecar and rename it over the sidecar: never an
+    in-place write, which would need the sidecar's lock while other processes that queried the file (and
+    keep the sidecar open) are alive."""
+    import shutil
+
     path = sidecar_path(source.path)
     entry = _LOADED.pop(str(path), None)
     if entry is not None:
         entry[1].close()
-    with native_file(path, "r+") as f:
-        g = f[_group_path(dset_path)]
-        for kind in KINDS:
-            if kind in g:
-                g[kind].attrs["fingerprint"] = fp
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(path, tmp)
+        with native_file(tmp, "r+") as f:
+            g = f[_group_path(dset_path)]
+            for kind in KINDS:
+                if kind in g:
+                    g[kind].attrs["fingerprint"] = fp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -157,14 +157,18 @@ def _native_fapl() -> Any:
     return fapl
 
 
-def native_file(path: str | os.PathLike[str], mode: str) -> h5py.File:
-    """Open (``r``, ``r+``) or create (``w``) a native HDF5 file even when HDF5_VOL_CONNECTOR names another."""
+def native_file(path: str | os.PathLike[str], mode: str, locking: bool = True) -> h5py.File:
+    """Open (``r``, ``r+``) or create (``w``) a native HDF5 file even when HDF5_VOL_CONNECTOR names another.
+    ``locking=False``: without HDF5's file lock (for read-only handles kept between calls)."""
     import h5py
 
     if not container_env_active():
-        return h5py.File(path, mode)
+        return h5py.File(path, mode) if locking else h5py.File(path, mode, locking=False)
     name = os.fsencode(path)
     fapl = _native_fapl()
+    if not locking:
+        fapl = fapl.copy()
+        fapl.set_file_locking(False, True)
     if mode == "w":
         fid = h5py.h5f.create(name, h5py.h5f.ACC_TRUNC, fapl=fapl)
     else:
