@@ -471,7 +471,10 @@ def test_a_socket_consumer_group_that_attached_late_reports_its_missed_steps(tmp
             got = next(it)
             assert got.step == 2 and b.missed == [0, 1]
             np.testing.assert_array_equal(got.read("x").array(), _values(2))
+            b.reader.release()  # b took step 2 (a loop moving on would release it)
             it.close()
+        assert a.begin_step(10.0).status is StepStatus.OK  # every group takes every step: the producer closes clean
+        a.release()
         a.close()
 
 
