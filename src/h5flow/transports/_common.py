@@ -165,11 +165,12 @@ class StepPuts:
             local[mesh] = (kinds.pop(), [BlockMeta.of(b, rank) for b in blocks], [array_sig(b) for b in blocks])
         return local
 
-    def gather(self, comm: Any, step: int, time_: float) -> StepMeta:
-        """Collective: every rank's block metadata merged into the step's metadata (same on every rank)."""
+    def gather(self, comm: Any, step: int, time_: float, error: str = "") -> StepMeta:
+        """Collective: every rank's block metadata merged into the step's metadata (same on every rank).
+        ``error``: this rank cannot go on (its transport's own check failed); every rank raises it."""
         try:
             local = self.local_meta(comm.rank)
-            err = ""
+            err = f"rank {comm.rank}: {error}" if error else ""
         except TransportError as e:
             local, err = {}, f"rank {comm.rank}: {e}"
         gathered = sleepy_allgather(comm, (local, err))  # yields/sleeps: an oversubscribed node's ranks wait
@@ -250,7 +251,7 @@ class StepWriter(PutsWriter):
         t0 = time.time()
         step = self._step
         assert step is not None
-        meta = self._puts.gather(comm, step, self._step_time)
+        meta = self._puts.gather(comm, step, self._step_time, self._local_error())
         self._gathered_at = time.time()  # every rank has reached end_step (phase timers: "gather")
         nbytes = step_nbytes(meta)
         decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
@@ -303,6 +304,11 @@ class StepWriter(PutsWriter):
                 announced = True
             self._wait_for_consumers(delay)
             delay = min(delay * 2, cfg.poll_max)
+
+    def _local_error(self) -> str:
+        """Why this rank cannot go on ("" when it can), checked at every ``end_step`` and shared with every rank
+        by the step's gather (a transport's own liveness check: the hdf5 heartbeat helper)."""
+        return ""
 
     @abstractmethod
     def _queue_state(self) -> tuple[int, int, list[str]]:

@@ -170,7 +170,17 @@ class Writer(ABC):
         if exc[0] is None:
             self.close()
         else:
+            self._abort_error = exc[1]
             self._do_abort()
+
+    def abort_reason(self) -> str:
+        """Why the producer left (inside ``_do_abort``): the exception's text, for the stream's consumers."""
+        e = getattr(self, "_abort_error", None)
+        if e is None:
+            return "it stopped without closing the stream"
+        text = " ".join(str(e).split())
+        return (text if isinstance(e, TransportError) and text else f"{type(e).__name__}: {text}" if text
+                else type(e).__name__)[:2000]
 
     @abstractmethod
     def _do_begin_step(self, step: int, time: float) -> None: ...

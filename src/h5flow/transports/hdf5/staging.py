@@ -12,6 +12,8 @@ Layout of ``<filename>.h5flow/`` (format version 1, documented in docs/STREAM.md
     .step-<step:09d>.tmp/    a step being written: never looked at by consumers
     hb/<rank>                producer heartbeats: mtime refreshed every heartbeat/2 by a helper
                              process while the producer makes progress; content "host pid"
+    hb/<rank>.error          the error producer rank <rank> stopped on (written as it leaves)
+    hb/<rank>.stalled        the lease that rank overran (what it was doing); hb/<rank>.log: its helper's stderr
     owner                    the producer's claim: flock-ed by producer rank 0 while it runs; content: who
     .reserve                 a small preallocated file freed to make room for the last index lines when
                              the file system is full
@@ -24,6 +26,7 @@ opens steps listed in the index, so a partial step is never visible. Steps are d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -381,11 +384,28 @@ class Staging:
                 ages[r] = float("inf")
         return ages
 
+    def record_failure(self, rank: int, reason: str) -> None:
+        """Producer ``rank`` stops on an error: ``hb/<rank>.error`` holds why (best effort: a full file system
+        leaves consumers with "lost")."""
+        with contextlib.suppress(OSError):
+            atomic_write(self.hb / f"{rank}.error", reason)
+
+    def failure_of(self, rank: int) -> str:
+        """The reason producer ``rank`` recorded when it stopped on an error ("" when none)."""
+        try:
+            return (self.hb / f"{rank}.error").read_text().strip()
+        except OSError:
+            return ""
+
     def lost_producer(self, info: StreamInfo) -> str | None:
-        """A reason string if a producer rank stopped beating (dead for > 1.5 heartbeats), else None."""
+        """A reason string if a producer rank stopped beating (dead for > 1.5 heartbeats), else None: the error
+        it stopped on when it recorded one (``producer rank R failed: ...``), else what is known of its end."""
         limit = 1.5 * info.heartbeat
         for rank, age in self.heartbeat_ages(info.producers).items():
             if age > limit:
+                failed = self.failure_of(rank)
+                if failed:
+                    return f"producer rank {rank} failed: {failed}"
                 what = "never started" if age == float("inf") else f"no heartbeat for {age:.2f} s"
                 try:
                     stalled = (self.hb / f"{rank}.stalled").read_text().strip()
@@ -503,17 +523,28 @@ class DirWatch:
             self.fd = -1
 
 
+class HeartbeatError(RuntimeError):
+    """The heartbeat helper did not start, or stopped while its process runs."""
+
+
 class Heartbeat:
-    """A helper process that refreshes ``hb/<rank>`` while this process makes progress.
+    """A helper process that refreshes a heartbeat file (``hb/<rank>`` of a producer rank,
+    ``consumers/<group>.hb`` of a consumer group) while this process makes progress.
 
     A separate process rather than a thread: a thread would starve while this process sits in a long
-    MPI or HDF5 call holding the GIL, and a starved heartbeat would look like a crash. The helper
-    exits by itself when its parent dies (its stdin pipe closes or its parent pid changes), so a killed
-    producer stops beating at once.
+    MPI or HDF5 call holding the GIL, and a starved heartbeat would look like a crash. The helper is this
+    same interpreter (``sys.executable``) started with this process's whole environment, so it starts
+    wherever this process did (an interpreter that finds ``libpython`` or its modules only through
+    ``LD_LIBRARY_PATH``, ``PYTHONHOME`` or ``PYTHONPATH`` included). It exits by itself when its parent dies
+    (its stdin pipe closes or its parent pid changes), so a killed process stops beating at once.
+
+    It cannot fail silently: the file's mtime is set back to 0 before the helper starts, and the constructor
+    returns only once the helper has moved it (else :class:`HeartbeatError` with what the helper said on
+    stderr, kept in ``<file>.log``); :meth:`failure` tells a helper that stopped since.
 
     "Alive" is not enough: a producer deadlocked inside a collective HDF5 call is alive for ever. Before
     such a call the producer sets a *lease* (:meth:`expect_progress`): if it has not come back within
-    that many seconds the helper stops beating and writes ``hb/<rank>.stalled`` (what it was doing), so
+    that many seconds the helper stops beating and writes ``<file>.stalled`` (what it was doing), so
     consumers report the producer lost instead of waiting for it. :meth:`progress_done` lifts the lease.
     """
 
@@ -527,7 +558,7 @@ class Heartbeat:
         "        try:\n"
         "            os.utime(path)\n"
         "        except FileNotFoundError:\n"
-        "            break\n"
+        "            sys.exit('heartbeat file '+path+' removed')\n"
         "    elif not stalled:\n"
         "        stalled=True\n"
         "        try:\n"
@@ -552,16 +583,63 @@ class Heartbeat:
         "                except OSError:\n"
         "                    pass\n"
     )
+    #: the helper must have beaten once within this many seconds (or this many heartbeats, if longer)
+    START_BOUND = 30.0
 
-    def __init__(self, path: Path, interval: float) -> None:
-        path.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    def __init__(self, path: Path, interval: float, content: str = "") -> None:
+        path.write_text(content or f"{socket.gethostname()} {os.getpid()}\n")
+        os.utime(path, (0, 0))  # the helper's first beat moves it: the proof that it runs
         Path(f"{path}.stalled").unlink(missing_ok=True)
         self.path = path
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, env={"PATH": os.environ.get("PATH", "")},
-        )
+        self.interval = interval
+        self.err = Path(f"{path}.log")
+        self._stopped = False
+        if not sys.executable:
+            raise HeartbeatError(f"cannot start the heartbeat helper for {path}: this Python does not know its "
+                                 "interpreter (sys.executable is empty, as in some embedded interpreters)")
+        with open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, close_fds=True,
+            )
+        bound = max(self.START_BOUND, 10 * interval)
+        deadline = time.monotonic() + bound
+        while self._mtime() <= 0:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                what = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
+                        else f"did not beat within {bound:g} s")
+                self.stop()
+                raise HeartbeatError(
+                    f"the heartbeat helper ({sys.executable} -c ..., started with this process's environment) "
+                    f"{what}{self._said()}; without it the stream's peers would report this process lost after "
+                    f"{1.5 * interval:g} s")
+            time.sleep(0.005)
+
+    def _mtime(self) -> float:
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return -1.0
+
+    def _said(self) -> str:
+        """What the helper wrote on stderr (its last lines), as ``": ..."``, or ""."""
+        try:
+            text = self.err.read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        if not text:
+            return ""
+        lines = text.splitlines()
+        return ": " + " | ".join(lines[-3:])[-600:]
+
+    def failure(self) -> str:
+        """"" while the helper runs, else why it stopped (its exit status and last words): this process goes on
+        but no longer beats, so its peers will report it lost."""
+        if self._stopped or self.proc.poll() is None:
+            return ""
+        return (f"its heartbeat helper (pid {self.proc.pid}) stopped with status {self.proc.returncode}"
+                f"{self._said()}; {self.path} is no longer refreshed, so the stream's peers report this process "
+                "lost")
 
     def _tell(self, line: str) -> None:
         if self.proc.stdin is None or self.proc.poll() is not None:
@@ -581,6 +659,7 @@ class Heartbeat:
         self._tell("-1")
 
     def stop(self) -> None:
+        self._stopped = True
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

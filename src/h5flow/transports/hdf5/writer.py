@@ -25,7 +25,7 @@ from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings, layout_conflict
-from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, HeartbeatError, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
 
 STEP_FORMAT = "h5flow-step"
@@ -149,7 +149,7 @@ class Hdf5Writer(StepWriter):
         error = ""
         try:
             self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), self.settings.heartbeat)
-        except OSError as e:
+        except (OSError, HeartbeatError) as e:
             error = f"rank {comm.rank}: cannot start its heartbeat in {self.staging.hb}: {e}"
         errors = [e for e in comm.allgather(error) if e]
         if not errors and comm.rank == 0:
@@ -166,6 +166,10 @@ class Hdf5Writer(StepWriter):
             raise TransportError("; ".join(errors))
 
     # -- steps -----------------------------------------------------------------------------------
+    def _local_error(self) -> str:
+        """This rank's heartbeat helper stopped: the stream stops (consumers would report this rank lost)."""
+        return self._heartbeat.failure()
+
     def _do_end_step(self) -> PublishInfo:
         t_enter = time.time()
         self._drain()  # async_write: the previous step's write, and its error, before this step is admitted
@@ -723,14 +727,19 @@ class Hdf5Writer(StepWriter):
             raise TransportError(error)
 
     def _do_abort(self) -> None:
-        # No end-of-stream: consumers see the X line of an error the writer stopped on, or else report the
-        # producer as lost once the heartbeat stops. A step on the write thread is finished first (every rank's
-        # thread takes part in its collectives, whatever the simulation raised), or fails on its own.
+        # No end-of-stream: the reason the producer stopped goes where consumers look. Every rank leaves it in
+        # hb/<rank>.error (read when that rank's heartbeat stops: a rank that failed alone is named), rank 0
+        # also as an X line (consumers report it at once, after the steps published before). A step on the write
+        # thread is finished first (every rank's thread takes part in its collectives, whatever the simulation
+        # raised), or fails on its own.
         with contextlib.suppress(Exception):
             self._drain()
         self._stop_write_thread()
+        reason = self.abort_reason()
+        self.staging.record_failure(self.comm.rank, reason)
         self._heartbeat.stop()
         if self.comm.rank == 0:
+            self._stop_stream(f"producer rank 0 failed: {reason}")
             self._remove_doomed()
             self._close_log_file()
             self._release_rank0()

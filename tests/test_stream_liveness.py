@@ -1,0 +1,192 @@
+"""Liveness of an hdf5 stream's producer: its heartbeat starts wherever the producer does, is checked at open,
+and a heartbeat that stops while the producer runs is reported by the producer itself, with the reason reaching
+the consumers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from h5flow.transports.hdf5.staging import Heartbeat, read_index, staging_dir
+
+ACTORS = str(Path(__file__).with_name("stream_actors.py"))
+
+
+def _libpythons(exe: str) -> list[str]:
+    """Every libpython the loader finds for ``exe`` without LD_LIBRARY_PATH (its RUNPATH, the ld.so cache)."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    found: set[str] = set()
+    out = subprocess.run(["ldd", exe], capture_output=True, text=True, env=env).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("libpython") and len(parts) >= 3 and parts[2].startswith("/"):
+            found.add(parts[2])
+    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    stem = f"libpython{sys.version_info.major}.{sys.version_info.minor}"
+    for line in cache.splitlines():
+        if stem in line and "=>" in line:
+            found.add(line.split("=>")[-1].strip())
+    return sorted(p for p in found if os.path.exists(p))
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+def test_hdf5_stream_runs_with_an_interpreter_that_needs_ld_library_path(tmp_path: Path) -> None:
+    """The issue's reproduction: every libpython the loader finds on its own is hidden (a mount namespace), so
+    the interpreter starts only through LD_LIBRARY_PATH. A stream of many heartbeats is read to its end."""
+    if not _unshare_works():
+        pytest.skip("no mount namespace here (unshare -m fails); test_heartbeat_helper_gets_the_whole_environment "
+                    "covers the stripped environment")
+    exe = os.path.realpath(sys.executable)
+    libs = _libpythons(exe)
+    if not libs:
+        pytest.skip(f"{exe} does not load a libpython (statically linked): nothing for LD_LIBRARY_PATH to find")
+    private = tmp_path / "lib"
+    private.mkdir()
+    for lib in libs:
+        shutil.copy2(lib, private / os.path.basename(lib))
+    heartbeat = 0.2
+    config = json.dumps({"type": "hdf5", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "queue_limit": 3})
+    steps = 16  # with --sleep 0.1: about 1.6 s, 8 heartbeats
+    script = tmp_path / "repro.sh"
+    ld = f"{private}:{os.environ['LD_LIBRARY_PATH']}" if os.environ.get("LD_LIBRARY_PATH") else str(private)
+    script.write_text(f"""
+set -u
+for f in {' '.join(libs)}; do mount --bind /dev/null "$f" || exit 90; done
+env -i PATH="$PATH" {exe} -c pass 2>/dev/null && {{ echo "HIDE-FAILED"; exit 91; }}
+export LD_LIBRARY_PATH={ld}
+{sys.executable} {ACTORS} consume '{config}' --check --timeout 60 > {tmp_path}/consumer.out 2> {tmp_path}/consumer.err &
+c=$!
+{sys.executable} {ACTORS} produce '{config}' --steps {steps} --sleep 0.1 > {tmp_path}/producer.out 2> {tmp_path}/producer.err
+p=$?
+wait $c
+echo "RC $p $?"
+""")
+    done = subprocess.run(["unshare", "-m", "timeout", "120", "bash", str(script)], capture_output=True, text=True,
+                          timeout=150)
+    out = {name: (tmp_path / name).read_text() if (tmp_path / name).exists() else ""
+           for name in ("producer.out", "producer.err", "consumer.out", "consumer.err")}
+    assert "HIDE-FAILED" not in done.stdout, "libpython was not hidden: the test would prove nothing"
+    assert done.stdout.strip().endswith("RC 0 0"), (done.stdout, done.stderr, out)
+    checked = [line for line in out["consumer.out"].splitlines() if line.startswith("CHECKED")]
+    assert len(checked) == steps, out
+    assert "STATUS end_of_stream" in out["consumer.out"], out
+
+
+def test_heartbeat_helper_gets_the_whole_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper starts with the producer's environment (LD_LIBRARY_PATH, PYTHONHOME, ... as the producer got
+    them), not a stripped one."""
+    monkeypatch.setenv("H5FLOW_TEST_MARK", "kept")
+    hb = Heartbeat(tmp_path / "0", 0.2)
+    try:
+        environ = Path(f"/proc/{hb.proc.pid}/environ").read_bytes().split(b"\0")
+        env = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+        assert env.get("H5FLOW_TEST_MARK") == "kept"
+        for key in ("LD_LIBRARY_PATH", "PATH", "HDF5_PLUGIN_PATH"):
+            assert env.get(key) == os.environ.get(key), key
+    finally:
+        hb.stop()
+
+
+def test_heartbeat_that_cannot_start_fails_at_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interpreter that cannot start (here: one that prints the loader's error and exits) is an error at open,
+    quoting what it said, instead of a stream whose producer every consumer reports lost."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'error while loading shared libraries: libpython3.11.so.1.0: cannot open "
+                    "shared object file' >&2\nexit 127\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    from mpi4py import MPI
+
+    from h5flow.config import TransportConfig
+    from h5flow.transports import TransportError, open_writer
+
+    cfg = TransportConfig.of(type="hdf5", filename=str(tmp_path / "s"), heartbeat=0.2)
+    t0 = time.time()
+    with pytest.raises(TransportError) as err:
+        open_writer(MPI.COMM_SELF, cfg)
+    assert time.time() - t0 < 10
+    text = str(err.value)
+    assert "heartbeat helper" in text and "exited with status 127" in text, text
+    assert "libpython3.11.so.1.0: cannot open shared object file" in text, text
+    assert not (staging_dir(cfg.filename) / "stream.json").exists(), "a stream without heartbeat was announced"
+
+
+def test_heartbeat_that_stops_is_reported_by_the_producer(tmp_path: Path) -> None:
+    """The helper killed while the producer runs: the producer's next end_step fails with the reason, and the
+    stream's consumers are told why (an X line naming the producer rank), not just "no heartbeat"."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.config import TransportConfig
+    from h5flow.transports import StepStatus, TransportError, open_reader
+
+    filename = str(tmp_path / "s")
+    cfg = dict(type="hdf5", filename=filename, heartbeat=0.2)
+    data = np.arange(24.0).reshape(2, 3, 4)
+    with pytest.raises(TransportError) as err:
+        with h5flow.open(filename, "w", comm=MPI.COMM_SELF, **{k: v for k, v in cfg.items() if k != "filename"}) as s:
+            with s.step(0) as st:
+                st.write("T", data)
+            s.flush()
+            hb = s.writer._heartbeat
+            os.kill(hb.proc.pid, signal.SIGKILL)
+            hb.proc.wait()
+            with s.step(1) as st:
+                st.write("T", data)
+            s.flush()
+    text = str(err.value)
+    assert "heartbeat helper" in text and "stopped with status -9" in text, text
+    stops = [e for e in read_index(staging_dir(filename) / "index") if e.kind == "X"]
+    assert stops and "producer rank 0 failed:" in stops[0].reason and "heartbeat helper" in stops[0].reason, stops
+    reader = open_reader(MPI.COMM_SELF, TransportConfig.of(**cfg))
+    try:
+        res = reader.begin_step(5)
+        assert res.status is StepStatus.OK and res.step.step == 0
+        reader.release()
+        res = reader.begin_step(5)
+        assert res.status is StepStatus.ERROR and "producer rank 0 failed:" in res.reason, res.reason
+        assert "heartbeat helper" in res.reason, res.reason
+    finally:
+        reader.close()
+
+
+def test_producer_error_reaches_consumers_with_its_reason(tmp_path: Path) -> None:
+    """A producer that stops on an exception: its consumers fail with "producer rank R failed: <reason>"."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.config import TransportConfig
+    from h5flow.transports import StepStatus, open_reader
+
+    filename = str(tmp_path / "s")
+    with pytest.raises(ZeroDivisionError):
+        with h5flow.open(filename, "w", comm=MPI.COMM_SELF, type="hdf5", heartbeat=0.2) as s:
+            with s.step(0) as st:
+                st.write("T", np.zeros((2, 2, 2)))
+            s.flush()
+            1 / 0
+    assert (staging_dir(filename) / "hb" / "0.error").read_text() == "ZeroDivisionError: division by zero"
+    reader = open_reader(MPI.COMM_SELF, TransportConfig.of(type="hdf5", filename=filename))
+    try:
+        assert reader.begin_step(5).status is StepStatus.OK
+        reader.release()
+        res = reader.begin_step(5)
+        assert res.status is StepStatus.ERROR
+        assert "producer rank 0 failed: ZeroDivisionError: division by zero" in res.reason, res.reason
+    finally:
+        reader.close()
