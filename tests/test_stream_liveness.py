@@ -190,3 +190,76 @@ def test_producer_error_reaches_consumers_with_its_reason(tmp_path: Path) -> Non
         assert "producer rank 0 failed: ZeroDivisionError: division by zero" in res.reason, res.reason
     finally:
         reader.close()
+
+
+def _start(role: str, config: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, ACTORS, role, json.dumps(config), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+
+
+def _wait_stderr(proc: subprocess.Popen, text: str, timeout: float) -> str:
+    """Read ``proc``'s stderr until a line holds ``text`` (the lines read so far are returned with it)."""
+    seen: list[str] = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"no stderr line with {text!r} within {timeout} s: {''.join(seen)[-2000:]}")
+
+
+@pytest.mark.parametrize("transport", ["hdf5", "socket"])
+@pytest.mark.parametrize("policy", ["wait", "drop", "error"])
+def test_producer_blocked_on_a_dead_consumer_applies_dead_consumer(tmp_path: Path, transport: str,
+                                                                   policy: str) -> None:
+    """An analysis that raises on step 3 with queue_limit=2: the producer, blocked on the dead group, says so within
+    a few heartbeats (which group, its last step released, how to resume) and waits (a restarted consumer then
+    resumes and the run ends well), drops the group (the run ends, failing with the steps the group never took),
+    or stops with an error. Nothing waits for ever."""
+    heartbeat = 0.3
+    config = {"type": transport, "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "queue_limit": 2,
+              "dead_consumer": policy}
+    steps = 12
+    consumer = _start("consume", config, "--raise-at", "3", "--timeout", "30")
+    producer = _start("produce", config, "--steps", str(steps), "--sleep", "0.02")
+    restarted = None
+    try:
+        consumer.communicate(timeout=60)
+        died = time.time()
+        assert consumer.returncode != 0
+        if policy == "wait":
+            said = _wait_stderr(producer, "dead_consumer='wait'", 15)
+            assert time.time() - died < 10 * heartbeat + 3, said
+            assert "consumer group 'default' stopped beating" in said, said
+            assert "last step it released: 2" in said and "restart its consumer (group='default')" in said, said
+            assert producer.poll() is None, "a producer told to wait stopped"
+            restarted = _start("consume", config, "--timeout", "30")
+            out, err = producer.communicate(timeout=60)
+            assert producer.returncode == 0, err
+            rout, rerr = restarted.communicate(timeout=60)
+            got = [int(line.split()[1]) for line in rout.splitlines() if line.startswith("STEP")]
+            assert got == list(range(3, steps)), (rout, rerr)
+            assert "STATUS end_of_stream" in rout, rout
+        else:
+            out, err = producer.communicate(timeout=60)
+            assert time.time() - died < 20 * heartbeat + 10, err
+            assert producer.returncode != 0, err
+            if policy == "drop":
+                assert "the producer drops it" in err or "lost: no heartbeat" in err, err
+                published = [line for line in out.splitlines() if line.startswith("PUBLISHED")]
+                assert len(published) == steps, out
+                assert "were dropped for consumer group 'default' without being taken: steps 3" in err, err
+            else:
+                assert "consumer group 'default' stopped beating" in err and "dead_consumer='error'" in err, err
+    finally:
+        _stop(producer, consumer, *([restarted] if restarted else []))

@@ -124,6 +124,8 @@ def trial_params(kind: str, transport: str, rng: random.Random, producers: int) 
 def transport_json(spec: TrialSpec, stream: Path) -> str:
     cfg: dict[str, Any] = {"type": spec.transport, "filename": str(stream), "heartbeat": spec.heartbeat,
                            "queue_limit": 8}
+    if spec.transport == "socket":  # the trials count the steps a killed consumer's group loses (its steps dropped)
+        cfg["dead_consumer"] = "drop"
     return json.dumps(cfg)
 
 

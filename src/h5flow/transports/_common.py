@@ -191,6 +191,24 @@ class Decision:
     waited: float = 0.0
 
 
+def step_ranges(steps: list[int]) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out: list[str] = []
+    for s in sorted(steps):
+        if out and s == int(out[-1].split("-")[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
+def dropped_message(filename: str, group: str, d: dict) -> str:
+    """The producer's error for steps dropped for a consumer group (``d``: ``{"steps": [...], "reason": ...}``)."""
+    steps = d["steps"]
+    return (f"{filename}: {len(steps)} published step(s) were dropped for consumer group {group!r} without being "
+            f"taken: steps {step_ranges(steps)} ({d['reason']})")
+
+
 def quota_error(settings: Any, step: int, nbytes: int) -> str:
     """The error for a step that alone exceeds ``settings.quota_bytes`` ("" when it fits)."""
     if settings.quota_bytes and nbytes > settings.quota_bytes:
@@ -243,6 +261,7 @@ class StepWriter(PutsWriter):
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)
         self._seq = 0
+        self._told_dead: set[str] = set()  # rank 0: consumer groups said to have stopped beating (dead_consumer)
 
     def _admit_step(self) -> tuple[StepMeta, int, Decision, float] | PublishInfo:
         """Collective: (the step's metadata, its payload bytes, rank 0's decision to publish, start time), or the
@@ -297,6 +316,9 @@ class StepWriter(PutsWriter):
                 self._record_discard(step, why)
                 print(f"h5flow: {reason}", file=sys.stderr, flush=True)
                 return Decision(False, reason=reason)
+            error = self._check_dead(f"before step {step}")
+            if error:
+                return Decision(False, error=error)
             if not announced and time.time() - t0 > 5.0:
                 names = ", ".join(sorted(groups)) or "no consumer group attached yet"
                 print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: {names})",
@@ -304,6 +326,42 @@ class StepWriter(PutsWriter):
                 announced = True
             self._wait_for_consumers(delay)
             delay = min(delay * 2, cfg.poll_max)
+
+    def _check_dead(self, when: str) -> str:
+        """Rank 0, blocked on its consumers (``when``: "before step N", "at close"): apply ``dead_consumer`` to
+        every consumer group that stopped beating while holding unreleased steps. Returns the error that stops
+        the stream ("" to go on waiting). ``wait`` says so once per group (and again when it beats again),
+        ``drop`` lets the group go (:meth:`_drop_group`), ``error`` stops the stream."""
+        dead = self._dead_groups()
+        if not dead and not self._told_dead:
+            return ""
+        for name in sorted(self._told_dead - set(dead)):
+            self._told_dead.discard(name)
+            print(f"h5flow: consumer group {name!r} beats again; the producer goes on", file=sys.stderr, flush=True)
+        policy = getattr(self.settings, "dead_consumer", "wait")
+        for name, what in sorted(dead.items()):
+            if policy == "error":
+                return (f"{what}; the stream is stopped {when} (dead_consumer='error'; with 'wait' the producer "
+                        "waits for the group to be restarted, with 'drop' it goes on without it)")
+            if policy == "drop":
+                self._drop_group(name, f"{what}; dropped {when} (dead_consumer='drop')")
+                print(f"h5flow: {what}; the producer drops it {when} and goes on (dead_consumer='drop'): the steps it "
+                      "did not take are not kept for it, and the producer fails at its end naming them",
+                      file=sys.stderr, flush=True)
+            elif name not in self._told_dead:
+                self._told_dead.add(name)
+                print(f"h5flow: {what}; the producer waits for it {when} (dead_consumer='wait'): restart its "
+                      f"consumer (group='{name}') to resume at its first unreleased step, or set dead_consumer="
+                      "'drop' or 'error'", file=sys.stderr, flush=True)
+        return ""
+
+    def _dead_groups(self) -> dict[str, str]:
+        """Rank 0: consumer group -> what is known of it, for every group that stopped beating while it holds
+        unreleased steps (a transport without consumer heartbeats has none)."""
+        return {}
+
+    def _drop_group(self, name: str, reason: str) -> None:
+        """Rank 0, ``dead_consumer="drop"``: no longer keep steps for group ``name``; remember what it lost."""
 
     def _local_error(self) -> str:
         """Why this rank cannot go on ("" when it can), checked at every ``end_step`` and shared with every rank

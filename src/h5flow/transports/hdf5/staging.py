@@ -17,7 +17,10 @@ Layout of ``<filename>.h5flow/`` (format version 1, documented in docs/STREAM.md
     owner                    the producer's claim: flock-ed by producer rank 0 while it runs; content: who
     .reserve                 a small preallocated file freed to make room for the last index lines when
                              the file system is full
-    consumers/<group>.json   per consumer group: run_id, released_seq (every seq <= it is released)
+    consumers/<group>.json   per consumer group: run_id, released_seq (every seq <= it is released), released_step,
+                             heartbeat, dropped (why the producer let the group go; then it holds no step back)
+    consumers/<group>.hb     the group's heartbeat: mtime refreshed every heartbeat/2 by consumer rank 0's helper
+                             process while the group reads; content "host pid ranks"
 
 A step becomes visible by ``rename(.step-N.tmp, step-N)`` followed by its ``P`` line: a consumer only
 opens steps listed in the index, so a partial step is never visible. Steps are deleted (unless
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,6 +213,9 @@ class GroupState:
     released_seq: int = -1
     consumers: int = 1
     updated: float = field(default_factory=time.time)
+    released_step: int = -1  # the step of released_seq (for messages)
+    heartbeat: float = 0.0  # the group beats consumers/<group>.hb every heartbeat/2 (0: it does not beat)
+    dropped: str = ""  # why the producer dropped the group (dead_consumer="drop"); "" while it counts
 
 
 class Staging:
@@ -430,20 +437,53 @@ class Staging:
         atomic_write(self.group_path(group), json.dumps(state.__dict__))
 
     def groups(self, run_id: str) -> dict[str, GroupState]:
+        """The consumer groups of run ``run_id`` that hold steps back (a group the producer dropped does not)."""
         out = {}
         if self.consumers.is_dir():
             for p in self.consumers.glob("*.json"):
                 st = self.load_group(p.stem)
-                if st is not None and st.run_id == run_id:
+                if st is not None and st.run_id == run_id and not st.dropped:
                     out[p.stem] = st
         return out
 
+    def group_heartbeat(self, group: str) -> Path:
+        return self.consumers / f"{check_group(group)}.hb"
+
+    def dead_group(self, group: str, state: GroupState, now: float) -> str:
+        """What is known of ``group`` if it stopped beating (no beat for more than 1.5 of its heartbeats), else
+        "". A group that does not beat (``state.heartbeat`` 0) is never judged."""
+        if state.heartbeat <= 0:
+            return ""
+        path = self.group_heartbeat(group)
+        try:
+            age = now - path.stat().st_mtime
+            who = path.read_text().split()
+        except (OSError, ValueError):
+            age, who = float("inf"), []
+        if age <= 1.5 * state.heartbeat:
+            return ""
+        rank0 = f"its rank 0 was pid {who[1]} on {who[0]}, " if len(who) >= 2 else ""
+        since = "never beat" if age == float("inf") else f"no heartbeat for {age:.1f} s"
+        last = "none" if state.released_seq < 0 else f"{state.released_step} (sequence {state.released_seq})"
+        return (f"consumer group {group!r} stopped beating ({since}, heartbeat every {state.heartbeat:g} s; "
+                f"{rank0}{state.consumers} rank(s)); last step it released: {last}")
+
+    def released_seq(self, run_id: str, groups: dict[str, GroupState] | None = None) -> float:
+        """Every seq up to this one is released: the slowest counting group's ``released_seq``; -1 when no group
+        registered yet (steps wait for the first one); infinite when every group registered was dropped."""
+        groups = self.groups(run_id) if groups is None else groups
+        if groups:
+            return min(g.released_seq for g in groups.values())
+        if self.consumers.is_dir() and any(st is not None and st.run_id == run_id and st.dropped for st in
+                                           (self.load_group(p.stem) for p in self.consumers.glob("*.json"))):
+            return float("inf")
+        return -1
+
     def released_on_disk(self, run_id: str, published: list[Entry]) -> list[int]:
         """The published steps every registered consumer group has released that are still on disk."""
-        groups = self.groups(run_id)
-        if not groups:
+        done = self.released_seq(run_id)
+        if done < 0:
             return []
-        done = min(g.released_seq for g in groups.values())
         return [e.step for e in published if e.seq <= done and self.step_path(e.step).exists()]
 
     def gc_path(self, step: int) -> Path:
@@ -602,6 +642,8 @@ class Heartbeat:
                 [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, close_fds=True,
             )
+        # a reader or writer left unclosed (or the interpreter exiting) still ends and reaps its helper
+        self._finalizer = weakref.finalize(self, _end_helper, self.proc)
         bound = max(self.START_BOUND, 10 * interval)
         deadline = time.monotonic() + bound
         while self._mtime() <= 0:
@@ -660,18 +702,23 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stopped = True
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+        self._finalizer()
+
+
+def _end_helper(proc: subprocess.Popen) -> None:
+    """Stop a heartbeat helper and reap it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
 
 def new_run_id() -> str:

@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from h5flow.transports._common import dropped_message, step_ranges  # noqa: F401 - used by reader and writer
+
 FORMAT = "h5flow-socket"
 VERSION = 1
 SUFFIX = ".socket.json"
@@ -49,23 +51,6 @@ def write_private(path: Path, data: dict) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-
-
-def step_ranges(steps: list[int]) -> str:
-    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
-    out: list[str] = []
-    for s in sorted(steps):
-        if out and s == int(out[-1].split("-")[-1]) + 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{s}"
-        else:
-            out.append(str(s))
-    return ", ".join(out)
-
-
-def dropped_message(filename: str, group: str, d: dict) -> str:
-    steps = d["steps"]
-    return (f"{filename}: {len(steps)} published step(s) were dropped for consumer group {group!r} without being "
-            f"taken: steps {step_ranges(steps)} ({d['reason']})")
 
 
 def new_token() -> str:
