@@ -263,3 +263,32 @@ def test_producer_blocked_on_a_dead_consumer_applies_dead_consumer(tmp_path: Pat
                 assert "consumer group 'default' stopped beating" in err and "dead_consumer='error'" in err, err
     finally:
         _stop(producer, consumer, *([restarted] if restarted else []))
+
+
+def test_producer_blocked_on_its_consumers_reports_its_own_heartbeat_stopping(tmp_path: Path) -> None:
+    """Rank 0 waiting for room in the queue is the rank consumers watch: a helper that dies meanwhile ends the
+    wait with the reason, instead of a producer that waits while every consumer reports it lost."""
+    import threading
+
+    import numpy as np
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.transports import TransportError
+    from h5flow.transports.hdf5.staging import GroupState, Staging
+
+    filename = str(tmp_path / "s")
+    with pytest.raises(TransportError) as err:
+        with h5flow.open(filename, "w", comm=MPI.COMM_SELF, type="hdf5", heartbeat=0.2, queue_limit=1,
+                         async_write=False) as s:
+            staging = Staging(filename)  # a group that registered and never releases (it does not beat either)
+            staging.save_group("g", GroupState(s.writer.info.run_id, -1, 1))
+            with s.step(0) as st:
+                st.write("T", np.zeros((2, 2, 2)))
+            proc = s.writer._heartbeat.proc
+            threading.Timer(0.5, os.kill, (proc.pid, signal.SIGKILL)).start()
+            t0 = time.time()
+            with s.step(1) as st:  # blocked: the queue holds step 0, unreleased
+                st.write("T", np.zeros((2, 2, 2)))
+    assert time.time() - t0 < 5
+    assert "rank 0: its heartbeat helper" in str(err.value) and "stopped with status -9" in str(err.value), err.value

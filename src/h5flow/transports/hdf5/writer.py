@@ -540,6 +540,11 @@ class Hdf5Writer(StepWriter):
             self._consumer_watch = DirWatch(self.staging.consumers)
         self._consumer_watch.wait(delay)
 
+    def _check_dead(self, when: str) -> str:
+        """Rank 0 waiting for its consumers checks its own heartbeat too (it is the one its consumers watch)."""
+        failure = self._heartbeat.failure()
+        return f"rank 0: {failure}" if failure else super()._check_dead(when)
+
     def _dead_groups(self) -> dict[str, str]:
         """Rank 0: the consumer groups that stopped beating (``consumers/<group>.hb``) with steps unreleased."""
         now, last = time.time(), self._seq - 1
