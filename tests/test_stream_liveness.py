@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -205,12 +207,17 @@ def _stop(*procs: subprocess.Popen) -> None:
 
 
 def _wait_stderr(proc: subprocess.Popen, text: str, timeout: float) -> str:
-    """Read ``proc``'s stderr until a line holds ``text`` (the lines read so far are returned with it)."""
+    """Read ``proc``'s stderr until a line holds ``text`` (the lines read so far are returned with it), at most
+    ``timeout`` seconds (a reader thread: a silent process does not hold the test)."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(proc.stderr.readline, "")],
+                     daemon=True).start()
     seen: list[str] = []
     deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
+    while (left := deadline - time.time()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
             break
         seen.append(line)
         if text in line:
