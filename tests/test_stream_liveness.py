@@ -299,3 +299,20 @@ def test_producer_blocked_on_its_consumers_reports_its_own_heartbeat_stopping(tm
                 st.write("T", np.zeros((2, 2, 2)))
     assert time.time() - t0 < 5
     assert "rank 0: its heartbeat helper" in str(err.value) and "stopped with status -9" in str(err.value), err.value
+
+
+def test_socket_producer_reports_its_serving_thread_stopping(tmp_path: Path) -> None:
+    """The socket transport's counterpart of the heartbeat helper: a producer rank whose serving thread stopped
+    fails its next end_step saying so, instead of carrying on unreachable."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.transports import TransportError
+
+    with pytest.raises(TransportError) as err:
+        with h5flow.open(str(tmp_path / "s"), "w", comm=MPI.COMM_SELF, type="socket", heartbeat=0.2) as s:
+            s.writer._server.stop()
+            with s.step(0) as st:
+                st.write("T", np.zeros((2, 2, 2)))
+    assert "rank 0: its serving thread stopped" in str(err.value), err.value

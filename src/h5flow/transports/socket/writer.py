@@ -142,6 +142,14 @@ class SocketWriter(StepWriter):
             unreleased = st.unreleased()
             return len(unreleased), sum(h.nbytes for h in unreleased), st.live_groups()
 
+    def _local_error(self) -> str:
+        """This rank's serving thread stopped (it answers the consumers' pings): the stream stops, said by the
+        producer itself rather than found by its consumers as a lost rank."""
+        if self._server is not None and not self._server.is_alive():
+            return ("its serving thread stopped (its last words, if any, are above on stderr); consumers can no "
+                    "longer reach this rank and would report it lost")
+        return ""
+
     def _dead_groups(self) -> dict[str, str]:
         """Rank 0: the groups that stopped pinging it while their steps are kept and some are unreleased."""
         st, now = self.store, time.time()
