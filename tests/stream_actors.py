@@ -4,6 +4,7 @@
                                           [--fsize-limit BYTES [--fsize-rank R]]
                                           [--start-at EPOCH] [--no-close] [--fail-at STEP [--fail-when FILE]]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
+                                          [--raise-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
 
 CONFIG_JSON is a TransportConfig as JSON (the keywords of ``TransportConfig.of``). Output lines (rank 0 unless noted) are parsed by the tests:
@@ -102,6 +103,8 @@ def consume(args: argparse.Namespace) -> None:
         st = res.step
         ids = st.my_block_ids("mesh")
         print(f"STEP {st.step} {st.seq} {comm.rank} {','.join(map(str, ids))}", flush=True)
+        if args.raise_at is not None and st.step == args.raise_at:
+            raise RuntimeError(f"the analysis failed on step {st.step}")  # the process dies holding the step
         if args.hold_at is not None and st.step == args.hold_at:
             print(f"HOLDING {st.step} {os.getpid()}", flush=True)
             time.sleep(120)  # the test kills -9 this process while it holds an unreleased step
@@ -141,6 +144,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=20.0)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--hold-at", type=int, default=None)
+    p.add_argument("--raise-at", type=int, default=None, help="consume: the analysis raises on this step")
     p.add_argument("--check", action="store_true")
     p.add_argument("--fsize-limit", type=int, default=None, help="produce: RLIMIT_FSIZE in bytes (files larger fail)")
     p.add_argument("--fsize-rank", type=int, default=-1, help="produce: the rank --fsize-limit applies to (-1: all)")

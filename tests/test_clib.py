@@ -304,3 +304,61 @@ def test_two_c_writers_keep_their_own_state_and_types_round_trip(tmp_path: Path)
             "print('read', s.status)\n")
     cons = _run(["mpiexec", "-n", "1", sys.executable, "-c", code], tmp_path)
     assert cons.returncode == 0 and "read end_of_stream" in cons.stdout, cons.stdout + cons.stderr
+
+
+RAISING_CONSUMER = r"""
+import sys
+from mpi4py import MPI
+import h5flow
+
+with h5flow.open(sys.argv[1], "r", comm=MPI.COMM_WORLD, type="hdf5", heartbeat=0.3) as s:
+    for st in s.steps(timeout=60):
+        if st.step == 1:
+            raise RuntimeError("the analysis failed on step 1")
+"""
+
+
+@pytest.mark.parametrize("policy", ["wait", "drop", "error"])
+def test_c_producer_blocked_on_a_dead_consumer_applies_dead_consumer(tmp_path: Path, policy: str) -> None:
+    """The C producer reads dead_consumer as the Python one does: a consumer group whose analysis raised on step 1
+    (queue_limit=2) is said to have stopped beating and waited for, dropped (the producer fails at its end, naming
+    the steps the group never took), or the stream stops with an error."""
+    _need_build()
+    stream = tmp_path / "heat"
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", dead_consumer=policy)
+    (tmp_path / "consume.py").write_text(RAISING_CONSUMER)
+    cons = subprocess.Popen([sys.executable, "consume.py", str(stream)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    prod = subprocess.Popen(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "12", "--shape", "8", "6"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, cerr = cons.communicate(timeout=60)
+        assert cons.returncode != 0 and "the analysis failed on step 1" in cerr, cerr
+        try:
+            out, err = prod.communicate(timeout=4 if policy == "wait" else 30)
+        except subprocess.TimeoutExpired:
+            assert policy == "wait", "the producer did not end"
+            os.killpg(prod.pid, signal.SIGTERM)
+            out, err = prod.communicate(timeout=30)
+    finally:
+        if prod.poll() is None:
+            os.killpg(prod.pid, signal.SIGKILL)
+            prod.communicate()
+    import re
+
+    said = re.search(r"consumer group 'default' stopped beating \(.*\); last step it released: (\d+) \(sequence \1\)", err)
+    assert said, err
+    released = int(said.group(1))  # the step the analysis raised on, or the one before (the API released it)
+    assert released in (0, 1), err
+    if policy == "wait":
+        assert "the producer waits for it before step" in err and "restart its consumer (group='default')" in err, err
+    elif policy == "drop":
+        assert prod.returncode != 0, err
+        lost = 11 - released
+        assert (f"{lost} published step(s) were dropped for consumer group 'default' without being taken: steps "
+                f"{released + 1}-11") in err, err
+    else:
+        assert prod.returncode != 0 and "dead_consumer='error'" in err, err
+        index = read_index(Path(f"{stream}.h5flow") / "index")
+        assert index[-1].kind == "X" and "stopped beating" in index[-1].reason, index

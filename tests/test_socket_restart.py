@@ -49,7 +49,7 @@ def _steps(out: str, prefix: str) -> list[int]:
 
 def test_consumer_restarted_late_while_the_producer_runs_is_told_what_it_lost(tmp_path: Path) -> None:
     heartbeat = 0.5
-    config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat}
+    config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "dead_consumer": "drop"}
     producer = _start("produce", config, "--steps", "16", "--sleep", "0.4")
     first = _start("consume", config, "--check", "--hold-at", "2", "--timeout", "30")
     lines: list[str] = []
@@ -81,7 +81,7 @@ def test_consumer_restarted_late_while_the_producer_runs_is_told_what_it_lost(tm
 
 def test_consumer_restarted_after_the_producer_ended_is_an_error_naming_the_dropped_steps(tmp_path: Path) -> None:
     heartbeat = 0.5
-    config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat}
+    config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "dead_consumer": "drop"}
     producer = _start("produce", config, "--steps", "6", "--sleep", "0.05")
     first = _start("consume", config, "--check", "--hold-at", "1", "--timeout", "30")
     lines: list[str] = []

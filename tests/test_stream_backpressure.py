@@ -260,7 +260,10 @@ def test_quota_smaller_than_a_step_fails_clearly(actors: Actors) -> None:
     assert p.published() == [], p
     if actors.hdf5:
         assert actors.step_dirs() == []
-        assert actors.index() == []  # not even an end-of-stream: consumers see the producer lost
+        # no end-of-stream: the error the producer stopped on, which consumers report
+        index = actors.index()
+        assert len(index) == 1 and index[0][0] == "X" and "producer rank 0 failed:" in " ".join(index[0]), index
+        assert "quota" in " ".join(index[0]), index
     else:  # the contact file of a failed producer goes; what is left says why it failed, for its consumers
         ended = Path(actors.filename + ".socket.ended.json")
         assert actors.stream_files() == [ended], actors.stream_files()

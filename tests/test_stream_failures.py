@@ -143,12 +143,12 @@ def test_subfiling_stream_on_one_consumer_rank_is_a_clear_error(comm, mpi_tmp_pa
 
 @pytest.mark.parametrize("policy", ["block", "discard"])
 def test_socket_producer_outlives_a_killed_consumer(tmp_path: Path, policy: str) -> None:
-    """A consumer killed while it holds a step: the producer drops its group after 1.5 heartbeats and goes
-    on (block: it stops waiting for it; discard: it stops dropping), then ends, naming the dropped steps in its
-    error and exit status."""
+    """A consumer killed while it holds a step, dead_consumer="drop": the producer drops its group after 1.5
+    heartbeats and goes on (block: it stops waiting for it; discard: it stops dropping), then ends, naming the
+    dropped steps in its error and exit status."""
     heartbeat = 0.5
     config = {"type": "socket", "filename": str(tmp_path / "s"), "heartbeat": heartbeat, "queue_limit": 2,
-              "queue_policy": policy}
+              "queue_policy": policy, "dead_consumer": "drop"}
     producer = _start("produce", config, "--steps", "12", "--sleep", "0.05")
     # steps 0 and 1 fill the empty queue, so they are published (and held) under either policy
     consumer = _start("consume", config, "--check", "--hold-at", "1", "--timeout", "30")

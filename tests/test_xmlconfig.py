@@ -28,7 +28,7 @@ method="FLEXPATH" enabled="1 "/>
 </sensei>
 """
 
-HDF5_ACCEPTED = ("async_write, collective, driver, enabled, file_name, filename, group, heartbeat, keep, layout, "
+HDF5_ACCEPTED = ("async_write, collective, dead_consumer, driver, enabled, file_name, filename, group, heartbeat, keep, layout, "
                  "map_reads, method, poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, read_threads, "
                  "type")
 
@@ -572,3 +572,16 @@ def test_encodings(tmp_path: Path) -> None:
            '  keep="tout"/></sensei>'
     msg = error_of(text)
     assert msg.startswith("bad.xml:4: bad value 'tout'")  # the attribute's own line, after non-ASCII text
+
+
+@pytest.mark.parametrize("kind", ["hdf5", "socket"])
+def test_dead_consumer_is_read_and_checked(tmp_path: Path, kind: str) -> None:
+    """The one setting for a dead consumer group, the same name and values for hdf5 and socket."""
+    path = write(tmp_path, "p.xml", f'<sensei>\n<transport type="{kind}" filename="f" dead_consumer="drop"/>\n</sensei>')
+    assert load(path).transport().settings.dead_consumer == "drop"
+    path = write(tmp_path, "q.xml", f'<sensei>\n<transport type="{kind}" filename="f"/>\n</sensei>')
+    assert load(path).transport().settings.dead_consumer == "wait"
+    path = write(tmp_path, "r.xml", f'<sensei>\n<transport type="{kind}" filename="f" dead_consumer="retry"/>\n</sensei>')
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    assert "dead_consumer" in str(info.value) and "wait, drop, error" in str(info.value), info.value

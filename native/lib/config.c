@@ -31,7 +31,7 @@ void h5fl_config_defaults(h5fl_config *cfg)
 static const char *const TRANSPORT_TYPES[] = {"adios1", "adios2", "hdf5", "socket"};
 static const char *const HDF5_ATTRS[] = {"type", "enabled", "filename", "file_name", "queue_limit", "queue_policy",
                                          "group", "heartbeat", "poll_min", "poll_max", "method", "collective",
-                                         "layout", "driver", "quota", "keep"};
+                                         "layout", "driver", "quota", "keep", "dead_consumer"};
 #define N_HDF5_ATTRS (sizeof HDF5_ATTRS / sizeof HDF5_ATTRS[0])
 
 typedef struct {
@@ -292,6 +292,9 @@ static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
     }
     static const char *const policies[] = {"block", "discard"};
     if (get_choice(c, node, "queue_policy", policies, 2, &cfg->discard))
+        return -1;
+    static const char *const dead[] = {"wait", "drop", "error"};
+    if (get_choice(c, node, "dead_consumer", dead, 3, &cfg->dead_consumer))
         return -1;
     if (get_seconds(c, node, "heartbeat", HEARTBEAT_MIN, HEARTBEAT_MAX, &cfg->heartbeat) ||
         get_seconds(c, node, "poll_min", POLL_MIN, POLL_MAX, &cfg->poll_min) ||

@@ -43,7 +43,9 @@ typedef enum h5flow_status {
     H5FLOW_ERR_IO = 4,       /* a file-system, HDF5 or MPI error; the stream is stopped (consumers see ERROR) */
     H5FLOW_ERR_QUOTA = 5,    /* a step larger than the staging quota */
     H5FLOW_ERR_NOMEM = 6,
-    H5FLOW_ERR_STOPPED = 7   /* the writer stopped on an earlier error: only h5flow_writer_close is left */
+    H5FLOW_ERR_STOPPED = 7,  /* the writer stopped on an earlier error: only h5flow_writer_close is left */
+    H5FLOW_ERR_CONSUMER = 8  /* a consumer group stopped beating (dead_consumer="error"), or steps were dropped for
+                                one (dead_consumer="drop", at close) */
 } h5flow_status;
 
 /* Element types of h5flow_write (the numpy dtypes '<f4', '<f8', '<i4', '<i8', '<u4', '<u8', '|i1', '|u1'). */

@@ -18,6 +18,7 @@ typedef struct h5fl_config {
     int discard; /* queue_policy: 0 block, 1 discard */
     uint64_t quota;
     int keep_all;
+    int dead_consumer; /* a consumer group that stopped beating, the producer blocked on it: 0 wait, 1 drop, 2 error */
     double heartbeat, poll_min, poll_max;
 } h5fl_config;
 

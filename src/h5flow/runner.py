@@ -181,10 +181,6 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     start = time.time()
     rss = RssSampler()
     tcfg = config.transport()
-    acfgs = [a for a in config.analyses if a.enabled] or [default_analysis()]
-    analyses = [make_analysis(a) for a in acfgs]
-    for a in analyses:
-        a.initialize(comm)
     status, reason = "end_of_stream", ""
     n = 0
     last: list[Any] = []
@@ -192,8 +188,14 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
     # (step, seconds this rank spent reading: after discovery, blocks(), release; of them, seconds it waited at
     # release for the other consumer ranks)
     io: list[tuple[int, float, float]] = []
-    reader = open_reader(comm, tcfg)
+    reader: Any = None
+    current: int | None = None  # the step being analysed
     try:
+        acfgs = [a for a in config.analyses if a.enabled] or [default_analysis()]
+        analyses = [make_analysis(a) for a in acfgs]
+        for a in analyses:
+            a.initialize(comm)
+        reader = open_reader(comm, tcfg)
         while True:
             res = reader.begin_step(timeout)
             if res.status is not StepStatus.OK:
@@ -201,7 +203,9 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
                 break
             t0 = time.time()
             reads = _time_reads(res.step)
+            current = res.step.step
             last = [a.execute(res.step) for a in analyses]
+            current = None
             analysis_times.append((res.step.step, t0, time.time()))
             t_rel = time.time()
             reader.release()
@@ -212,22 +216,31 @@ def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str 
             n += 1
             if comm.rank == 0:
                 _progress(progress, n, total)
-    except Exception as e:
+    except BaseException as e:
         # this rank leaves (the job is then aborted): the others may be in a collective call, so this rank
-        # writes what it knows itself instead of gathering
+        # writes what it knows itself instead of gathering. Whatever the analysis did: raised, failed to load or
+        # initialize, or called sys.exit (which would end the job with its status, the stream unread)
+        where = "before the first step" if n == 0 and current is None else \
+            f"at step {current}" if current is not None else f"after {n} steps"
+        what = (f"the analysis called sys.exit({e.code!r}) {where}" if isinstance(e, SystemExit)
+                else f"interrupted {where}" if isinstance(e, KeyboardInterrupt) else f"{e}")
         if record:
             part = {"role": "consumer", "transport": tcfg.type, "consumers": comm.size, "steps": n,
-                    "status": "error", "reason": f"consumer rank {comm.rank}: {e}", "incomplete": True,
+                    "status": "error", "reason": f"consumer rank {comm.rank}: {what}", "incomplete": True,
                     "partitioner": tcfg.partitioner.type, "discarded": [], "missed": [], "last_results": [],
                     "ranks": [{"rank": comm.rank, "start": start, "end": time.time(), "analysis": analysis_times,
-                               "io": io, "events": reader.events, "rss": rss.stop()}]}
+                               "io": io, "events": reader.events if reader is not None else [],
+                               "rss": rss.stop()}]}
             try:
                 atomic_write(Path(record), json.dumps(part, default=_json_default))
             except OSError:
                 pass
+        if isinstance(e, SystemExit):  # an error: the consumer stopped before the end of the stream
+            raise RuntimeError(f"{what}; the consumer stops before the end of the stream") from None
         raise
     finally:
-        reader.close()
+        if reader is not None:
+            reader.close()
     for a in analyses:
         a.finalize()
     end = time.time()
@@ -364,8 +377,9 @@ def run(opts: RunOptions) -> dict[str, Any]:
     previous = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, forward) for sig in handled}
+    heartbeat = float(getattr(tcfg.settings, "heartbeat", 1.0))
     try:
-        _watch(procs, prog_p, prog_c, opts)
+        failed, stopped = _watch(procs, prog_p, prog_c, opts, grace=max(STOP_GRACE, 4 * heartbeat))
     except BaseException:
         for p in procs:
             if p.poll() is None:
@@ -377,9 +391,17 @@ def run(opts: RunOptions) -> dict[str, Any]:
         _reap(procs)
     finished = time.time()
     codes = [p.returncode for p in procs]
-    if received or codes != [0, 0]:
-        why = (f"interrupted by signal {signal.Signals(received[0]).name} (forwarded to both jobs)" if received
-               else "in-transit run failed")
+    missing = [name for name, path in (("producer", rec_p), ("consumer", rec_c)) if not path.is_file()]
+    if received or codes != [0, 0] or missing:
+        if received:
+            why = f"interrupted by signal {signal.Signals(received[0]).name} (forwarded to both jobs)"
+        elif failed:
+            why = f"the {failed} job failed (exit {codes[0 if failed == 'producer' else 1]})" + (
+                f"; the {stopped} job was stopped (it would have waited for the other)" if stopped else "")
+        elif codes != [0, 0]:
+            why = "in-transit run failed"
+        else:
+            why = f"the {' and '.join(missing)} job(s) exited 0 without writing their record ({', '.join(missing)}.record.json)"
         raise RunFailed(f"{why}: producer job exit {codes[0]}, consumer job exit {codes[1]} (their messages are "
                         "above)", _partial_record(rec_p, rec_c, codes, launched, finished, why))
     return merge(json.loads(rec_p.read_text()), json.loads(rec_c.read_text()), launched, finished)
@@ -429,11 +451,55 @@ def _read_progress(path: Path) -> tuple[int, int | None]:
         return 0, None
 
 
-def _watch(procs: list[subprocess.Popen], prog_p: Path, prog_c: Path, opts: RunOptions) -> None:
+#: seconds a job may go on after the other failed before it is stopped (at least 4 heartbeats: a producer told
+#: to drop or error on a dead consumer group, or a consumer told the producer's error, ends by itself)
+STOP_GRACE = 5.0
+
+
+class _Stopper:
+    """Stops the job still running ``grace`` seconds after the other one failed (a producer would wait for its
+    dead consumer group, a consumer for its dead producer): nothing of ``h5flow run`` waits for ever."""
+
+    def __init__(self, procs: list[subprocess.Popen], grace: float) -> None:
+        self.procs = procs
+        self.grace = grace
+        self.failed = ""  # the job that failed first
+        self.stopped = ""  # the job stopped because of it
+        self._at: float | None = None
+
+    def check(self) -> None:
+        names = ("producer", "consumer")
+        if not self.failed:
+            for i, p in enumerate(self.procs):
+                if p.poll() not in (None, 0):
+                    self.failed = names[i]
+                    if self.procs[1 - i].poll() is None:
+                        self._at = time.time() + self.grace
+                    break
+        if self._at is not None and time.time() >= self._at:
+            self._at = None
+            for i, p in enumerate(self.procs):
+                if p.poll() is None:
+                    print(f"h5flow: the {self.failed} job failed; stopping the {names[i]} job", file=sys.stderr,
+                          flush=True)
+                    self.stopped = names[i]
+                    try:
+                        os.killpg(p.pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+
+
+def _watch(procs: list[subprocess.Popen], prog_p: Path, prog_c: Path, opts: RunOptions,
+           grace: float = STOP_GRACE) -> tuple[str, str]:
+    """Wait for both jobs (with a progress bar when ``opts.show_progress``); (the job that failed first, the job
+    stopped because of it), "" for none."""
+    stopper = _Stopper(procs, grace)
     if not opts.show_progress:
-        for p in procs:
-            p.wait()
-        return
+        while any(p.poll() is None for p in procs):
+            stopper.check()
+            time.sleep(0.1)
+        stopper.check()
+        return stopper.failed, stopper.stopped
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -441,8 +507,11 @@ def _watch(procs: list[subprocess.Popen], prog_p: Path, prog_c: Path, opts: RunO
         tp = bar.add_task(f"produced ({opts.producers} ranks)", total=None)
         tc = bar.add_task(f"consumed ({opts.consumers} ranks)", total=None)
         while any(p.poll() is None for p in procs):
+            stopper.check()
             dp, total = _read_progress(prog_p)
             dc, _ = _read_progress(prog_c)
             bar.update(tp, completed=dp, total=total)
             bar.update(tc, completed=dc, total=total)
             time.sleep(0.1)
+    stopper.check()
+    return stopper.failed, stopper.stopped

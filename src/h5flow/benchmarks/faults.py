@@ -162,6 +162,8 @@ def trial_params(kind: str, transport: str, rng: random.Random, producers: int, 
 
 def transport_json(spec: TrialSpec, stream: Path) -> str:
     more: dict[str, Any] = {"queue_limit": 8}
+    if spec.transport == "socket":  # the trials count the steps a killed consumer's group loses (its steps dropped)
+        more["dead_consumer"] = "drop"
     if spec.kind == "dead-consumer":
         more = {"queue_limit": 2, "dead_consumer": spec.params["policy"]}
     cfg = matrix_case(spec.transport).keywords(spec.heartbeat, **more)

@@ -199,13 +199,14 @@ class StepPuts:
             local[mesh] = (kinds.pop(), [BlockMeta.of(b, rank) for b in blocks], [array_sig(b) for b in blocks])
         return local
 
-    def gather(self, comm: Any, step: int, time_: float) -> StepMeta:
+    def gather(self, comm: Any, step: int, time_: float, error: str = "") -> StepMeta:
         """Collective: every rank's block metadata merged into the step's metadata (same on every rank). This
-        is the step's agreement (:func:`~h5flow.transports.base.agree`): a rank's error, or a rank elsewhere
-        (closing, leaving on an exception), raises :class:`~h5flow.transports.base.RankFailed` on every rank."""
+        is the step's agreement (:func:`~h5flow.transports.base.agree`): a rank's error (``error``: this rank
+        cannot go on, its transport's own check failed), or a rank elsewhere (closing, leaving on an
+        exception), raises :class:`~h5flow.transports.base.RankFailed` on every rank."""
         try:
             local = self.local_meta(comm.rank)
-            err = ""
+            err = error
         except TransportError as e:
             local, err = {}, str(e)
         gathered = agree(comm, "producer", f"end_step {step}", err, local)  # yields/sleeps while it waits
@@ -221,6 +222,13 @@ class Decision:
     reason: str = ""
     error: str = ""
     waited: float = 0.0
+
+
+def dropped_message(filename: str, group: str, d: dict) -> str:
+    """The producer's error for steps dropped for a consumer group (``d``: ``{"steps": [...], "reason": ...}``)."""
+    steps = d["steps"]
+    return (f"{filename}: {len(steps)} published step(s) were dropped for consumer group {group!r} without being "
+            f"taken: steps {step_ranges(steps)} ({d['reason']})")
 
 
 def quota_error(settings: Any, step: int, nbytes: int) -> str:
@@ -278,6 +286,7 @@ class StepWriter(PutsWriter):
     def __init__(self, comm: Any, config: Any) -> None:
         super().__init__(comm, config)
         self._seq = 0
+        self._told_dead: set[str] = set()  # rank 0: consumer groups said to have stopped beating (dead_consumer)
 
     def _admit_step(self) -> tuple[StepMeta, int, Decision, float] | PublishInfo:
         """Collective: (the step's metadata, its payload bytes, rank 0's decision to publish, start time), or the
@@ -286,7 +295,7 @@ class StepWriter(PutsWriter):
         t0 = time.time()
         step = self._step
         assert step is not None
-        meta = self._puts.gather(comm, step, self._step_time)
+        meta = self._puts.gather(comm, step, self._step_time, self._local_error())
         self._gathered_at = time.time()  # every rank has reached end_step (phase timers: "gather")
         nbytes = step_nbytes(meta)
         decision = self._admit(step, nbytes, meta) if comm.rank == 0 else None
@@ -332,6 +341,9 @@ class StepWriter(PutsWriter):
                 self._record_discard(step, why)
                 print(f"h5flow: {reason}", file=sys.stderr, flush=True)
                 return Decision(False, reason=reason)
+            error = self._check_dead(f"before step {step}")
+            if error:
+                return Decision(False, error=error)
             if not announced and time.time() - t0 > 5.0:
                 names = ", ".join(sorted(groups)) or "no consumer group attached yet"
                 print(f"h5flow: producer waiting for consumers before step {step} ({why}; groups: {names})",
@@ -339,6 +351,47 @@ class StepWriter(PutsWriter):
                 announced = True
             self._wait_for_consumers(delay)
             delay = min(delay * 2, cfg.poll_max)
+
+    def _check_dead(self, when: str) -> str:
+        """Rank 0, blocked on its consumers (``when``: "before step N", "at close"): apply ``dead_consumer`` to
+        every consumer group that stopped beating while holding unreleased steps. Returns the error that stops
+        the stream ("" to go on waiting). ``wait`` says so once per group (and again when it beats again),
+        ``drop`` lets the group go (:meth:`_drop_group`), ``error`` stops the stream."""
+        dead = self._dead_groups()
+        if not dead and not self._told_dead:
+            return ""
+        for name in sorted(self._told_dead - set(dead)):
+            self._told_dead.discard(name)
+            print(f"h5flow: consumer group {name!r} beats again; the producer goes on", file=sys.stderr, flush=True)
+        policy = getattr(self.settings, "dead_consumer", "wait")
+        for name, what in sorted(dead.items()):
+            if policy == "error":
+                return (f"{what}; the stream is stopped {when} (dead_consumer='error'; with 'wait' the producer "
+                        "waits for the group to be restarted, with 'drop' it goes on without it)")
+            if policy == "drop":
+                self._drop_group(name, f"{what}; dropped {when} (dead_consumer='drop')")
+                print(f"h5flow: {what}; the producer drops it {when} and goes on (dead_consumer='drop'): the steps it "
+                      "did not take are not kept for it, and the producer fails at its end naming them",
+                      file=sys.stderr, flush=True)
+            elif name not in self._told_dead:
+                self._told_dead.add(name)
+                print(f"h5flow: {what}; the producer waits for it {when} (dead_consumer='wait'): restart its "
+                      f"consumer (group='{name}') to resume at its first unreleased step, or set dead_consumer="
+                      "'drop' or 'error'", file=sys.stderr, flush=True)
+        return ""
+
+    def _dead_groups(self) -> dict[str, str]:
+        """Rank 0: consumer group -> what is known of it, for every group that stopped beating while it holds
+        unreleased steps (a transport without consumer heartbeats has none)."""
+        return {}
+
+    def _drop_group(self, name: str, reason: str) -> None:
+        """Rank 0, ``dead_consumer="drop"``: no longer keep steps for group ``name``; remember what it lost."""
+
+    def _local_error(self) -> str:
+        """Why this rank cannot go on ("" when it can), checked at every ``end_step`` and shared with every rank
+        by the step's gather (a transport's own liveness check: the hdf5 heartbeat helper)."""
+        return ""
 
     @abstractmethod
     def _queue_state(self) -> tuple[int, int, list[str]]:

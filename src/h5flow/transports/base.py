@@ -322,6 +322,11 @@ class Writer(ABC):
         if failure is not None and failure is not exc:
             raise failure from exc
 
+    def failure_line(self) -> str:
+        """Why the producer stopped, as its consumers are told (inside ``_do_abort``): the agreed
+        ``producer rank R failed: <reason>`` (naming the rank that failed), or that it stopped unclosed."""
+        return self.failure or f"producer rank {self.comm.rank} failed: it stopped without closing the stream"
+
     @abstractmethod
     def _do_begin_step(self, step: int, time: float) -> None: ...
 

@@ -156,6 +156,27 @@ HEARTBEAT_RANGE = (0.05, 3600.0)
 POLL_RANGE = (1e-5, 60.0)
 QUEUE_ATTRIBUTES = frozenset({"queue_limit", "queue_policy", "group"})
 POLLING_ATTRIBUTES = frozenset({"heartbeat", "poll_min", "poll_max"})
+LIVENESS_ATTRIBUTES = frozenset({"dead_consumer"})
+#: what a producer blocked on a consumer group that stopped beating does (``dead_consumer``): wait for it (saying
+#: so: a restarted group resumes), drop the group (its steps are no longer kept; the producer fails at its end,
+#: naming them), or stop the stream with an error on every producer rank
+DEAD_CONSUMER = ("wait", "drop", "error")
+
+
+def check_dead_consumer(value: str) -> str:
+    if value not in DEAD_CONSUMER:
+        raise ValueError(f"dead_consumer={value!r}: accepted: {', '.join(DEAD_CONSUMER)} (what a producer blocked on a "
+                         "consumer group that stopped beating does)")
+    return value
+
+
+def read_liveness(node: XmlNode, settings: Any) -> None:
+    """``dead_consumer`` into ``settings``."""
+    settings.dead_consumer = node.choice(
+        "dead_consumer", settings.dead_consumer, DEAD_CONSUMER,
+        hint="wait (the default): keep waiting for a consumer group that stopped beating, saying so (restarting it "
+             "resumes); drop: go on without it (the producer fails at its end, naming the steps it never took); "
+             "error: stop the stream")
 
 
 def read_queue(node: XmlNode, settings: Any) -> None:

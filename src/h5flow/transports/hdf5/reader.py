@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import sys
 import time
 import weakref
@@ -25,8 +27,8 @@ from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 from h5flow.transports.hdf5 import _h5
-from h5flow.transports.hdf5.staging import (DirWatch, Entry, GroupState, IndexTail, Staging, StreamInfo,
-                                            is_full_error, read_index)
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, GroupState, Heartbeat, HeartbeatError, IndexTail,
+                                            Staging, StreamInfo, is_full_error, read_index)
 
 GARBAGE_BACKLOG = 2  # released steps a consumer may leave undeleted while it has no idle time (see _collect)
 #: map_reads: a block's rows are mapped from this many bytes on; smaller ones are copied into pooled buffers
@@ -272,6 +274,8 @@ class Hdf5Reader(Reader):
         self._run_id = ""  # the run of the step being read (from rank 0, every rank)
         self._pins: list[tuple[weakref.ref[Any], tuple[int, int], int]] = []  # mappings still held (see _check_pins)
         self._group_lock: GroupLock | None = None  # rank 0, once attached: this group's one live consumer
+        self._beat: Heartbeat | None = None  # rank 0, once attached: the group's heartbeat (consumers/<group>.hb)
+        self._drop_reason = ""  # the producer had dropped this group (dead_consumer="drop") when it attached
 
     def _run_changed(self) -> str | None:
         """What replaced this reader's run in ``stream.json``, or ``None`` while it still names the run."""
@@ -339,6 +343,7 @@ class Hdf5Reader(Reader):
             state = GroupState(info.run_id, -1, self.comm.size)
         else:
             state.consumers = self.comm.size
+        assert state is not None
         # A run that stopped on the producer's error is reported to a group that has not seen it (its ERROR
         # is what that group must learn); a run that ended normally, or one already seen, is skipped.
         if not (not known and self._stopped_on_error()) and self._nothing_left(info, state):
@@ -349,10 +354,18 @@ class Hdf5Reader(Reader):
                   f"consumer group '{self.settings.group}'; waiting for a new producer run", file=sys.stderr,
                   flush=True)
             return False
+        # the group beats before it is registered: a producer never sees it registered and silent
+        self._beat = Heartbeat(self.staging.group_heartbeat(self.settings.group), self.settings.heartbeat,
+                               f"{socket.gethostname()} {os.getpid()} {self.comm.size}\n")
         self.info = info
         self._tail = IndexTail(self.staging.index)
         self._state = state
         self._next_seq = state.released_seq + 1  # a restarted group resumes at its first unreleased step
+        if state.dropped:  # the producer let this group go while it was dead: what it deleted meanwhile is lost
+            self._drop_reason, state.dropped = state.dropped, ""
+            print(f"h5flow: consumer group '{self.settings.group}' was dropped by the producer ({self._drop_reason}); "
+                  "it resumes at its first unreleased step still in the stream", file=sys.stderr, flush=True)
+        state.heartbeat = self.settings.heartbeat
         self._save_group()
         return True
 
@@ -407,8 +420,11 @@ class Hdf5Reader(Reader):
                 continue
             if self.staging.step_path(e.step).is_dir():
                 return _Found(StepStatus.OK, e, seen=time.time(), layout=self.info.layout, driver=self.info.driver)
-            self._pending.pop(0)  # deleted before this group attached
-            self.missed.append(e.step)
+            self._pending.pop(0)  # deleted before this group attached, or while the producer had dropped it
+            if self._drop_reason:
+                self.dropped.append((e.step, self._drop_reason))
+            else:
+                self.missed.append(e.step)
             self._next_seq = e.seq + 1
         if self._end_count is not None and self._next_seq >= self._end_count:
             return _Found(StepStatus.END_OF_STREAM)
@@ -433,14 +449,17 @@ class Hdf5Reader(Reader):
                     found = self._scan()
                     if found is not None:
                         return found
-                    assert self.info is not None
+                    assert self.info is not None and self._beat is not None
+                    stopped = self._beat.failure()
+                    if stopped:  # the producer would take this group for dead
+                        return _Found(StepStatus.ERROR, reason=f"consumer group '{cfg.group}': {stopped}")
                     lost = self.staging.lost_producer(self.info)
                     if lost is not None:
                         found = self._scan()  # the producer may have ended just before its beat stopped
                         if found is not None:
                             return found
                         return _Found(StepStatus.ERROR, reason=f"{lost}; {self._progress_text()}")
-            except (TransportError, ValueError, OSError) as e:
+            except (TransportError, HeartbeatError, ValueError, OSError) as e:
                 return _Found(StepStatus.ERROR, reason=str(e))
             if deadline is not None and time.time() >= deadline:
                 what = ("no stream yet" if self.info is None and not self._finished_run else
@@ -589,7 +608,7 @@ class Hdf5Reader(Reader):
         e = self._entry
         if self.comm.rank == 0:
             assert self._state is not None and self.info is not None
-            self._state.released_seq = step.seq
+            self._state.released_seq, self._state.released_step = step.seq, step.step
             self._save_group()
             if self.settings.keep != "all" and e is not None:
                 # steps a producer's write thread (or its wait for room) deleted meanwhile are off the list
@@ -607,6 +626,9 @@ class Hdf5Reader(Reader):
                             "barrier": phases.get("barrier", 0.0)})
 
     def _do_close(self) -> None:
+        if self._beat is not None:  # the group stops beating: a producer waiting for it says so (dead_consumer)
+            self._beat.stop()
+            self._beat = None
         if self._current is not None and isinstance(self._current, Hdf5ReadStep):
             self._current.close()
         with contextlib.suppress(OSError):

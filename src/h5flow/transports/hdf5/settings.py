@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from h5flow.config import TransportConfig
-from h5flow.transports.plugin import (POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, TransportEntry, TransportSettings,
-                                      WriterReader, read_polling, read_queue)
+from h5flow.transports.plugin import (LIVENESS_ATTRIBUTES, POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, TransportEntry,
+                                      TransportSettings, WriterReader, check_dead_consumer, read_liveness,
+                                      read_polling, read_queue)
 from h5flow.xmlnode import XmlNode
 
 LAYOUTS = ("n-1", "n-n", "log")
@@ -22,7 +23,7 @@ _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/
 class Hdf5Settings(TransportSettings):
     """``<transport type="hdf5">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
-    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | {
+    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | LIVENESS_ATTRIBUTES | {
         "file_name", "method", "collective", "layout", "driver", "quota", "keep", "raw_reads", "async_write",
         "read_threads", "map_reads"}
 
@@ -53,11 +54,15 @@ class Hdf5Settings(TransportSettings):
     queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
     queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
     group: str = "default"  # consumer group name (each group sees every step)
-    heartbeat: float = 1.0  # producer heartbeat period (s); a producer is lost after 1.5x this without one
+    # heartbeat period (s) of producer ranks and consumer groups; one is lost after 1.5x this without one
+    heartbeat: float = 1.0
+    # producer blocked on a consumer group that stopped beating: wait (say so) | drop (go on without it) | error
+    dead_consumer: str = "wait"
     poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
     poll_max: float = 0.02
 
     def __post_init__(self) -> None:
+        check_dead_consumer(self.dead_consumer)
         if self.map_reads not in MAP_READS:
             raise ValueError(f"map_reads={self.map_reads!r}: accepted: {', '.join(MAP_READS)}")
         if self.method[1:2].lower() == "c":
@@ -117,6 +122,7 @@ class Hdf5Settings(TransportSettings):
         s.async_write = node.boolean("async_write", s.async_write)
         read_queue(node, s)
         read_polling(node, s)
+        read_liveness(node, s)
         return s
 
 

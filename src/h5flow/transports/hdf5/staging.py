@@ -12,10 +12,15 @@ Layout of ``<filename>.h5flow/`` (format version 1, documented in docs/STREAM.md
     .step-<step:09d>.tmp/    a step being written: never looked at by consumers
     hb/<rank>                producer heartbeats: mtime refreshed every heartbeat/2 by a helper
                              process while the producer makes progress; content "host pid"
+    hb/<rank>.error          the error producer rank <rank> stopped on (written as it leaves)
+    hb/<rank>.stalled        the lease that rank overran (what it was doing); hb/<rank>.log: its helper's stderr
     owner                    the producer's claim: flock-ed by producer rank 0 while it runs; content: who
     .reserve                 a small preallocated file freed to make room for the last index lines when
                              the file system is full
-    consumers/<group>.json   per consumer group: run_id, released_seq (every seq <= it is released)
+    consumers/<group>.json   per consumer group: run_id, released_seq (every seq <= it is released), released_step,
+                             heartbeat, dropped (why the producer let the group go; then it holds no step back)
+    consumers/<group>.hb     the group's heartbeat: mtime refreshed every heartbeat/2 by consumer rank 0's helper
+                             process while the group reads; content "host pid ranks"
 
 A step becomes visible by ``rename(.step-N.tmp, step-N)`` followed by its ``P`` line: a consumer only
 opens steps listed in the index, so a partial step is never visible. Steps are deleted (unless
@@ -24,6 +29,7 @@ opens steps listed in the index, so a partial step is never visible. Steps are d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -35,6 +41,7 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,6 +214,9 @@ class GroupState:
     released_seq: int = -1
     consumers: int = 1
     updated: float = field(default_factory=time.time)
+    released_step: int = -1  # the step of released_seq (for messages)
+    heartbeat: float = 0.0  # the group beats consumers/<group>.hb every heartbeat/2 (0: it does not beat)
+    dropped: str = ""  # why the producer dropped the group (dead_consumer="drop"); "" while it counts
 
 
 class Staging:
@@ -382,11 +392,28 @@ class Staging:
                 ages[r] = float("inf")
         return ages
 
+    def record_failure(self, rank: int, reason: str) -> None:
+        """Producer ``rank`` stops on an error: ``hb/<rank>.error`` holds why, as the line consumers report
+        (``producer rank R failed: ...``; best effort: a full file system leaves consumers with "lost")."""
+        with contextlib.suppress(OSError):
+            atomic_write(self.hb / f"{rank}.error", reason)
+
+    def failure_of(self, rank: int) -> str:
+        """The reason producer ``rank`` recorded when it stopped on an error ("" when none)."""
+        try:
+            return (self.hb / f"{rank}.error").read_text().strip()
+        except OSError:
+            return ""
+
     def lost_producer(self, info: StreamInfo) -> str | None:
-        """A reason string if a producer rank stopped beating (dead for > 1.5 heartbeats), else None."""
+        """A reason string if a producer rank stopped beating (dead for > 1.5 heartbeats), else None: the error
+        it stopped on when it recorded one (``producer rank R failed: ...``), else what is known of its end."""
         limit = 1.5 * info.heartbeat
         for rank, age in self.heartbeat_ages(info.producers).items():
             if age > limit:
+                failed = self.failure_of(rank)
+                if failed:  # the agreed line (it may name another rank: the one that failed first)
+                    return failed if failed.startswith("producer rank ") else f"producer rank {rank} failed: {failed}"
                 what = "never started" if age == float("inf") else f"no heartbeat for {age:.2f} s"
                 try:
                     stalled = (self.hb / f"{rank}.stalled").read_text().strip()
@@ -415,20 +442,53 @@ class Staging:
         atomic_write(self.group_path(group), json.dumps(state.__dict__))
 
     def groups(self, run_id: str) -> dict[str, GroupState]:
+        """The consumer groups of run ``run_id`` that hold steps back (a group the producer dropped does not)."""
         out = {}
         if self.consumers.is_dir():
             for p in self.consumers.glob("*.json"):
                 st = self.load_group(p.stem)
-                if st is not None and st.run_id == run_id:
+                if st is not None and st.run_id == run_id and not st.dropped:
                     out[p.stem] = st
         return out
 
+    def group_heartbeat(self, group: str) -> Path:
+        return self.consumers / f"{check_group(group)}.hb"
+
+    def dead_group(self, group: str, state: GroupState, now: float) -> str:
+        """What is known of ``group`` if it stopped beating (no beat for more than 1.5 of its heartbeats), else
+        "". A group that does not beat (``state.heartbeat`` 0) is never judged."""
+        if state.heartbeat <= 0:
+            return ""
+        path = self.group_heartbeat(group)
+        try:
+            age = now - path.stat().st_mtime
+            who = path.read_text().split()
+        except (OSError, ValueError):
+            age, who = float("inf"), []
+        if age <= 1.5 * state.heartbeat:
+            return ""
+        rank0 = f"its rank 0 was pid {who[1]} on {who[0]}, " if len(who) >= 2 else ""
+        since = "never beat" if age == float("inf") else f"no heartbeat for {age:.1f} s"
+        last = "none" if state.released_seq < 0 else f"{state.released_step} (sequence {state.released_seq})"
+        return (f"consumer group {group!r} stopped beating ({since}, heartbeat every {state.heartbeat:g} s; "
+                f"{rank0}{state.consumers} rank(s)); last step it released: {last}")
+
+    def released_seq(self, run_id: str, groups: dict[str, GroupState] | None = None) -> float:
+        """Every seq up to this one is released: the slowest counting group's ``released_seq``; -1 when no group
+        registered yet (steps wait for the first one); infinite when every group registered was dropped."""
+        groups = self.groups(run_id) if groups is None else groups
+        if groups:
+            return min(g.released_seq for g in groups.values())
+        if self.consumers.is_dir() and any(st is not None and st.run_id == run_id and st.dropped for st in
+                                           (self.load_group(p.stem) for p in self.consumers.glob("*.json"))):
+            return float("inf")
+        return -1
+
     def released_on_disk(self, run_id: str, published: list[Entry]) -> list[int]:
         """The published steps every registered consumer group has released that are still on disk."""
-        groups = self.groups(run_id)
-        if not groups:
+        done = self.released_seq(run_id)
+        if done < 0:
             return []
-        done = min(g.released_seq for g in groups.values())
         return [e.step for e in published if e.seq <= done and self.step_path(e.step).exists()]
 
     def gc_path(self, step: int) -> Path:
@@ -508,17 +568,28 @@ class DirWatch:
             self.fd = -1
 
 
+class HeartbeatError(RuntimeError):
+    """The heartbeat helper did not start, or stopped while its process runs."""
+
+
 class Heartbeat:
-    """A helper process that refreshes ``hb/<rank>`` while this process makes progress.
+    """A helper process that refreshes a heartbeat file (``hb/<rank>`` of a producer rank,
+    ``consumers/<group>.hb`` of a consumer group) while this process makes progress.
 
     A separate process rather than a thread: a thread would starve while this process sits in a long
-    MPI or HDF5 call holding the GIL, and a starved heartbeat would look like a crash. The helper
-    exits by itself when its parent dies (its stdin pipe closes or its parent pid changes), so a killed
-    producer stops beating at once.
+    MPI or HDF5 call holding the GIL, and a starved heartbeat would look like a crash. The helper is this
+    same interpreter (``sys.executable``) started with this process's whole environment, so it starts
+    wherever this process did (an interpreter that finds ``libpython`` or its modules only through
+    ``LD_LIBRARY_PATH``, ``PYTHONHOME`` or ``PYTHONPATH`` included). It exits by itself when its parent dies
+    (its stdin pipe closes or its parent pid changes), so a killed process stops beating at once.
+
+    It cannot fail silently: the file's mtime is set back to 0 before the helper starts, and the constructor
+    returns only once the helper has moved it (else :class:`HeartbeatError` with what the helper said on
+    stderr, kept in ``<file>.log``); :meth:`failure` tells a helper that stopped since.
 
     "Alive" is not enough: a producer deadlocked inside a collective HDF5 call is alive for ever. Before
     such a call the producer sets a *lease* (:meth:`expect_progress`): if it has not come back within
-    that many seconds the helper stops beating and writes ``hb/<rank>.stalled`` (what it was doing), so
+    that many seconds the helper stops beating and writes ``<file>.stalled`` (what it was doing), so
     consumers report the producer lost instead of waiting for it. :meth:`progress_done` lifts the lease.
     """
 
@@ -532,7 +603,7 @@ class Heartbeat:
         "        try:\n"
         "            os.utime(path)\n"
         "        except FileNotFoundError:\n"
-        "            break\n"
+        "            sys.exit('heartbeat file '+path+' removed')\n"
         "    elif not stalled:\n"
         "        stalled=True\n"
         "        try:\n"
@@ -557,16 +628,65 @@ class Heartbeat:
         "                except OSError:\n"
         "                    pass\n"
     )
+    #: the helper must have beaten once within this many seconds (or this many heartbeats, if longer)
+    START_BOUND = 30.0
 
-    def __init__(self, path: Path, interval: float) -> None:
-        path.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    def __init__(self, path: Path, interval: float, content: str = "") -> None:
+        path.write_text(content or f"{socket.gethostname()} {os.getpid()}\n")
+        os.utime(path, (0, 0))  # the helper's first beat moves it: the proof that it runs
         Path(f"{path}.stalled").unlink(missing_ok=True)
         self.path = path
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, env={"PATH": os.environ.get("PATH", "")},
-        )
+        self.interval = interval
+        self.err = Path(f"{path}.log")
+        self._stopped = False
+        if not sys.executable:
+            raise HeartbeatError(f"cannot start the heartbeat helper for {path}: this Python does not know its "
+                                 "interpreter (sys.executable is empty, as in some embedded interpreters)")
+        with open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, close_fds=True,
+            )
+        # a reader or writer left unclosed (or the interpreter exiting) still ends and reaps its helper
+        self._finalizer = weakref.finalize(self, _end_helper, self.proc)
+        bound = max(self.START_BOUND, 10 * interval)
+        deadline = time.monotonic() + bound
+        while self._mtime() <= 0:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                what = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
+                        else f"did not beat within {bound:g} s")
+                self.stop()
+                raise HeartbeatError(
+                    f"the heartbeat helper ({sys.executable} -c ..., started with this process's environment) "
+                    f"{what}{self._said()}; without it the stream's peers would report this process lost after "
+                    f"{1.5 * interval:g} s")
+            time.sleep(0.005)
+
+    def _mtime(self) -> float:
+        try:
+            return self.path.stat().st_mtime
+        except OSError:
+            return -1.0
+
+    def _said(self) -> str:
+        """What the helper wrote on stderr (its last lines), as ``": ..."``, or ""."""
+        try:
+            text = self.err.read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        if not text:
+            return ""
+        lines = text.splitlines()
+        return ": " + " | ".join(lines[-3:])[-600:]
+
+    def failure(self) -> str:
+        """"" while the helper runs, else why it stopped (its exit status and last words): this process goes on
+        but no longer beats, so its peers will report it lost."""
+        if self._stopped or self.proc.poll() is None:
+            return ""
+        return (f"its heartbeat helper (pid {self.proc.pid}) stopped with status {self.proc.returncode}"
+                f"{self._said()}; {self.path} is no longer refreshed, so the stream's peers report this process "
+                "lost")
 
     def _tell(self, line: str) -> None:
         if self.proc.stdin is None or self.proc.poll() is not None:
@@ -586,18 +706,24 @@ class Heartbeat:
         self._tell("-1")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+        self._stopped = True
+        self._finalizer()
+
+
+def _end_helper(proc: subprocess.Popen) -> None:
+    """Stop a heartbeat helper and reap it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
 
 def new_run_id() -> str:

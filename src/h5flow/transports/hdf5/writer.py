@@ -19,14 +19,16 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
-from h5flow.transports._common import Decision, StepPuts, StepWriter, block_payload, dataset_layout
+from h5flow.transports._common import (Decision, StepPuts, StepWriter, block_payload, dataset_layout,
+                                       dropped_message)
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings, layout_conflict
-from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, IndexTail, Staging, StreamInfo, atomic_write,
-                                            EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id)
+from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, HeartbeatError, IndexTail, Staging, StreamInfo, atomic_write,
+                                            EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id,
+                                            read_index)
 
 STEP_FORMAT = "h5flow-step"
 #: room reserved per step file beyond its payload (superblock, object headers, B-trees, page rounding)
@@ -119,6 +121,7 @@ class Hdf5Writer(StepWriter):
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
         self._consumer_watch: DirWatch | None = None  # rank 0: wakes a producer blocked on a full queue
         self._published: list[Entry] = []
+        self._dropped_groups: set[str] = set()  # rank 0: consumer groups dropped (dead_consumer="drop")
         self._doomed: list[int] = []  # rank 0, n-n write thread: released steps renamed out, their files deleted
         self._json: tuple[StepMeta | None, str] = (None, "")  # the step's meta.json text, made once per step
         # async_write (docs/STREAM.md "Write-behind"): the write thread, the step on it, the communicator its
@@ -149,7 +152,7 @@ class Hdf5Writer(StepWriter):
         error = ""
         try:
             self._heartbeat = Heartbeat(self.staging.hb / str(comm.rank), self.settings.heartbeat)
-        except OSError as e:
+        except (OSError, HeartbeatError) as e:
             error = f"rank {comm.rank}: cannot start its heartbeat in {self.staging.hb}: {e}"
         errors = [e for e in comm.allgather(error) if e]
         if not errors and comm.rank == 0:
@@ -166,6 +169,10 @@ class Hdf5Writer(StepWriter):
             raise TransportError("; ".join(errors))
 
     # -- steps -----------------------------------------------------------------------------------
+    def _local_error(self) -> str:
+        """This rank's heartbeat helper stopped: the stream stops (consumers would report this rank lost)."""
+        return self._heartbeat.failure()
+
     def _do_end_step(self) -> PublishInfo:
         t_enter = time.time()
         self._drain()  # async_write: the previous step's write, and its error, before this step is admitted
@@ -509,7 +516,7 @@ class Hdf5Writer(StepWriter):
         if cfg.keep != "all" and (collect or cfg.quota_bytes):
             self.staging.collect_garbage(self.info.run_id, self._published)
         groups = self.staging.groups(self.info.run_id)
-        released = min((g.released_seq for g in groups.values()), default=-1)
+        released = self.staging.released_seq(self.info.run_id, groups) if groups or self._dropped_groups else -1
         # forget released steps once nothing needs them (kept with keep="all"; deleted otherwise), so that
         # the per-step cost does not grow with the number of steps published
         self._published = [e for e in self._published if e.seq > released or (
@@ -532,6 +539,45 @@ class Hdf5Writer(StepWriter):
         if self._consumer_watch is None:
             self._consumer_watch = DirWatch(self.staging.consumers)
         self._consumer_watch.wait(delay)
+
+    def _check_dead(self, when: str) -> str:
+        """Rank 0 waiting for its consumers checks its own heartbeat too (it is the one its consumers watch)."""
+        failure = self._heartbeat.failure()
+        return f"rank 0: {failure}" if failure else super()._check_dead(when)
+
+    def _dead_groups(self) -> dict[str, str]:
+        """Rank 0: the consumer groups that stopped beating (``consumers/<group>.hb``) with steps unreleased."""
+        now, last = time.time(), self._seq - 1
+        out = {}
+        for name, state in self.staging.groups(self.info.run_id).items():
+            if state.released_seq < last:
+                what = self.staging.dead_group(name, state, now)
+                if what:
+                    out[name] = what
+        return out
+
+    def _drop_group(self, name: str, reason: str) -> None:
+        """Rank 0: mark the group dropped in its file (it then holds no step back; a restarted consumer of it
+        learns why and resumes at its first unreleased step still in the stream)."""
+        state = self.staging.load_group(name)
+        if state is None:
+            return
+        state.dropped = reason
+        self.staging.save_group(name, state)
+        self._dropped_groups.add(name)
+
+    def _dropped_steps(self) -> dict[str, dict[str, Any]]:
+        """Rank 0 at close: group -> the published steps it never took, for each group dropped and not back."""
+        out: dict[str, dict[str, Any]] = {}
+        published = [e for e in read_index(self.staging.index) if e.kind == "P"]
+        for name in sorted(self._dropped_groups):
+            state = self.staging.load_group(name)
+            if state is None or state.run_id != self.info.run_id or not state.dropped:
+                continue  # a consumer of the group came back (it reports the steps it missed itself)
+            steps = [e.step for e in published if e.seq > state.released_seq]
+            if steps:
+                out[name] = {"steps": steps, "reason": state.dropped}
+        return out
 
     def _record_discard(self, step: int, why: str) -> None:
         self.staging.append(f"D {step} {self._step_time!r} {why}")
@@ -714,23 +760,32 @@ class Hdf5Writer(StepWriter):
                 if self.settings.keep != "all":
                     self.staging.collect_garbage(self.info.run_id, self._published)
                 self._remove_doomed()
+                self.dropped = self._dropped_steps()
             except OSError as e:
                 error = f"cannot end the stream in {self.staging.root}: {e}"
             self._release_rank0()
         self._heartbeat.stop()
-        error = bcast_from_root(self.comm, error)
+        error, self.dropped = bcast_from_root(self.comm, (error, self.dropped))
         if error:
             raise TransportError(error)
+        if self.dropped:  # never silent: the producer's exit status says steps were lost
+            raise TransportError("; ".join(dropped_message(self.config.filename, g, d)
+                                           for g, d in sorted(self.dropped.items())))
 
     def _do_abort(self) -> None:
-        # No end-of-stream: consumers see the X line of an error the writer stopped on, or else report the
-        # producer as lost once the heartbeat stops. A step on the write thread is finished first (every rank's
-        # thread takes part in its collectives, whatever the simulation raised), or fails on its own.
+        # No end-of-stream: the reason the producer stopped goes where consumers look. Every rank leaves it in
+        # hb/<rank>.error (read when that rank's heartbeat stops: a rank that failed alone is named), rank 0
+        # also as an X line (consumers report it at once, after the steps published before). A step on the write
+        # thread is finished first (every rank's thread takes part in its collectives, whatever the simulation
+        # raised), or fails on its own.
         with contextlib.suppress(Exception):
             self._drain()
         self._stop_write_thread()
+        line = self.failure_line()
+        self.staging.record_failure(self.comm.rank, line)
         self._heartbeat.stop()
         if self.comm.rank == 0:
+            self._stop_stream(line)
             self._remove_doomed()
             self._close_log_file()
             self._release_rank0()

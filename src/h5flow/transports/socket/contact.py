@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from h5flow.transports import _ownership
-from h5flow.transports._common import step_ranges  # noqa: F401 - re-exported
+from h5flow.transports._common import dropped_message, step_ranges  # noqa: F401 - used by reader and writer
 from h5flow.transports.base import TransportError
 
 FORMAT = "h5flow-socket"
@@ -64,12 +64,6 @@ def write_private(path: Path, data: dict) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-
-
-def dropped_message(filename: str, group: str, d: dict) -> str:
-    steps = d["steps"]
-    return (f"{filename}: {len(steps)} published step(s) were dropped for consumer group {group!r} without being "
-            f"taken: steps {step_ranges(steps)} ({d['reason']})")
 
 
 def _pid_exists(pid: int) -> bool:

@@ -132,6 +132,9 @@ class Store:
 
     rank: int
     heartbeat: float
+    #: a group that stopped beating: its steps are kept ("wait", "error": the producer decides when blocked on it)
+    #: or not ("drop")
+    dead_consumer: str = "wait"
     cond: threading.Condition = field(default_factory=threading.Condition)
     held: dict[int, Held] = field(default_factory=dict)
     stored: int = 0  # steps stored so far: the next seq
@@ -197,14 +200,24 @@ class Store:
                 out[name] = d
         return out
 
-    def released(self) -> int:
-        """Every seq up to this one needs no holding: the slowest live group released it.
+    def holds_for(self, g: Group) -> bool:
+        """Whether steps are kept for group ``g``: while it beats, and after it stopped unless ``dead_consumer``
+        is "drop"."""
+        return not g.lost or self.dead_consumer != "drop"
 
-        No live group: if one was registered and all are gone (lost, or said BYE), the stream has lost its
-        consumers and nothing is held back (a vanished consumer never stalls the producer); if none ever
-        registered, nothing is released (``block`` waits for the first group, as the hdf5 transport does).
+    def revive(self, g: Group) -> None:
+        """A group that stopped beating and whose steps were kept is heard from again: it counts as live."""
+        if g.lost and self.dead_consumer != "drop":
+            g.lost = False
+
+    def released(self) -> int:
+        """Every seq up to this one needs no holding: the slowest group steps are kept for released it.
+
+        No such group: if one was registered and all are gone (dropped, or said BYE), the stream has lost its
+        consumers and nothing is held back; if none ever registered, nothing is released (``block`` waits for
+        the first group, as the hdf5 transport does).
         """
-        live = [g.released_seq for g in self.groups.values() if not g.lost]
+        live = [g.released_seq for g in self.groups.values() if self.holds_for(g)]
         if live:
             return min(live)
         return self.stored - 1 if self.ever else -1
@@ -247,7 +260,7 @@ class Store:
         if not self.ever:
             return self.stored == 0
         last = self.stored - 1
-        return all(g.released_seq >= last for g in self.groups.values() if not g.lost)
+        return all(g.released_seq >= last for g in self.groups.values() if self.holds_for(g))
 
     def live_groups(self) -> list[str]:
         return sorted(name for name, g in self.groups.items() if not g.lost)
@@ -444,6 +457,8 @@ class Server(threading.Thread):
         name = _group(body)
         with st.cond:
             g = st.groups.get(name)
+            if g is not None:
+                st.revive(g)
             lost = g is not None and g.lost
             if g is not None and not g.lost:
                 g.last_ping = time.time()
@@ -457,6 +472,8 @@ class Server(threading.Thread):
         _int(body, "consumers", 1, 1 << 24)
         with st.cond:
             g = st.groups.get(name)
+            if g is not None:
+                st.revive(g)  # a restarted consumer of a group whose steps were kept resumes
             resumed = g is not None and not g.lost
             if g is None and sum(not x.lost for x in st.groups.values()) >= MAX_GROUPS:
                 raise BadRequest(f"{MAX_GROUPS} consumer groups are attached already")
@@ -485,6 +502,8 @@ class Server(threading.Thread):
         name, seq = _group(body), _int(body, "seq")
         with st.cond:
             g = st.groups.get(name)
+            if g is not None:
+                st.revive(g)
             if g is not None and not g.lost:
                 g.released_seq = max(g.released_seq, min(seq, st.stored - 1))
                 g.last_ping = time.time()
@@ -575,6 +594,8 @@ class Server(threading.Thread):
             for name, g in st.groups.items():
                 if not g.lost and now - g.last_ping > limit:
                     g.lost = True
+                    if st.dead_consumer != "drop":  # kept: the producer applies the policy when blocked on it
+                        continue
                     st.losses.setdefault(name, []).append(
                         f"consumer group {name!r} declared lost at {time.strftime('%H:%M:%S')}: no heartbeat for "
                         f"{now - g.last_ping:.2f} s (limit 1.5 heartbeats of {st.heartbeat:g} s); the producer "

@@ -13,7 +13,7 @@ import zmq
 
 from h5flow.config import TransportConfig
 from h5flow.transports._common import StepWriter, block_payload
-from h5flow.transports._mpiutil import sleepy_allgather, sleepy_wait
+from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.cma import offer
@@ -54,7 +54,7 @@ class SocketWriter(StepWriter):
             raise TransportError(str(e)) from None
         P.tune_allocator()
         self._ctx = zmq.Context()
-        self.store = Store(comm.rank, self.settings.heartbeat)
+        self.store = Store(comm.rank, self.settings.heartbeat, self.settings.dead_consumer)
         self._server: Server | None = None
         self._claim: Claim | None = None
         self.cma_off = ""  # why same-node consumers get the blocks over the socket ("": they copy them, .cma)
@@ -147,6 +147,27 @@ class SocketWriter(StepWriter):
             unreleased = st.unreleased()
             return len(unreleased), sum(h.nbytes for h in unreleased), st.live_groups()
 
+    def _local_error(self) -> str:
+        """This rank's serving thread stopped (it answers the consumers' pings): the stream stops, said by the
+        producer itself rather than found by its consumers as a lost rank."""
+        if self._server is not None and not self._server.is_alive():
+            return ("its serving thread stopped (its last words, if any, are above on stderr); consumers can no "
+                    "longer reach this rank and would report it lost")
+        return ""
+
+    def _dead_groups(self) -> dict[str, str]:
+        """Rank 0: the groups that stopped pinging it while their steps are kept and some are unreleased."""
+        st, now = self.store, time.time()
+        out = {}
+        with st.cond:
+            for name, g in st.groups.items():
+                if g.lost and st.holds_for(g) and g.released_seq < st.stored - 1:
+                    last = (f"{st.announced[g.released_seq]} (sequence {g.released_seq})"
+                            if 0 <= g.released_seq < len(st.announced) else "none")
+                    out[name] = (f"consumer group {name!r} stopped beating (no ping for {now - g.last_ping:.1f} s, "
+                                 f"heartbeat every {st.heartbeat:g} s; its rank 0 pings); last step it released: {last}")
+        return out
+
     def _record_discard(self, step: int, why: str) -> None:
         with self.store.cond:
             self.store.discards.append((step, why))
@@ -158,18 +179,27 @@ class SocketWriter(StepWriter):
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
         comm, st = self.comm, self.store
+        error = ""
         if comm.rank == 0:
             t0 = time.time()
             announced = False
             with st.cond:
-                while not st.drained():  # every live group has every step
+                while not st.drained():  # every group steps are kept for has every step
                     if not announced and time.time() - t0 > 5.0:
                         names = ", ".join(st.live_groups()) or "no consumer group attached yet"
                         print(f"h5flow: producer waiting for consumers to take the last steps before closing "
                               f"(groups: {names})", file=sys.stderr, flush=True)
                         announced = True
-                    st.cond.wait(0.5)
-                st.end_count = len(st.announced)
+                    st.cond.wait(min(0.5, st.heartbeat / 4))
+                    error = self._check_dead("at close")
+                    if error:
+                        break
+                st.end_count = None if error else len(st.announced)
+        error = bcast_from_root(comm, error)  # stopped on a dead consumer group (dead_consumer="error")
+        if error:
+            self._shutdown(remove=comm.rank == 0)
+            raise TransportError(error)
+        if comm.rank == 0:
             assert self._server is not None
             self._server.wake()
             limit = time.time() + 10 * self.settings.heartbeat
