@@ -176,13 +176,15 @@ def test_producer_error_reaches_consumers_with_its_reason(tmp_path: Path) -> Non
     from h5flow.transports import StepStatus, open_reader
 
     filename = str(tmp_path / "s")
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(h5flow.RankFailed, match="producer rank 0 failed: ZeroDivisionError") as err:
         with h5flow.open(filename, "w", comm=MPI.COMM_SELF, type="hdf5", heartbeat=0.2) as s:
             with s.step(0) as st:
                 st.write("T", np.zeros((2, 2, 2)))
             s.flush()
             1 / 0
-    assert (staging_dir(filename) / "hb" / "0.error").read_text() == "ZeroDivisionError: division by zero"
+    assert isinstance(err.value.__cause__, ZeroDivisionError)  # the agreed error, chained from the rank's own
+    assert (staging_dir(filename) / "hb" / "0.error").read_text() == \
+        "producer rank 0 failed: ZeroDivisionError: division by zero"
     reader = open_reader(MPI.COMM_SELF, TransportConfig.of(type="hdf5", filename=filename))
     try:
         assert reader.begin_step(5).status is StepStatus.OK
@@ -315,4 +317,4 @@ def test_socket_producer_reports_its_serving_thread_stopping(tmp_path: Path) -> 
             s.writer._server.stop()
             with s.step(0) as st:
                 st.write("T", np.zeros((2, 2, 2)))
-    assert "rank 0: its serving thread stopped" in str(err.value), err.value
+    assert "producer rank 0 failed: its serving thread stopped" in str(err.value), err.value

@@ -360,7 +360,8 @@ class Server(threading.Thread):
         ``reason`` (``producer rank R failed: ...``)."""
         with self.store.cond:
             self.store.failure = reason
-        self.wake()
+        if self.is_alive():  # a serving thread that stopped answers nobody (its wake socket is closed)
+            self.wake()
 
     def stop(self) -> None:
         if self.is_alive():
