@@ -249,6 +249,7 @@ class SocketReader(Reader):
         self._end: _Found | None = None
         self._last_step: int | None = None
         self._stale = ""  # why the contact file found last was not tried (left by a producer that is gone)
+        self._opened = time.time()  # an ended file written after this is of the run this reader waited for
         self._step_t0 = 0.0
         self._info: dict[str, Any] = {}
         self._seen = 0.0
@@ -345,12 +346,18 @@ class SocketReader(Reader):
         return ""
 
     def _check_ended(self) -> None:
-        """No contact file: if the producer that ended there dropped steps of this group, say so (an ERROR)."""
+        """No contact file: if the producer that ended there dropped steps of this group, or failed after this
+        reader opened (before it could attach), say so (an ERROR)."""
         try:
             ended = load_ended(self.config.filename)
             d = ended["dropped"].get(self.settings.group)
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             return
+        failed = ended.get("failed") if isinstance(ended, dict) else None
+        if failed and float(ended.get("ended", 0)) >= self._opened:  # the run it waited for failed before it attached
+            when = time.strftime("%H:%M:%S", time.localtime(float(ended["ended"])))
+            raise TransportError(f"{failed} (the stream stopped at {when}, run {ended.get('run_id')}, "
+                                 f"{ended.get('published')} steps published, before this consumer attached)")
         if d:
             self._report_dropped(d)
             when = time.strftime("%H:%M:%S", time.localtime(float(ended.get("ended", 0))))
