@@ -656,3 +656,156 @@ static int list_dir(const char *dir, bool attrs, h5fl_names_t *out)
 
 int h5fl_list_children(const char *dir, h5fl_names_t *out) { return list_dir(dir, false, out); }
 int h5fl_list_attrs(const char *dir, h5fl_names_t *out) { return list_dir(dir, true, out); }
+
+/* ---------------------------------------------------------------- creating a name
+ * A new link (object, soft, external or hard link stub) is built in a private directory at the container
+ * root and renamed to its name in one rename(2). rename(2) of a directory onto an existing directory
+ * succeeds only if that one is empty, and every link directory holds its marker file before it is renamed,
+ * so of two processes renaming to the same name exactly one succeeds; the other gets EEXIST/ENOTEMPTY and
+ * reports that the name exists, as native HDF5 refuses a second creation. A process killed while building
+ * leaves only its private directory (never a name). An empty or marker-less directory at a name is what a
+ * creation killed half-way left under the earlier protocol (mkdir at the name, then the marker), or what a
+ * deletion stopped half-way left: it is emptied through a descriptor of its own (so nothing else is ever
+ * touched) and replaced. */
+char *h5fl_create_tmp(h5fl_file_t *f)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "@tmp.new.%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->create_counter++);
+    char *t = h5fl_join(f->o.dir, leaf);
+    if (t && mkdir(t, 0755) != 0) {
+        h5fl_err("cannot create %s: %s", t, strerror(errno));
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+bool h5fl_is_anon_dir(const char *root, const char *dir)
+{
+    size_t rl = strlen(root), al = strlen(H5FL_ANON_PREFIX);
+    return dir && !strncmp(dir, root, rl) && dir[rl] == '/' && !strncmp(dir + rl + 1, H5FL_ANON_PREFIX, al) &&
+           !strchr(dir + rl + 1, '/');
+}
+
+/* Remove everything inside the directory open as `fd` (never following symbolic links). */
+static int empty_at(int fd)
+{
+    int dfd = dup(fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(fd, e->d_name, 0) == 0 || errno == ENOENT)
+            continue;
+        if (errno != EISDIR && errno != EPERM) {
+            rc = -1;
+            continue;
+        }
+        int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 || empty_at(sub) != 0 || (unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT))
+            rc = -1;
+        if (sub >= 0)
+            close(sub);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The directory at `dir` holds no marker: empty it (through its own descriptor, re-checking the markers
+ * there first), so that the next rename(2) replaces it. */
+static int clear_stale(const char *dir)
+{
+    static const char *const markers[] = {H5FL_DSET_FILE, H5FL_DTYPE_FILE, H5FL_GROUP_FILE, H5FL_SOFT_FILE,
+                                          H5FL_EXT_FILE,  H5FL_HARD_FILE,  H5FL_MARKER};
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1; /* gone meanwhile: the caller tries again */
+    for (size_t i = 0; i < sizeof markers / sizeof *markers; i++)
+        if (faccessat(fd, markers[i], F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+            close(fd);
+            return 0; /* a link now: the caller's next rename fails and reports it */
+        }
+    int rc = empty_at(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+static int publish(const char *tmp, const char *dir, const char *what, const char *path, bool drop)
+{
+    bool failed = false;
+    for (int tries = 0; tries < 16 && !failed; tries++) {
+        if (rename(tmp, dir) == 0)
+            return 0;
+        int e = errno;
+        if (e != EEXIST && e != ENOTEMPTY) {
+            h5fl_err(e == ENOTDIR ? "cannot create %s '%s': %s is not a directory (the container is damaged)"
+                                  : "cannot create %s '%s': %s",
+                     what, path, e == ENOTDIR ? dir : strerror(e));
+            failed = true;
+            continue;
+        }
+        if (h5fl_dir_type(dir, false) != H5I_BADID) {
+            if (drop) {
+                h5fl_rm_rf(tmp);
+                h5fl_err_clear();
+            }
+            return H5FL_CREATE_EXISTS;
+        }
+        if (clear_stale(dir) != 0) {
+            h5fl_err("cannot create %s '%s': %s holds an incomplete creation that cannot be removed: %s", what,
+                     path, dir, strerror(errno));
+            failed = true;
+        }
+    }
+    if (!failed)
+        h5fl_err("cannot create %s '%s': %s keeps changing under concurrent creations", what, path, dir);
+    if (drop)
+        h5fl_create_abandon(tmp);
+    return -1;
+}
+
+int h5fl_create_publish(const char *tmp, const char *dir, const char *what, const char *path)
+{
+    return publish(tmp, dir, what, path, true);
+}
+
+int h5fl_name_publish(const char *src, const char *dir, const char *what, const char *path)
+{
+    int r = publish(src, dir, what, path, false);
+    if (r != H5FL_CREATE_EXISTS)
+        return r;
+    h5fl_err("cannot link %s '%s': a link with this name already exists", what, path);
+    return -1;
+}
+
+void h5fl_create_abandon(const char *tmp)
+{
+    if (!tmp)
+        return;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", h5fl_err_msg());
+    h5fl_rm_rf(tmp);
+    h5fl_err_clear();
+    if (keep[0])
+        h5fl_err("%s", keep);
+}
+
+int h5fl_create_publish_new(const char *tmp, const char *dir, const char *what, const char *path)
+{
+    int r = h5fl_create_publish(tmp, dir, what, path);
+    if (r == H5FL_CREATE_EXISTS) {
+        h5fl_err("cannot create %s '%s': a link with this name already exists", what, path);
+        return -1;
+    }
+    return r;
+}
