@@ -247,6 +247,18 @@ int h5fl_anon_link(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t 
     return st;
 }
 
+/* Whether `name` has no component but "." (a location's own name: "", ".", "/", "./."). */
+static bool names_no_link(const char *name)
+{
+    for (const char *c = name; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n > 0 && !(n == 1 && c[0] == '.'))
+            return false;
+        c += n + (c[n] == '/');
+    }
+    return true;
+}
+
 /* H5Lcopy: a soft link is created anew with the same value (in this or another container); a hard link
  * gives its object one more name (links.c). */
 herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const H5VL_loc_params_t *lp2,
@@ -258,6 +270,13 @@ herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     h5fl_obj_t *so = src, *dobj = dst ? dst : src;
     h5fl_loc_t from = {0};
     char *target = NULL;
+    if (lp1->type != H5VL_OBJECT_BY_NAME || names_no_link(lp1->loc_data.loc_by_name.name)) {
+        /* as native: "." (or "/") is the location itself, not a link (H5Ocopy copies an object, H5Olink or
+         * H5Lcreate_hard names one) */
+        h5fl_err("cannot copy link '%s': the name names no link, only the location itself",
+                 lp1->type == H5VL_OBJECT_BY_NAME ? lp1->loc_data.loc_by_name.name : "(self)");
+        goto fail;
+    }
     if (h5fl_loc_from_params2(so, lp1, &from, false) != 0)
         goto fail;
     if (from.type == H5I_BADID)
@@ -580,6 +599,29 @@ static bool busy_anywhere(h5fl_file_t *f, const char *rel)
     return busy != 0;
 }
 
+/* Rank 0: remove the link directory `dir` (HDF5 path `path`): first renamed to a private name at the root,
+ * so that its name is free at once and a creation of the same name by another process (which may replace a
+ * marker-less directory there, util.c) never meets it half-removed. */
+static int remove_away(h5fl_file_t *f, const char *dir, const char *path)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "@tmp.del.%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->create_counter++);
+    char *to = h5fl_join(f->o.dir, leaf);
+    if (!to)
+        return -1;
+    int st = 0;
+    if (rename(dir, to) != 0) {
+        h5fl_err("cannot delete '%s': %s", path, strerror(errno));
+        st = -1;
+    } else {
+        h5fl_rm_rf(to); /* what a failure leaves is a private directory: never a name */
+        h5fl_err_clear();
+    }
+    free(to);
+    return st;
+}
+
 /* H5Ldelete. An object still open (here or on another rank) lives on, unnamed, until its last handle
  * closes, as in native HDF5: its directory moves to an @gone.* directory at the container root (removed
  * by the next writable open) instead of being deleted under the open handles, which would otherwise
@@ -622,7 +664,7 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
             }
             free(hf);
             if (st == 0)
-                h5fl_rm_rf(loc.ldir); /* what is left is no link: an incomplete creation, ignored */
+                st = remove_away(f, loc.ldir, loc.path); /* what is left is no link: ignored until then */
             if (st == 0)
                 st = h5fl_hard_unref(f, &id, 1);
             if (st == 0)
@@ -645,7 +687,7 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
              (unsigned long long)f->gone_counter++);
     if (st == 0 && f->rank == 0) {
         if (!busy) {
-            st = h5fl_rm_rf(loc.dir);
+            st = remove_away(f, loc.dir, loc.path);
         } else {
             char *to = malloc(strlen(f->o.dir) + strlen(gone) + 1);
             if (!to) {
