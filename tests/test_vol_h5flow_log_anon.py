@@ -152,3 +152,21 @@ def test_h5repack_of_a_committed_datatype_into_a_container_like_native(tmp_path:
         assert ls.replace(str(out), "F") == native_ls.replace(str(n), "F"), ls
         dump = _run_tool(["h5dump", str(out)]).stdout
         assert dump.replace(str(out), "F") == _run_tool(["h5dump", str(n)], connector=False).stdout.replace(str(n), "F")
+
+
+def test_h5stat_on_a_container_with_a_committed_datatype(tmp_path: Path) -> None:
+    """H5Oget_native_info of a committed datatype is answered (no header sizes, as for every object of a
+    container): h5stat walks the container and counts the objects native's h5stat counts."""
+    from test_vol_h5flow_log_links import _run_tool
+
+    body = """
+        with check_connector(h5py.File("x.h5", "w")) as f:
+            f["committed_t"] = np.dtype("<i4"); f.create_dataset("g/d", (2,), dtype=f["committed_t"])
+    """
+    _run(body, tmp_path / "n", connector=False)
+    _run(body, tmp_path / "c", connector=True)
+    counts = []
+    for sub, conn in (("n", False), ("c", True)):
+        out = _run_tool(["h5stat", str(tmp_path / sub / "x.h5")], connector=conn).stdout
+        counts.append([ln.strip() for ln in out.splitlines() if "# of unique" in ln])
+    assert counts[0] == counts[1] and "# of unique named datatypes: 1" in counts[1], counts

@@ -500,13 +500,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
     if (st == 0 && df->rank == 0) {
         /* The copy is made under a temporary name at the container root and renamed into place: a failed
          * or interrupted copy leaves nothing under the new name, and a group can be copied into itself. */
-        static unsigned long copies;
-        char tmpn[96];
-        snprintf(tmpn, sizeof tmpn, "@tmp.copy.%ld.%lu", (long)getpid(), ++copies);
+        char tmpn[96]; /* the writer's epoch is its own (whatever the host): so is this name */
+        snprintf(tmpn, sizeof tmpn, "@tmp.copy.%llu.%llu", (unsigned long long)df->epoch,
+                 (unsigned long long)df->create_counter++);
         char *tmp = h5fl_join(df->o.dir, tmpn);
         if (!tmp) {
             st = -1;
-        } else if (access(to, F_OK) == 0) {
+        } else if (access(to, F_OK) == 0 && h5fl_dir_type(to, false) != H5I_BADID) {
             h5fl_err("cannot copy to '%s': a link with this name already exists", dst_name);
             st = -1;
         } else {
@@ -525,6 +525,11 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                 st = slot ? h5fl_write_file_atomic(slot, H5FL_NLINK_FILE, txt, (size_t)n, df->fsync) : -1;
                 free(slot);
             }
+            /* its creation order, then the one rename that names it, refused where a link exists (util.c) */
+            if (st == 0 && h5fl_corder_assign(parent.dir, tmp, df->fsync) != 0)
+                st = -1;
+            if (st == 0 && h5fl_name_publish(tmp, to, "copy", dst_name) != 0)
+                st = -1;
             for (size_t i = 0; st != 0 && i < hm.dst.n; i++) { /* a failed copy leaves no copied object */
                 char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]);
                 if (slot)
@@ -534,14 +539,6 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
             free(hm.src.v);
             free(hm.dst.v);
             free(hm.names);
-            if (st == 0 && rename(tmp, to) != 0) {
-                h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));
-                st = -1;
-            }
-            if (st == 0 && h5fl_corder_assign(parent.dir, to, df->fsync) != 0) {
-                h5fl_rm_rf(to);
-                st = -1;
-            }
             if (st != 0) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", h5fl_err_msg());

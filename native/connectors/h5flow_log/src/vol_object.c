@@ -376,12 +376,8 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
             else if (!strncmp(to, fd, lf) && to[lf] == '/') {
                 h5fl_err("cannot move '%s' into itself", from.path);
                 st = -1;
-            } else if (access(to, F_OK) == 0) {
-                h5fl_err("destination '%s' already exists", lp2->loc_data.loc_by_name.name);
-                st = -1;
-            } else if (rename(from.ldir ? from.ldir : from.dir, to) != 0) { /* a hard link: its stub */
-                h5fl_err("cannot move '%s': %s", from.path, strerror(errno));
-                st = -1;
+            } else if (h5fl_name_publish(fd, to, "moved link", lp2->loc_data.loc_by_name.name) != 0) {
+                st = -1; /* one rename, refused where a link exists (a hard link: its stub moves; util.c) */
             } else {
                 st = h5fl_corder_assign(parent.dir, to, f->fsync); /* a new link of its new group */
                 if (st == 0)
@@ -895,7 +891,7 @@ fail:
 }
 
 /* Native-only object operations that tools use on any file: H5Oget_native_info (h5stat) reports an
- * object without a native object header (all sizes 0: a container has no object headers or B-trees), and
+ * object (group, dataset or committed datatype) without a native object header (all sizes 0: a container has no object headers or B-trees), and
  * H5Oget_comment (h5ls -v, h5dump) reports no comment (comments cannot be set: H5Oset_comment is refused). */
 herr_t h5fl_object_optional(void *obj, const H5VL_loc_params_t *lp, H5VL_optional_args_t *args, hid_t dxpl,
                             void **req)
@@ -911,8 +907,9 @@ herr_t h5fl_object_optional(void *obj, const H5VL_loc_params_t *lp, H5VL_optiona
                  "not supported by h5flow_log",
                  args->op_type);
     } else if (h5fl_loc_from_params(o, lp, &loc) == 0) {
-        if (loc.type != H5I_GROUP && loc.type != H5I_DATASET) {
-            h5fl_err("object '%s' does not exist", loc.path);
+        if (loc.type != H5I_GROUP && loc.type != H5I_DATASET && loc.type != H5I_DATATYPE) {
+            h5fl_err(loc.type == H5I_BADID ? "object '%s' does not exist" : "'%s' is a link, not an object",
+                     loc.path);
         } else if (args->op_type == H5VL_NATIVE_OBJECT_GET_NATIVE_INFO) {
             H5VL_native_object_optional_args_t *a = args->args;
             memset(a->get_native_info.ninfo, 0, sizeof *a->get_native_info.ninfo);
