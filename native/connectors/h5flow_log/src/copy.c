@@ -24,11 +24,9 @@ static bool container_only(const char *name)
 
 static int copy_file(const char *from, const char *to, bool sync)
 {
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        h5fl_err("cannot copy %s: %s", from, strerror(errno));
+    int in = h5fl_open_file(from, O_RDONLY, 0);
+    if (in < 0)
         return -1;
-    }
     int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0) {
         h5fl_err("cannot create %s: %s", to, strerror(errno));

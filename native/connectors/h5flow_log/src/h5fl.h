@@ -119,6 +119,9 @@ char *h5fl_path_join(const char *path, const char *name);
 /* Write dir/name via a temporary file and rename(2); with `sync`, fsync before the rename. */
 int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync);
 int h5fl_read_file(const char *path, void **buf, size_t *len); /* malloc'd contents */
+/* open(2) of a file of the layout: never blocks (a FIFO), never follows a symbolic link, refuses anything
+ * but a regular file. Returns the descriptor, or -1 with an error recorded and errno set (ENOENT: none). */
+int h5fl_open_file(const char *path, int flags, mode_t mode);
 int h5fl_rm_rf(const char *path);
 int h5fl_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off);

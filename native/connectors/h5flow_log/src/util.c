@@ -522,13 +522,48 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
     return rc;
 }
 
-int h5fl_read_file(const char *path, void **buf, size_t *len)
+int h5fl_open_file(const char *path, int flags, mode_t mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or some devices) would otherwise wait for ever for its other end;
+     * O_NOFOLLOW: a symbolic link at a file of the layout is refused, never followed out of the container */
+    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
     if (fd < 0) {
-        h5fl_err("cannot open %s: %s", path, strerror(errno));
+        int e = errno;
+        if (e == ELOOP)
+            h5fl_err("cannot open %s: it is a symbolic link; h5flow_log never follows a link at a file of its "
+                     "layout (the container was altered: restore the file)", path);
+        else if (e == ENXIO)
+            h5fl_err("cannot open %s: it is a FIFO or device, not a file of the container (restore the file)",
+                     path);
+        else
+            h5fl_err("cannot open %s: %s", path, strerror(e));
+        errno = e;
         return -1;
     }
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        if (!S_ISREG(st.st_mode)) {
+            h5fl_err("cannot open %s: it is a %s, not a regular file of the container (restore the file)", path,
+                     S_ISFIFO(st.st_mode) ? "FIFO" : S_ISDIR(st.st_mode) ? "directory" : S_ISSOCK(st.st_mode) ? "socket"
+                                                                                                          : "device");
+            e = EINVAL;
+        } else {
+            h5fl_err("cannot open %s: %s", path, strerror(e));
+        }
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int h5fl_read_file(const char *path, void **buf, size_t *len)
+{
+    int fd = h5fl_open_file(path, O_RDONLY, 0);
+    if (fd < 0)
+        return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         h5fl_err("cannot stat %s: %s", path, strerror(errno));
