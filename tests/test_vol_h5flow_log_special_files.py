@@ -63,3 +63,17 @@ def test_special_files_are_refused_without_blocking(what: str, tmp_path: Path) -
 
     d = subprocess.run([_tool("h5dump"), str(path)], env=env, capture_output=True, text=True, timeout=60)
     assert d.returncode != 0
+
+
+@pytest.mark.parametrize("what", ["fifo", "devzero"])
+def test_h5flow_ls_refuses_special_index_logs(what: str, tmp_path: Path) -> None:
+    path = _container(tmp_path)
+    victim = _one(path, ".idx")
+    victim.unlink()
+    if what == "fifo":
+        os.mkfifo(victim)
+    else:
+        victim.symlink_to("/dev/zero")
+    p = subprocess.run([sys.executable, "-m", "h5flow.cli", "ls", str(path)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode != 0 and victim.name in p.stderr, p.stdout + p.stderr

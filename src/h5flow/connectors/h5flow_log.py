@@ -9,7 +9,10 @@ stored in HDF5's own serialized form (``H5Tencode``/``H5Sencode2``), decoded her
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,26 @@ _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+
 
 class ContainerError(ValueError):
     """The path is not a readable h5flow_log container."""
+
+
+def _read_layout_file(path: Path) -> bytes:
+    """The bytes of a file of the layout, as the connector opens it: never blocking (a FIFO), never following
+    a symbolic link, nothing but a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ContainerError(f"{path}: a symbolic link where the container has a file (not followed)") from e
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ContainerError(f"{path}: not a regular file (a FIFO, device or socket) where the container "
+                                 "has a file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def unescape(component: str) -> str | None:
@@ -79,7 +102,7 @@ def _crc32c(data: bytes) -> int:
 def read_marker(root: Path) -> tuple[int, int]:
     """(format, epoch) of the container's marker, every field checked as the connector checks it."""
     path = root / MARKER
-    m = MARKER_RE.fullmatch(path.read_bytes())
+    m = MARKER_RE.fullmatch(_read_layout_file(path))
     if not m:
         raise ContainerError(f"{path} is malformed: expected "
                              "'h5flow_log\\nformat <version>\\nepoch <number>\\n'")
@@ -111,7 +134,7 @@ def check_index(path: Path) -> tuple[int, bool]:
     Checks the structure (magic, lengths, flags) and tells a torn tail (an incomplete record after the
     last commit record: a writer died while appending) from damage (an incomplete-looking record with a
     commit record after it); record and data checksums are the connector's to check (h5py, h5dump)."""
-    raw = path.read_bytes()
+    raw = _read_layout_file(path)
     pos = count = 0
     magic_bytes = struct.pack("<I", REC_MAGIC)
     while pos < len(raw):
@@ -170,7 +193,7 @@ def _read_sidecar_layout(path: Path) -> tuple[str, tuple[int, ...], tuple[int | 
                                                tuple[str, int] | None]:
     from h5py import h5s, h5t
 
-    raw = path.read_bytes()
+    raw = _read_layout_file(path)
     if len(raw) < 28 or raw[:8] != SIDECAR_MAGIC:
         raise ContainerError(f"{path}: not an h5flow_log dataset sidecar")
     if len(raw) < 4096 and struct.unpack("<I", raw[-4:])[0] != _crc32c(raw[:-4]):
@@ -205,7 +228,7 @@ def scan(container: str | Path) -> list[Entry]:
 
     def visit(d: Path, path: str) -> None:
         if d != root and (d / HARD_FILE).is_file():
-            raw = (d / HARD_FILE).read_bytes()
+            raw = _read_layout_file(d / HARD_FILE)
             if len(raw) != 12 or _crc32c(raw[:8]) != int.from_bytes(raw[8:], "little"):
                 raise ContainerError(f"{d / HARD_FILE} is damaged (expected an object id and its CRC32C)")
             oid = int.from_bytes(raw[:8], "little")
@@ -220,7 +243,8 @@ def scan(container: str | Path) -> list[Entry]:
                 entries.append(Entry(path, "hardlink", target="/"))
                 return
         if d != root and (d / SOFT_FILE).is_file():
-            entries.append(Entry(path, "softlink", target=(d / SOFT_FILE).read_bytes().decode("utf-8", "replace")))
+            target = _read_layout_file(d / SOFT_FILE).decode("utf-8", "replace")
+            entries.append(Entry(path, "softlink", target=target))
             return
         names = sorted((n, c) for c in d.iterdir() if c.is_dir() and (n := unescape(c.name)) is not None)
         attrs = sum(1 for c in d.iterdir() if c.name.startswith(ATTR_PREFIX))
