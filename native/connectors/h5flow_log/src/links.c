@@ -1,7 +1,7 @@
 /* Soft links (docs/FORMAT.md "Links"): a soft link is a directory holding one file, @softlink, whose
  * bytes are the link's target path. A directory is used (rather than a file beside the objects) so that
- * a link and an object of the same name collide in mkdir(2), and moves and deletions of links are the
- * same renames and removals as those of objects. */
+ * a link and an object of the same name collide when either is renamed to the name (util.c), and moves
+ * and deletions of links are the same renames and removals as those of objects. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE */
 #endif
