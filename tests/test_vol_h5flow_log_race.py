@@ -120,22 +120,22 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _py(code: str, *args: str, cwd: Path, timeout: float = 240, file: Path | None = None) -> object:
-    env = dict(os.environ, **LOG_ENV)
+def _py(code: str, *args: str, cwd: Path, timeout: float = 240, file: Path | None = None,
+        env: dict[str, str] | None = None) -> object:
+    env = env or dict(os.environ, **LOG_ENV)
     p = subprocess.run([sys.executable, *([str(file)] if file else ["-c", code]), *args], env=env, cwd=cwd, capture_output=True, text=True,
                        timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
 
 
-def test_same_name_created_by_two_processes_exactly_one_wins(tmp_path: Path) -> None:
-    trials = 6 * len(KINDS) * 6  # 216 races, 36 of each kind
+def _race(tmp_path: Path, trials: int, env: dict[str, str] | None = None) -> None:
     path = tmp_path / "race.h5"
     kinds = json.dumps(KINDS)
     script = tmp_path / "race.py"  # a file: spawned workers import their function from it
     script.write_text(RACE)
-    res0, res1 = _py(script.read_text(), str(path), str(trials), kinds, cwd=tmp_path, file=script)
-    owners = _py(READ, str(path), str(trials), kinds, cwd=tmp_path)
+    res0, res1 = _py(script.read_text(), str(path), str(trials), kinds, cwd=tmp_path, file=script, env=env)
+    owners = _py(READ, str(path), str(trials), kinds, cwd=tmp_path, env=env)
     bad = []
     for i in range(trials):
         kind = KINDS[i % len(KINDS)]
@@ -147,6 +147,30 @@ def test_same_name_created_by_two_processes_exactly_one_wins(tmp_path: Path) -> 
     assert not bad, f"{len(bad)} of {trials} races went wrong, e.g. {bad[:5]}"
     winners = {(0 if r is True else 1) for r in res0}
     assert winners == {0, 1}, "every race had the same winner: the delays did not give both orders"
+
+
+def test_same_name_created_by_two_processes_exactly_one_wins(tmp_path: Path) -> None:
+    _race(tmp_path, 6 * len(KINDS) * 6)  # 216 races, 36 of each kind
+
+
+def test_same_name_races_under_asan(tmp_path: Path) -> None:
+    """The races again with the connector built with ASan/UBSan (a shorter run)."""
+    import shutil
+
+    from test_vol_h5flow_log import NATIVE_ROOT, _cmake_build
+    from test_vol_h5flow_log_diskfull import _asan_runtime
+
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        pytest.skip("cmake/ninja not available")
+    asan = _asan_runtime()
+    if asan is None:
+        pytest.skip("the compiler has no libasan")
+    build = NATIVE_ROOT / "build" / "native-asan"
+    _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug")
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    env.update(LOG_ENV, HDF5_PLUGIN_PATH=str(build / "plugins"))
+    _race(tmp_path, 2 * len(KINDS) * 3, env)
 
 
 # A child creating datasets one after the other, killed at a random moment of it.
