@@ -155,21 +155,9 @@ def test_same_name_created_by_two_processes_exactly_one_wins(tmp_path: Path) -> 
 
 def test_same_name_races_under_asan(tmp_path: Path) -> None:
     """The races again with the connector built with ASan/UBSan (a shorter run)."""
-    import shutil
+    from test_vol_h5flow_log_diskfull import asan_env
 
-    from test_vol_h5flow_log import NATIVE_ROOT, _cmake_build
-    from test_vol_h5flow_log_diskfull import _asan_runtime
-
-    if shutil.which("cmake") is None or shutil.which("ninja") is None:
-        pytest.skip("cmake/ninja not available")
-    asan = _asan_runtime()
-    if asan is None:
-        pytest.skip("the compiler has no libasan")
-    build = NATIVE_ROOT / "build" / "native-asan"
-    _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug")
-    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    env.update(LOG_ENV, HDF5_PLUGIN_PATH=str(build / "plugins"))
+    env = asan_env()
     _race(tmp_path, 2 * len(KINDS) * 3, env)
 
 
