@@ -4,7 +4,8 @@ Native HDF5 refuses a second creation of a name; so must the connector, whoever 
 creator succeeds, the other gets an error, and what is read back afterwards (in a fresh process) is the
 winner's object and data — never one writer's datatype over the other's bytes (docs/FORMAT.md "Creating a
 name"). Each race is two worker processes released together by a barrier, over datasets of different
-dtypes, groups, committed datatypes, soft, external and hard links, with either worker delayed a little in
+dtypes (created by name, or anonymously and then named as h5py's `f[name] = array` does), groups, committed
+datatypes, soft, external and hard links, with either worker delayed a little in
 some trials so that both orders occur. A creation killed half-way is recovered: the name stays free.
 """
 
@@ -26,7 +27,7 @@ from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR
 pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
                                 reason="h5flow_log plugin not built (run make setup)")
 
-KINDS = ("dataset", "group", "datatype", "soft", "external", "hard")
+KINDS = ("dataset", "assigned", "group", "datatype", "soft", "external", "hard")
 
 # Worker w of 2: opens the container once, then for every trial waits at the barrier and creates the trial's
 # name with its own content; reports per trial whether the creation (and, for a dataset, its write) succeeded.
@@ -47,6 +48,8 @@ def worker(w, path, trials, barrier, q):
             try:
                 if kind == "dataset":
                     f.create_dataset(name, data=np.full(6, 7, "i4") if w == 0 else np.full(6, 2.5, "f4"))
+                elif kind == "assigned":  # h5py: an anonymous dataset, written, then named (H5Olink)
+                    f[name] = np.full(6, 7, "i4") if w == 0 else np.full(6, 2.5, "f4")
                 elif kind == "group":
                     f.create_group(name).attrs["who"] = w
                 elif kind == "datatype":
@@ -97,7 +100,7 @@ with h5py.File(path, "r") as f:
     for i in range(trials):
         kind, name = kinds[i % len(kinds)], f"t{i}"
         try:
-            if kind == "dataset":
+            if kind in ("dataset", "assigned"):
                 v = f[name][...]
                 out.append(0 if v.dtype == np.int32 and (v == 7).all() else
                            1 if v.dtype == np.float32 and (v == 2.5).all() else f"{v.dtype}:{v.tolist()}")
@@ -150,7 +153,7 @@ def _race(tmp_path: Path, trials: int, env: dict[str, str] | None = None) -> Non
 
 
 def test_same_name_created_by_two_processes_exactly_one_wins(tmp_path: Path) -> None:
-    _race(tmp_path, 6 * len(KINDS) * 6)  # 216 races, 36 of each kind
+    _race(tmp_path, 6 * len(KINDS) * 6)  # 252 races, 36 of each kind
 
 
 def test_same_name_races_under_asan(tmp_path: Path) -> None:
