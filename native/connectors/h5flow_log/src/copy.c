@@ -82,7 +82,6 @@ typedef struct hard_map {
     h5fl_ids_t src, dst; /* source object ids and their copies' ids (same index) */
     uint64_t *names;     /* stubs made for each copy: its link count, written before the copy is named */
     uint64_t top_ino;    /* the copied object's directory: met again inside itself, the copy is refused */
-    unsigned long tmps;
 } hard_map_t;
 
 /* Cross-container: write the data of dataset `from` (HDF5 path `spath`) into the dataset `to` (`dpath`),
@@ -228,8 +227,9 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
     int st = 0;
     if (k == m->src.n) { /* first met: the copy gets its id, then its contents, then its store slot */
         char n1[96], n2[96];
-        snprintf(n1, sizeof n1, "@tmp.copyid.%ld.%lu", (long)getpid(), ++m->tmps);
-        snprintf(n2, sizeof n2, "@tmp.copyobj.%ld.%lu", (long)getpid(), m->tmps);
+        unsigned long long e = (unsigned long long)df->epoch, n = (unsigned long long)df->create_counter++;
+        snprintf(n1, sizeof n1, "@tmp.copyid.%llu.%llu", e, n); /* the writer's epoch: its own on any host */
+        snprintf(n2, sizeof n2, "@tmp.copyobj.%llu.%llu", e, n);
         char *sobj = h5fl_hard_store_dir(c->sf->o.dir, sid), *tid = h5fl_join(df->o.dir, n1),
              *tobj = h5fl_join(df->o.dir, n2), *store = h5fl_join(df->o.dir, H5FL_STORE_DIR), *slot = NULL,
              *idf = NULL, *idt = NULL;
