@@ -475,10 +475,11 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
         h5fl_err("path too long under %s", dir);
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = h5fl_open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* a FIFO planted there: refused */
     if (fd < 0) {
-        int e = errno;
-        h5fl_err("cannot write %s: creating %s failed: %s (errno %d)", dst, tmp, strerror(e), e);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+        h5fl_err("cannot write %s: %.900s", dst, msg);
         return -1;
     }
     int rc = 0, e = 0;
@@ -536,7 +537,7 @@ int h5fl_open_file(const char *path, int flags, mode_t mode)
             h5fl_err("cannot open %s: it is a FIFO or device, not a file of the container (restore the file)",
                      path);
         else
-            h5fl_err("cannot open %s: %s", path, strerror(e));
+            h5fl_err("cannot open %s: %s (errno %d)", path, strerror(e), e);
         errno = e;
         return -1;
     }
