@@ -50,14 +50,13 @@ static int read_id(const char *dir, uint64_t *id)
         h5fl_err("out of memory");
         return -1;
     }
-    int fd = h5fl_open_file(p, O_RDONLY, 0);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         free(p);
-        if (e == ENOENT || e == ENOTDIR) {
-            h5fl_err_clear();
+        if (e == ENOENT || e == ENOTDIR)
             return 0;
-        }
+        h5fl_err("cannot read the object id %s/%s: %s", dir, REF_ID_FILE, strerror(e));
         return -1;
     }
     uint8_t b[16];
