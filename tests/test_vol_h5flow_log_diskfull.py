@@ -280,8 +280,9 @@ def _asan_runtime() -> str | None:
     return lib if r.returncode == 0 and os.path.isabs(lib) and os.path.exists(lib) else None
 
 
-def test_failed_close_under_asan(tmp_path: Path) -> None:
-    """The H5Idec_ref case (a stale id closed again at exit) with the connector built with ASan/UBSan."""
+def asan_env() -> dict[str, str]:
+    """The environment of a process running the connector's ASan/UBSan build (built here if needed; the test
+    is skipped where the tool chain has no ASan)."""
     if shutil.which("cmake") is None or shutil.which("ninja") is None:
         pytest.skip("cmake/ninja not available")
     asan = _asan_runtime()
@@ -292,6 +293,12 @@ def test_failed_close_under_asan(tmp_path: Path) -> None:
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     env.update(LOG_ENV, HDF5_PLUGIN_PATH=str(build / "plugins"))
+    return env
+
+
+def test_failed_close_under_asan(tmp_path: Path) -> None:
+    """The H5Idec_ref case (a stale id closed again at exit) with the connector built with ASan/UBSan."""
+    env = asan_env()
     r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(FAILED_CLOSE), str(tmp_path), "",
                         "H5Idec_ref"], env=env, capture_output=True, text=True, timeout=600)
     out = assert_clean({"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr})

@@ -24,11 +24,9 @@ static bool container_only(const char *name)
 
 static int copy_file(const char *from, const char *to, bool sync)
 {
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        h5fl_err("cannot copy %s: %s", from, strerror(errno));
+    int in = h5fl_open_file(from, O_RDONLY, 0);
+    if (in < 0)
         return -1;
-    }
     int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0) {
         h5fl_err("cannot create %s: %s", to, strerror(errno));
@@ -84,7 +82,6 @@ typedef struct hard_map {
     h5fl_ids_t src, dst; /* source object ids and their copies' ids (same index) */
     uint64_t *names;     /* stubs made for each copy: its link count, written before the copy is named */
     uint64_t top_ino;    /* the copied object's directory: met again inside itself, the copy is refused */
-    unsigned long tmps;
 } hard_map_t;
 
 /* Cross-container: write the data of dataset `from` (HDF5 path `spath`) into the dataset `to` (`dpath`),
@@ -230,8 +227,9 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
     int st = 0;
     if (k == m->src.n) { /* first met: the copy gets its id, then its contents, then its store slot */
         char n1[96], n2[96];
-        snprintf(n1, sizeof n1, "@tmp.copyid.%ld.%lu", (long)getpid(), ++m->tmps);
-        snprintf(n2, sizeof n2, "@tmp.copyobj.%ld.%lu", (long)getpid(), m->tmps);
+        unsigned long long e = (unsigned long long)df->epoch, n = (unsigned long long)df->create_counter++;
+        snprintf(n1, sizeof n1, "@tmp.copyid.%llu.%llu", e, n); /* the writer's epoch: its own on any host */
+        snprintf(n2, sizeof n2, "@tmp.copyobj.%llu.%llu", e, n);
         char *sobj = h5fl_hard_store_dir(c->sf->o.dir, sid), *tid = h5fl_join(df->o.dir, n1),
              *tobj = h5fl_join(df->o.dir, n2), *store = h5fl_join(df->o.dir, H5FL_STORE_DIR), *slot = NULL,
              *idf = NULL, *idt = NULL;
@@ -500,13 +498,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
     if (st == 0 && df->rank == 0) {
         /* The copy is made under a temporary name at the container root and renamed into place: a failed
          * or interrupted copy leaves nothing under the new name, and a group can be copied into itself. */
-        static unsigned long copies;
-        char tmpn[96];
-        snprintf(tmpn, sizeof tmpn, "@tmp.copy.%ld.%lu", (long)getpid(), ++copies);
+        char tmpn[96]; /* the writer's epoch is its own (whatever the host): so is this name */
+        snprintf(tmpn, sizeof tmpn, "@tmp.copy.%llu.%llu", (unsigned long long)df->epoch,
+                 (unsigned long long)df->create_counter++);
         char *tmp = h5fl_join(df->o.dir, tmpn);
         if (!tmp) {
             st = -1;
-        } else if (access(to, F_OK) == 0) {
+        } else if (access(to, F_OK) == 0 && h5fl_dir_type(to, false) != H5I_BADID) {
             h5fl_err("cannot copy to '%s': a link with this name already exists", dst_name);
             st = -1;
         } else {
@@ -525,6 +523,11 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                 st = slot ? h5fl_write_file_atomic(slot, H5FL_NLINK_FILE, txt, (size_t)n, df->fsync) : -1;
                 free(slot);
             }
+            /* its creation order, then the one rename that names it, refused where a link exists (util.c) */
+            if (st == 0 && h5fl_corder_assign(parent.dir, tmp, df->fsync) != 0)
+                st = -1;
+            if (st == 0 && h5fl_name_publish(tmp, to, "copy", dst_name) != 0)
+                st = -1;
             for (size_t i = 0; st != 0 && i < hm.dst.n; i++) { /* a failed copy leaves no copied object */
                 char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]);
                 if (slot)
@@ -534,14 +537,6 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
             free(hm.src.v);
             free(hm.dst.v);
             free(hm.names);
-            if (st == 0 && rename(tmp, to) != 0) {
-                h5fl_err("cannot copy to '%s': %s", dst_name, strerror(errno));
-                st = -1;
-            }
-            if (st == 0 && h5fl_corder_assign(parent.dir, to, df->fsync) != 0) {
-                h5fl_rm_rf(to);
-                st = -1;
-            }
             if (st != 0) {
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", h5fl_err_msg());

@@ -56,12 +56,13 @@ int h5fl_ix_add_log(h5fl_index_t *ix, const char *path)
         return -1;
     h5fl_log_t *l = &ix->logs[ix->nlogs];
     l->path = h5fl_strdup(path);
-    l->fd = open(path, O_RDONLY | O_CLOEXEC);
+    l->fd = h5fl_open_file(path, O_RDONLY, 0);
     l->map = NULL;
     l->mapsize = 0;
     l->filtered = false;
     if (!l->path || l->fd < 0) {
-        h5fl_err("cannot open data log %s: %s", path, strerror(errno));
+        if (!l->path)
+            h5fl_err("out of memory");
         free(l->path);
         if (l->fd >= 0)
             close(l->fd);

@@ -269,12 +269,12 @@ int h5fl_writer_open(h5fl_dset_t *d)
         h5fl_err("out of memory");
         goto fail;
     }
-    w->dfd = open(w->dpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    w->ifd = open(w->ipath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    w->dfd = h5fl_open_file(w->dpath, O_WRONLY | O_CREAT, 0644);
+    w->ifd = w->dfd < 0 ? -1 : h5fl_open_file(w->ipath, O_RDWR | O_CREAT, 0644);
     if (w->dfd < 0 || w->ifd < 0) {
-        int e = errno;
-        h5fl_err("cannot open the write logs of dataset '%s' (%s): %s (errno %d)", d->o.path,
-                 w->dfd < 0 ? w->dpath : w->ipath, strerror(e), e);
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+        h5fl_err("cannot open the write logs of dataset '%s': %s", d->o.path, msg);
         goto fail;
     }
     /* Reopened in the same epoch (the dataset was closed and opened again): continue after the last

@@ -119,6 +119,9 @@ char *h5fl_path_join(const char *path, const char *name);
 /* Write dir/name via a temporary file and rename(2); with `sync`, fsync before the rename. */
 int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, size_t len, bool sync);
 int h5fl_read_file(const char *path, void **buf, size_t *len); /* malloc'd contents */
+/* open(2) of a file of the layout: never blocks (a FIFO), never follows a symbolic link, refuses anything
+ * but a regular file. Returns the descriptor, or -1 with an error recorded and errno set (ENOENT: none). */
+int h5fl_open_file(const char *path, int flags, mode_t mode);
 int h5fl_rm_rf(const char *path);
 int h5fl_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int h5fl_pread_all(int fd, void *buf, size_t len, uint64_t off);
@@ -259,8 +262,32 @@ struct h5fl_file {
     uint64_t anon_counter; /* advances identically on every rank (creation is collective) */
     uint64_t gone_counter; /* likewise, for H5Ldelete */
     uint64_t ref_minted;   /* object ids minted by this open (refs.c) */
+    uint64_t create_counter; /* rank 0: names of this open's private creation directories (util.c) */
     unsigned long fileno;
 };
+
+/* ---------------------------------------------------------------- creating a name (util.c)
+ * Every new link appears at its name complete, by one rename(2) of a directory built privately
+ * (docs/FORMAT.md "Creating a name"): exactly one of two processes creating the same name wins. */
+/* A new, empty private directory at the container root (@tmp.new.<epoch>.<n>), malloc'd; NULL with an
+ * error recorded. */
+char *h5fl_create_tmp(h5fl_file_t *f);
+/* Rename the directory `tmp` (complete, holding its marker file) to `dir`. A directory at `dir` without
+ * any marker (a creation that died half-way, before this protocol) is emptied and replaced. Returns 0;
+ * H5FL_CREATE_EXISTS (no error recorded) when a link named `dir` exists already; -1 with an error recorded
+ * naming `what` and `path`. `tmp` is removed whenever the rename did not happen. */
+#define H5FL_CREATE_EXISTS 1
+int h5fl_create_publish(const char *tmp, const char *dir, const char *what, const char *path);
+/* The same, recording "cannot create <what> '<path>': a link with this name already exists" for
+ * H5FL_CREATE_EXISTS (returns 0 or -1). */
+int h5fl_create_publish_new(const char *tmp, const char *dir, const char *what, const char *path);
+/* Rename the complete object directory `src` (an anonymous object) to `dir` as h5fl_create_publish_new
+ * does, but `src` stays where it is when that fails. Returns 0, or -1 with an error recorded. */
+int h5fl_name_publish(const char *src, const char *dir, const char *what, const char *path);
+/* Remove a private creation directory that will not be published (keeps the recorded error). */
+void h5fl_create_abandon(const char *tmp);
+/* Whether `dir` is an anonymous object's directory of the container at `root` (@anon.* at the root). */
+bool h5fl_is_anon_dir(const char *root, const char *dir);
 
 typedef struct h5fl_log {
     char *path; /* data log */
@@ -403,12 +430,13 @@ int h5fl_resolve_link(const h5fl_obj_t *o, const char *name, h5fl_loc_t *out);
 extern hid_t h5fl_cur_lapl; /* the link access list of the resolution in progress (H5P_DEFAULT: none) */
 /* The value of the external link at `dir` (H5Lcreate_external's encoding, as H5Lget_val returns it). */
 int h5fl_extlink_read(const char *dir, void **buf, size_t *len);
+/* Rank 0: write the external link value into the (private, new) directory `dir` (util.c publishes it). */
 int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size_t len, bool sync);
 /* Open (or find open) the container an external link at `dir` of file `f` names; *obj_path is its object
  * path (malloc'd). Returns a reference the caller drops with h5fl_file_decref. */
 h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path);
 char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
-/* Rank 0: create the soft link directory `dir` with `target`. */
+/* Rank 0: write the soft link `target` into the (private, new) directory `dir` (util.c publishes it). */
 int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
 /* A growing set of 64-bit values (ids, inodes): small, searched linearly (links.c). */
 typedef struct h5fl_ids {
@@ -431,6 +459,9 @@ int h5fl_hard_write_stub(const char *dir, uint64_t id, bool sync);
 unsigned h5fl_hard_nlink(const char *dir);
 /* Collective (every rank): give the object `target` (a location in f) a new hard link `name` (lp) at `o`. */
 int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
+/* Collective: give the anonymous object at `target` (its @anon.* directory) its first name (lp at `o`): one
+ * rename; every open handle of it follows (vol_object.c; h5fl_hard_create calls it for such targets). */
+int h5fl_anon_link(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
 /* Collective: H5Oincr_refcount/H5Odecr_refcount of open object `o` (its @nlink; moved into the store by an
  * increment, so that its count keeps it when its names are deleted; never below 1). */
 int h5fl_hard_adjust(h5fl_obj_t *o, int delta);
@@ -554,8 +585,6 @@ void h5fl_dset_forget_index(h5fl_dset_t *d);
 /* The dataset's directory changed (a move of it or of a group above it): follow it. */
 int h5fl_dset_moved(h5fl_dset_t *d);
 void *h5fl_dset_open_dir(h5fl_file_t *f, const char *dir, const char *path);
-/* Give an anonymous dataset its name: move its directory to `dir` (rank 0 did the rename). */
-int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path);
 
 void *h5fl_attr_create(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,
                        void **);

@@ -1,7 +1,7 @@
 /* Soft links (docs/FORMAT.md "Links"): a soft link is a directory holding one file, @softlink, whose
  * bytes are the link's target path. A directory is used (rather than a file beside the objects) so that
- * a link and an object of the same name collide in mkdir(2), and moves and deletions of links are the
- * same renames and removals as those of objects. */
+ * a link and an object of the same name collide when either is renamed to the name (util.c), and moves
+ * and deletions of links are the same renames and removals as those of objects. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE */
 #endif
@@ -51,14 +51,6 @@ int h5fl_softlink_create(const char *dir, const char *path, const char *target, 
     if (len == 0 || len > H5FL_SOFT_MAX) {
         h5fl_err("cannot create soft link '%s': its target must be 1 to %d bytes long", path, H5FL_SOFT_MAX);
         return -1;
-    }
-    if (mkdir(dir, 0755) != 0) {
-        if (errno != EEXIST || h5fl_dir_type(dir, false) != H5I_BADID) {
-            h5fl_err(errno == EEXIST ? "cannot create soft link '%s': a link with this name already exists"
-                                     : "cannot create soft link '%s': %s",
-                     path, strerror(errno));
-            return -1;
-        } /* else a creation that never completed: take it over */
     }
     return h5fl_write_file_atomic(dir, H5FL_SOFT_FILE, target, len, sync);
 }
@@ -368,14 +360,6 @@ int h5fl_extlink_create(const char *dir, const char *path, const void *buf, size
     if (ok < 0 || len > H5FL_SOFT_MAX || !file || !obj || !file[0] || !obj[0]) {
         h5fl_err("cannot create external link '%s': invalid link value", path);
         return -1;
-    }
-    if (mkdir(dir, 0755) != 0) {
-        if (errno != EEXIST || h5fl_dir_type(dir, false) != H5I_BADID) {
-            h5fl_err(errno == EEXIST ? "cannot create external link '%s': a link with this name already exists"
-                                     : "cannot create external link '%s': %s",
-                     path, strerror(errno));
-            return -1;
-        }
     }
     return h5fl_write_file_atomic(dir, H5FL_EXT_FILE, buf, len, sync);
 }
@@ -864,6 +848,9 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
     int st = -1;
     bool root = !strcmp(target->dir, f->o.dir), store = root || in_store(f->o.dir, target->dir);
     uint64_t id = 0;
+    if ((target->type == H5I_GROUP || target->type == H5I_DATASET || target->type == H5I_DATATYPE) &&
+        (!target->file || target->file->fileno == f->fileno) && h5fl_is_anon_dir(f->o.dir, target->dir))
+        return h5fl_anon_link(o, lp, target, lcpl); /* vol_object.c: its first name */
     if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
     else if (target->type != H5I_GROUP && target->type != H5I_DATASET && target->type != H5I_DATATYPE)
@@ -878,6 +865,8 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
         st = -1;
     if (st == 0 && f->rank == 0) {
         uint64_t cnt = 0;
+        bool counted = false;
+        char *tmp = NULL;
         if (access(dir, F_OK) == 0 && h5fl_dir_type(dir, false) != H5I_BADID) {
             h5fl_err("cannot create hard link '%s': a link with this name already exists", path);
             st = -1;
@@ -887,16 +876,28 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
         /* the new name may lie in the object that just moved (a group linked into itself) */
         if (st == 0 && !store && (rebase(&dir, target->dir, sd) != 0 || rebase(&parent.dir, target->dir, sd) != 0))
             st = -1;
-        if (st == 0 && (st = read_nlink(sd, &cnt)) == 0)
-            st = write_u64(sd, H5FL_NLINK_FILE, cnt + 1, f->fsync);
-        if (st == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            h5fl_err("cannot create hard link '%s': %s", path, strerror(errno));
+        /* the count first (a crash after it leaves a count above the names: a leak, never a loss), then
+         * the stub, built privately and renamed to its name complete (util.c) */
+        if (st == 0 && (st = read_nlink(sd, &cnt)) == 0 && (st = write_u64(sd, H5FL_NLINK_FILE, cnt + 1, f->fsync)) == 0)
+            counted = true;
+        if (st == 0 && !(tmp = h5fl_create_tmp(f)))
             st = -1;
+        if (st == 0)
+            st = h5fl_hard_write_stub(tmp, id, f->fsync);
+        if (st == 0)
+            st = h5fl_corder_assign(parent.dir, tmp, f->fsync);
+        if (st == 0)
+            st = h5fl_create_publish_new(tmp, dir, "hard link", path);
+        else
+            h5fl_create_abandon(tmp);
+        if (st != 0 && counted) { /* not named after all: the count goes back */
+            char keep[1024];
+            snprintf(keep, sizeof keep, "%s", h5fl_err_msg());
+            write_u64(sd, H5FL_NLINK_FILE, cnt, f->fsync);
+            h5fl_err_clear();
+            h5fl_err("%s", keep);
         }
-        if (st == 0)
-            st = h5fl_hard_write_stub(dir, id, f->fsync);
-        if (st == 0)
-            st = h5fl_corder_assign(parent.dir, dir, f->fsync);
+        free(tmp);
     }
     st = hard_finish(f, target, store, st, id);
     free(sd);

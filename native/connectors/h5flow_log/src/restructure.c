@@ -81,7 +81,9 @@ int h5fl_base_open(const char *dir, const h5fl_layout_t *lay, size_t esize, h5fl
     }
     uint64_t want = b->nchunks * b->cbytes + 4 * b->nchunks;
     struct stat st;
-    if ((b->fd = open(b->path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(b->fd, &st) != 0) {
+    if ((b->fd = h5fl_open_file(b->path, O_RDONLY, 0)) < 0)
+        goto fail;
+    if (fstat(b->fd, &st) != 0) {
         h5fl_err("cannot open the restructured data %s: %s", b->path, strerror(errno));
         goto fail;
     }

@@ -785,7 +785,7 @@ void h5fl_stats_open(h5fl_dset_t *d, h5fl_writer_t *w)
     s->udf_sym = sym;
     if (udf_load_err[0])
         s->udf_err = h5fl_strdup(udf_load_err);
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    s->fd = h5fl_open_file(s->path, O_RDWR | O_CREAT, 0644);
     void *b = NULL;
     size_t l = 0;
     if (s->fd < 0 || h5fl_read_file(s->path, &b, &l) != 0) {

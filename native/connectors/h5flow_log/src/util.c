@@ -475,10 +475,11 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
         h5fl_err("path too long under %s", dir);
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = h5fl_open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* a FIFO planted there: refused */
     if (fd < 0) {
-        int e = errno;
-        h5fl_err("cannot write %s: creating %s failed: %s (errno %d)", dst, tmp, strerror(e), e);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
+        h5fl_err("cannot write %s: %.900s", dst, msg);
         return -1;
     }
     int rc = 0, e = 0;
@@ -522,13 +523,48 @@ int h5fl_write_file_atomic(const char *dir, const char *name, const void *buf, s
     return rc;
 }
 
-int h5fl_read_file(const char *path, void **buf, size_t *len)
+int h5fl_open_file(const char *path, int flags, mode_t mode)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or some devices) would otherwise wait for ever for its other end;
+     * O_NOFOLLOW: a symbolic link at a file of the layout is refused, never followed out of the container */
+    int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
     if (fd < 0) {
-        h5fl_err("cannot open %s: %s", path, strerror(errno));
+        int e = errno;
+        if (e == ELOOP)
+            h5fl_err("cannot open %s: it is a symbolic link; h5flow_log never follows a link at a file of its "
+                     "layout (the container was altered: restore the file)", path);
+        else if (e == ENXIO)
+            h5fl_err("cannot open %s: it is a FIFO or device, not a file of the container (restore the file)",
+                     path);
+        else
+            h5fl_err("cannot open %s: %s (errno %d)", path, strerror(e), e);
+        errno = e;
         return -1;
     }
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        if (!S_ISREG(st.st_mode)) {
+            h5fl_err("cannot open %s: it is a %s, not a regular file of the container (restore the file)", path,
+                     S_ISFIFO(st.st_mode) ? "FIFO" : S_ISDIR(st.st_mode) ? "directory" : S_ISSOCK(st.st_mode) ? "socket"
+                                                                                                          : "device");
+            e = EINVAL;
+        } else {
+            h5fl_err("cannot open %s: %s", path, strerror(e));
+        }
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int h5fl_read_file(const char *path, void **buf, size_t *len)
+{
+    int fd = h5fl_open_file(path, O_RDONLY, 0);
+    if (fd < 0)
+        return -1;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         h5fl_err("cannot stat %s: %s", path, strerror(errno));
@@ -656,3 +692,156 @@ static int list_dir(const char *dir, bool attrs, h5fl_names_t *out)
 
 int h5fl_list_children(const char *dir, h5fl_names_t *out) { return list_dir(dir, false, out); }
 int h5fl_list_attrs(const char *dir, h5fl_names_t *out) { return list_dir(dir, true, out); }
+
+/* ---------------------------------------------------------------- creating a name
+ * A new link (object, soft, external or hard link stub) is built in a private directory at the container
+ * root and renamed to its name in one rename(2). rename(2) of a directory onto an existing directory
+ * succeeds only if that one is empty, and every link directory holds its marker file before it is renamed,
+ * so of two processes renaming to the same name exactly one succeeds; the other gets EEXIST/ENOTEMPTY and
+ * reports that the name exists, as native HDF5 refuses a second creation. A process killed while building
+ * leaves only its private directory (never a name). An empty or marker-less directory at a name is what a
+ * creation killed half-way left under the earlier protocol (mkdir at the name, then the marker), or what a
+ * deletion stopped half-way left: it is emptied through a descriptor of its own (so nothing else is ever
+ * touched) and replaced. */
+char *h5fl_create_tmp(h5fl_file_t *f)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "@tmp.new.%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->create_counter++);
+    char *t = h5fl_join(f->o.dir, leaf);
+    if (t && mkdir(t, 0755) != 0) {
+        h5fl_err("cannot create %s: %s", t, strerror(errno));
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+bool h5fl_is_anon_dir(const char *root, const char *dir)
+{
+    size_t rl = strlen(root), al = strlen(H5FL_ANON_PREFIX);
+    return dir && !strncmp(dir, root, rl) && dir[rl] == '/' && !strncmp(dir + rl + 1, H5FL_ANON_PREFIX, al) &&
+           !strchr(dir + rl + 1, '/');
+}
+
+/* Remove everything inside the directory open as `fd` (never following symbolic links). */
+static int empty_at(int fd)
+{
+    int dfd = dup(fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (unlinkat(fd, e->d_name, 0) == 0 || errno == ENOENT)
+            continue;
+        if (errno != EISDIR && errno != EPERM) {
+            rc = -1;
+            continue;
+        }
+        int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 || empty_at(sub) != 0 || (unlinkat(fd, e->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT))
+            rc = -1;
+        if (sub >= 0)
+            close(sub);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The directory at `dir` holds no marker: empty it (through its own descriptor, re-checking the markers
+ * there first), so that the next rename(2) replaces it. */
+static int clear_stale(const char *dir)
+{
+    static const char *const markers[] = {H5FL_DSET_FILE, H5FL_DTYPE_FILE, H5FL_GROUP_FILE, H5FL_SOFT_FILE,
+                                          H5FL_EXT_FILE,  H5FL_HARD_FILE,  H5FL_MARKER};
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1; /* gone meanwhile: the caller tries again */
+    for (size_t i = 0; i < sizeof markers / sizeof *markers; i++)
+        if (faccessat(fd, markers[i], F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+            close(fd);
+            return 0; /* a link now: the caller's next rename fails and reports it */
+        }
+    int rc = empty_at(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+static int publish(const char *tmp, const char *dir, const char *what, const char *path, bool drop)
+{
+    bool failed = false;
+    for (int tries = 0; tries < 16 && !failed; tries++) {
+        if (rename(tmp, dir) == 0)
+            return 0;
+        int e = errno;
+        if (e != EEXIST && e != ENOTEMPTY) {
+            h5fl_err(e == ENOTDIR ? "cannot create %s '%s': %s is not a directory (the container is damaged)"
+                                  : "cannot create %s '%s': %s",
+                     what, path, e == ENOTDIR ? dir : strerror(e));
+            failed = true;
+            continue;
+        }
+        if (h5fl_dir_type(dir, false) != H5I_BADID) {
+            if (drop) {
+                h5fl_rm_rf(tmp);
+                h5fl_err_clear();
+            }
+            return H5FL_CREATE_EXISTS;
+        }
+        if (clear_stale(dir) != 0) {
+            h5fl_err("cannot create %s '%s': %s holds an incomplete creation that cannot be removed: %s", what,
+                     path, dir, strerror(errno));
+            failed = true;
+        }
+    }
+    if (!failed)
+        h5fl_err("cannot create %s '%s': %s keeps changing under concurrent creations", what, path, dir);
+    if (drop)
+        h5fl_create_abandon(tmp);
+    return -1;
+}
+
+int h5fl_create_publish(const char *tmp, const char *dir, const char *what, const char *path)
+{
+    return publish(tmp, dir, what, path, true);
+}
+
+int h5fl_name_publish(const char *src, const char *dir, const char *what, const char *path)
+{
+    int r = publish(src, dir, what, path, false);
+    if (r != H5FL_CREATE_EXISTS)
+        return r;
+    h5fl_err("cannot link %s '%s': a link with this name already exists", what, path);
+    return -1;
+}
+
+void h5fl_create_abandon(const char *tmp)
+{
+    if (!tmp)
+        return;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", h5fl_err_msg());
+    h5fl_rm_rf(tmp);
+    h5fl_err_clear();
+    if (keep[0])
+        h5fl_err("%s", keep);
+}
+
+int h5fl_create_publish_new(const char *tmp, const char *dir, const char *what, const char *path)
+{
+    int r = h5fl_create_publish(tmp, dir, what, path);
+    if (r == H5FL_CREATE_EXISTS) {
+        h5fl_err("cannot create %s '%s': a link with this name already exists", what, path);
+        return -1;
+    }
+    return r;
+}

@@ -179,39 +179,6 @@ int h5fl_dset_moved(h5fl_dset_t *d)
     return rc;
 }
 
-int h5fl_dset_relink(h5fl_dset_t *d, const char *dir, const char *path)
-{
-    char *nd = h5fl_strdup(dir), *np = h5fl_strdup(path);
-    char *dp = NULL, *ip = NULL, *dn = NULL;
-    if (nd && np && d->w) {
-        dp = h5fl_join(nd, strrchr(d->w->dpath, '/') + 1);
-        ip = h5fl_join(nd, strrchr(d->w->ipath, '/') + 1);
-        dn = h5fl_strdup(*np ? np : "(anonymous)");
-    }
-    if (!nd || !np || (d->w && (!dp || !ip || !dn))) {
-        free(nd);
-        free(np);
-        free(dp);
-        free(ip);
-        free(dn);
-        return -1;
-    }
-    free(d->o.dir);
-    free(d->o.path);
-    d->o.dir = nd;
-    d->o.path = np;
-    d->o.anon = false;
-    if (dp) { /* open descriptors follow the renamed directory; only the names change */
-        free(d->w->dpath);
-        free(d->w->ipath);
-        free(d->w->dname);
-        d->w->dpath = dp;
-        d->w->ipath = ip;
-        d->w->dname = dn;
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- create / open */
 static int check_supported(hid_t type, hid_t dcpl, const char *name)
 {
@@ -308,23 +275,29 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
             sprintf(path, "%s%s%s", parent.path, (a == 1) ? "" : "/", leafname);
     }
     if (st == 0 && f->rank == 0) {
-        if (mkdir(dir, 0755) != 0 && !(errno == EEXIST && h5fl_dir_type(dir, false) == H5I_BADID)) {
-            h5fl_err(errno == EEXIST ? "cannot create dataset '%s': a link with this name already exists"
-                                     : "cannot create dataset '%s': %s",
-                     path, strerror(errno));
+        /* a named dataset is built in a private directory and renamed to its name complete (util.c);
+         * an anonymous one's directory is its own (@anon.<epoch>.<n>) */
+        char *tmp = name ? h5fl_create_tmp(f) : NULL;
+        const char *w = name ? tmp : dir;
+        if (name ? !tmp : mkdir(dir, 0755) != 0) {
+            if (!name)
+                h5fl_err("cannot create an anonymous dataset: cannot create %s: %s", dir, strerror(errno));
             st = -1;
         }
-        if (st == 0 && h5fl_datatype_note_use(f, type, dir) != 0) /* vol_datatype.c */
+        if (st == 0 && h5fl_datatype_note_use(f, type, w) != 0) /* vol_datatype.c */
             st = -1;
-        if (st == 0 && h5fl_sidecar_write(dir, t, s, p, f->fsync) != 0)
+        if (st == 0 && h5fl_sidecar_write(w, t, s, p, f->fsync) != 0)
             st = -1;
-        if (st == 0 && h5fl_udf_persist(dir, p, f->fsync) != 0) /* stats.c: the user data function */
+        if (st == 0 && h5fl_udf_persist(w, p, f->fsync) != 0) /* stats.c: the user data function */
             st = -1;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(dcpl, &crt_links, &crt_attrs);
-        if (st == 0 && (h5fl_corder_enable(dir, false, crt_attrs, f->fsync) != 0 ||
-                        (name && h5fl_corder_assign(parent.dir, dir, f->fsync) != 0)))
+        if (st == 0 && (h5fl_corder_enable(w, false, crt_attrs, f->fsync) != 0 ||
+                        (name && h5fl_corder_assign(parent.dir, w, f->fsync) != 0)))
             st = -1;
+        if (tmp)
+            st = st == 0 ? h5fl_create_publish_new(tmp, dir, "dataset", path) : (h5fl_create_abandon(tmp), -1);
+        free(tmp);
     }
     st = h5fl_collective(f, st);
     if (st == 0) {

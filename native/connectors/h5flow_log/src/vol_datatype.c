@@ -158,18 +158,18 @@ void *h5fl_datatype_commit(void *obj, const H5VL_loc_params_t *lp, const char *n
             st = -1;
         }
     }
-    if (st == 0 && f->rank == 0) {
-        if (mkdir(dir, 0755) != 0 && !(errno == EEXIST && h5fl_dir_type(dir, false) == H5I_BADID)) {
-            h5fl_err(errno == EEXIST ? "cannot commit datatype '%s': a link with this name already exists"
-                                     : "cannot commit datatype '%s': %s",
-                     path, strerror(errno));
-            st = -1;
-        }
+    if (st == 0 && f->rank == 0) { /* built privately, renamed to its name complete (util.c) */
+        char *tmp = h5fl_create_tmp(f);
         unsigned crt_links, crt_attrs; /* attribute creation order asked for in the tcpl (links.c) */
         h5fl_crt_flags(tcpl, &crt_links, &crt_attrs);
-        if (st == 0 && (store(dir, type_id, f->fsync) != 0 || h5fl_corder_enable(dir, 0, crt_attrs, f->fsync) != 0 ||
-                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
+        if (!tmp || store(tmp, type_id, f->fsync) != 0 || h5fl_corder_enable(tmp, 0, crt_attrs, f->fsync) != 0 ||
+            h5fl_corder_assign(parent.dir, tmp, f->fsync) != 0) {
+            h5fl_create_abandon(tmp);
             st = -1;
+        } else {
+            st = h5fl_create_publish_new(tmp, dir, "committed datatype", path);
+        }
+        free(tmp);
     }
     st = h5fl_collective(f, st);
     if (st == 0)

@@ -42,6 +42,23 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
     return t;
 }
 
+/* Rank 0: a missing intermediate group `dir` (HDF5 path `path`), made as every name (util.c); one made
+ * meanwhile by another process is as good as ours. */
+static int make_intermediate(h5fl_file_t *f, const char *dir, const char *path)
+{
+    char *tmp = h5fl_create_tmp(f);
+    int st = tmp ? h5fl_make_group_dir(tmp, f->fsync) : -1;
+    if (st != 0)
+        h5fl_create_abandon(tmp);
+    else if ((st = h5fl_create_publish(tmp, dir, "group", path)) == H5FL_CREATE_EXISTS) {
+        st = h5fl_dir_type(dir, false) == H5I_GROUP ? 0 : -1;
+        if (st != 0)
+            h5fl_err("cannot create intermediate group '%s': a link with this name exists (not a group)", path);
+    }
+    free(tmp);
+    return st;
+}
+
 /* Walk components [0, ncomp) of `name`; `mode` as for h5fl_resolve_parent; missing ones give BADID.
  * Soft links met on the way are followed (at most H5FL_SOFT_DEPTH deep); the last component only with
  * `follow_last` (else its type is H5FL_I_SOFT). */
@@ -223,7 +240,7 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
                 free(copy);
                 goto fail;
             }
-            if (h5fl_make_group_dir(nd, f->fsync) != 0) {
+            if (make_intermediate(out->file ? out->file : f, nd, np) != 0) {
                 free(copy);
                 goto fail;
             }
@@ -528,23 +545,19 @@ void *h5fl_group_create(void *obj, const H5VL_loc_params_t *lp, const char *name
     free(leafname);
     if (st == 0 && (!dir || !path))
         st = -1;
-    if (st == 0 && f->rank == 0) {
-        if (mkdir(dir, 0755) != 0) {
-            if (errno == EEXIST && h5fl_dir_type(dir, false) == H5I_BADID) {
-                /* a creation that never completed (writer killed): take the directory over */
-            } else {
-                h5fl_err(errno == EEXIST ? "cannot create group '%s': a link with this name already exists"
-                                         : "cannot create group '%s': %s",
-                         path, strerror(errno));
-                st = -1;
-            }
-        }
+    if (st == 0 && f->rank == 0) { /* built privately, renamed to its name complete (util.c) */
+        char *tmp = h5fl_create_tmp(f);
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(gcpl, &crt_links, &crt_attrs);
-        if (st == 0 && (h5fl_make_group_dir(dir, f->fsync) != 0 ||
-                        h5fl_corder_enable(dir, crt_links, crt_attrs, f->fsync) != 0 ||
-                        h5fl_corder_assign(parent.dir, dir, f->fsync) != 0))
+        if (!tmp || h5fl_make_group_dir(tmp, f->fsync) != 0 ||
+            h5fl_corder_enable(tmp, crt_links, crt_attrs, f->fsync) != 0 ||
+            h5fl_corder_assign(parent.dir, tmp, f->fsync) != 0) {
+            h5fl_create_abandon(tmp);
             st = -1;
+        } else {
+            st = h5fl_create_publish_new(tmp, dir, "group", path);
+        }
+        free(tmp);
     }
     st = h5fl_collective(f, st);
     if (st == 0)

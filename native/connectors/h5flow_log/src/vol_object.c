@@ -95,10 +95,20 @@ static int soft_create2(h5fl_obj_t *o, const char *target, const void *ebuf, siz
                                  leaf, sizeof leaf, &leafname);
     if (st == 0 && !(dir = h5fl_join(parent.dir, leaf)))
         st = -1;
-    if (st == 0 && f->rank == 0 &&
-        (st = ebuf ? h5fl_extlink_create(dir, lp->loc_data.loc_by_name.name, ebuf, elen, f->fsync)
-                   : h5fl_softlink_create(dir, lp->loc_data.loc_by_name.name, target, f->fsync)) == 0)
-        st = h5fl_corder_assign(parent.dir, dir, f->fsync);
+    if (st == 0 && f->rank == 0) { /* built privately, renamed to its name complete (util.c) */
+        const char *name = lp->loc_data.loc_by_name.name;
+        char *tmp = h5fl_create_tmp(f);
+        st = !tmp ? -1
+             : ebuf ? h5fl_extlink_create(tmp, name, ebuf, elen, f->fsync)
+                    : h5fl_softlink_create(tmp, name, target, f->fsync);
+        if (st == 0)
+            st = h5fl_corder_assign(parent.dir, tmp, f->fsync);
+        if (st == 0)
+            st = h5fl_create_publish_new(tmp, dir, ebuf ? "external link" : "soft link", name);
+        else
+            h5fl_create_abandon(tmp);
+        free(tmp);
+    }
     st = h5fl_collective(f, st);
     free(leafname);
     free(dir);
@@ -169,96 +179,84 @@ herr_t h5fl_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc
         h5fl_err_push(__func__);
         return -1;
     }
-    if (!target->anon || args->args.hard.curr_loc_params.type != H5VL_OBJECT_BY_SELF) {
-        /* a second name of an object (links.c) */
-        h5fl_loc_t tl = {0};
-        int st = h5fl_loc_from_params(target, &args->args.hard.curr_loc_params, &tl);
-        if (st == 0 && tl.type == H5I_BADID) {
-            h5fl_err("cannot create hard link: object '%s' does not exist", tl.path);
-            st = -1;
-        }
-        if (st == 0 && o && o->file != target->file && o->file->fileno != target->file->fileno) {
-            h5fl_err("cannot create hard link: the link and its object are in different files (a hard link "
-                     "cannot cross files; use an external link)");
-            st = -1;
-        }
-        if (st == 0) {
-            h5fl_collective_begin((o ? o : target)->file);
-            if (!h5fl_writable((o ? o : target)->file))
-                st = -1;
-            else
-                st = h5fl_hard_create(o ? o : target, lp, &tl, lcpl);
-        }
-        h5fl_loc_free(&tl);
-        if (st != 0)
-            h5fl_err_push(__func__);
-        return st;
+    /* H5Olink, H5Lcreate_hard (by name, "." included) and H5Lcopy all name the object their location
+     * resolves to: an anonymous object gets its first name (h5fl_anon_link), any other one more (links.c) */
+    h5fl_obj_t *lo = o ? o : target;
+    h5fl_loc_t tl = {0};
+    int st = h5fl_loc_from_params(target, &args->args.hard.curr_loc_params, &tl);
+    if (st == 0 && tl.type == H5I_BADID) {
+        h5fl_err("cannot create hard link: object '%s' does not exist", tl.path);
+        st = -1;
     }
-    if (!o)
-        o = target;
-    h5fl_file_t *f = target->file;
+    if (st == 0 && lo->file != target->file && lo->file->fileno != target->file->fileno) {
+        h5fl_err("cannot create hard link: the link and its object are in different files (a hard link "
+                 "cannot cross files; use an external link)");
+        st = -1;
+    }
+    if (st == 0 && (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") != 0 ||
+                    h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0))
+        st = -1;
+    if (st == 0) {
+        h5fl_collective_begin(lo->file);
+        if (!h5fl_writable(lo->file))
+            st = -1;
+        else
+            st = h5fl_hard_create(lo, lp, &tl, lcpl);
+    }
+    h5fl_loc_free(&tl);
+    if (st != 0)
+        h5fl_err_push(__func__);
+    return st;
+}
+
+int h5fl_anon_link(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl)
+{
+    h5fl_file_t *f = o->file;
     h5fl_loc_t parent = {0};
     char leaf[NAME_MAX + 1], *leafname = NULL, *dir = NULL, *path = NULL;
     unsigned crt = 0;
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
         H5Pget_create_intermediate_group(lcpl, &crt);
     int st = -1;
-    h5fl_collective_begin(f);
     if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
-    else if (h5fl_check_plist(lapl, H5P_LINK_ACCESS, "link access property list") != 0 ||
-             h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0)
-        ;
-    else if (o->file != f && o->file->fileno != f->fileno)
-        h5fl_err("links cannot cross containers");
     else
         st = h5fl_resolve_parent(o, lp->loc_data.loc_by_name.name,
                                  f->rank == 0 ? (crt ? H5FL_MKPARENTS : H5FL_CHECK) : H5FL_COMPUTE, &parent,
                                  leaf, sizeof leaf, &leafname);
-    if (st == 0) {
-        dir = h5fl_join(parent.dir, leaf);
-        size_t a = strlen(parent.path);
-        path = leafname ? malloc(a + strlen(leafname) + 2) : NULL;
-        if (!dir || !path)
-            st = -1;
-        else
-            sprintf(path, "%s%s%s", parent.path, a == 1 ? "" : "/", leafname);
-    }
-    if (st == 0 && f->rank == 0) {
-        if (access(dir, F_OK) == 0) {
-            h5fl_err("cannot link '%s': a link with this name already exists", path);
-            st = -1;
-        } else if (rename(target->dir, dir) != 0) {
-            h5fl_err("cannot link '%s': %s", path, strerror(errno));
-            st = -1;
-        } else {
-            st = h5fl_corder_assign(parent.dir, dir, f->fsync);
-        }
+    if (st == 0 && (!(dir = h5fl_join(parent.dir, leaf)) || !(path = h5fl_path_join(parent.path, leafname))))
+        st = -1;
+    if (st == 0 && f->rank == 0) { /* its creation order first, then the one rename that names it */
+        st = h5fl_corder_assign(parent.dir, target->dir, f->fsync);
+        if (st == 0)
+            st = h5fl_name_publish(target->dir, dir, "object", path);
     }
     st = h5fl_collective(f, st);
-    if (st == 0 && target->type == H5I_DATASET) {
-        st = h5fl_dset_relink((h5fl_dset_t *)target, dir, path);
-    } else if (st == 0) {
-        char *nd = h5fl_strdup(dir), *np = h5fl_strdup(path);
-        if (!nd || !np) {
-            free(nd);
-            free(np);
-            st = -1;
-        } else {
-            free(target->dir);
-            free(target->path);
-            target->dir = nd;
-            target->path = np;
-            target->anon = false;
-        }
+    if (st == 0) { /* every handle open on it (on every rank) follows it and is named from now on */
+        size_t rl = strlen(f->o.dir);
+        st = h5fl_reg_moved(f->fileno, target->dir + rl, dir + rl, "", path);
+        for (h5fl_obj_t *r = h5fl_reg_next(NULL); r; r = h5fl_reg_next(r))
+            if (r->type != H5I_FILE && r->type != H5I_ATTR && r->file && r->file->fileno == f->fileno && r->dir &&
+                !strcmp(r->dir, dir))
+                r->anon = false;
     }
     free(leafname);
     free(dir);
     free(path);
     h5fl_loc_free(&parent);
-    if (st != 0)
-        h5fl_err_push(__func__);
     return st;
+}
+
+/* Whether `name` has no component but "." (a location's own name: "", ".", "/", "./."). */
+static bool names_no_link(const char *name)
+{
+    for (const char *c = name; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n > 0 && !(n == 1 && c[0] == '.'))
+            return false;
+        c += n + (c[n] == '/');
+    }
+    return true;
 }
 
 /* H5Lcopy: a soft link is created anew with the same value (in this or another container); a hard link
@@ -272,6 +270,13 @@ herr_t h5fl_link_copy(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
     h5fl_obj_t *so = src, *dobj = dst ? dst : src;
     h5fl_loc_t from = {0};
     char *target = NULL;
+    if (lp1->type != H5VL_OBJECT_BY_NAME || names_no_link(lp1->loc_data.loc_by_name.name)) {
+        /* as native: "." (or "/") is the location itself, not a link (H5Ocopy copies an object, H5Olink or
+         * H5Lcreate_hard names one) */
+        h5fl_err("cannot copy link '%s': the name names no link, only the location itself",
+                 lp1->type == H5VL_OBJECT_BY_NAME ? lp1->loc_data.loc_by_name.name : "(self)");
+        goto fail;
+    }
     if (h5fl_loc_from_params2(so, lp1, &from, false) != 0)
         goto fail;
     if (from.type == H5I_BADID)
@@ -371,12 +376,8 @@ herr_t h5fl_link_move(void *src, const H5VL_loc_params_t *lp1, void *dst, const 
             else if (!strncmp(to, fd, lf) && to[lf] == '/') {
                 h5fl_err("cannot move '%s' into itself", from.path);
                 st = -1;
-            } else if (access(to, F_OK) == 0) {
-                h5fl_err("destination '%s' already exists", lp2->loc_data.loc_by_name.name);
-                st = -1;
-            } else if (rename(from.ldir ? from.ldir : from.dir, to) != 0) { /* a hard link: its stub */
-                h5fl_err("cannot move '%s': %s", from.path, strerror(errno));
-                st = -1;
+            } else if (h5fl_name_publish(fd, to, "moved link", lp2->loc_data.loc_by_name.name) != 0) {
+                st = -1; /* one rename, refused where a link exists (a hard link: its stub moves; util.c) */
             } else {
                 st = h5fl_corder_assign(parent.dir, to, f->fsync); /* a new link of its new group */
                 if (st == 0)
@@ -594,6 +595,29 @@ static bool busy_anywhere(h5fl_file_t *f, const char *rel)
     return busy != 0;
 }
 
+/* Rank 0: remove the link directory `dir` (HDF5 path `path`): first renamed to a private name at the root,
+ * so that its name is free at once and a creation of the same name by another process (which may replace a
+ * marker-less directory there, util.c) never meets it half-removed. */
+static int remove_away(h5fl_file_t *f, const char *dir, const char *path)
+{
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "@tmp.del.%llu.%llu", (unsigned long long)f->epoch,
+             (unsigned long long)f->create_counter++);
+    char *to = h5fl_join(f->o.dir, leaf);
+    if (!to)
+        return -1;
+    int st = 0;
+    if (rename(dir, to) != 0) {
+        h5fl_err("cannot delete '%s': %s", path, strerror(errno));
+        st = -1;
+    } else {
+        h5fl_rm_rf(to); /* what a failure leaves is a private directory: never a name */
+        h5fl_err_clear();
+    }
+    free(to);
+    return st;
+}
+
 /* H5Ldelete. An object still open (here or on another rank) lives on, unnamed, until its last handle
  * closes, as in native HDF5: its directory moves to an @gone.* directory at the container root (removed
  * by the next writable open) instead of being deleted under the open handles, which would otherwise
@@ -636,7 +660,7 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
             }
             free(hf);
             if (st == 0)
-                h5fl_rm_rf(loc.ldir); /* what is left is no link: an incomplete creation, ignored */
+                st = remove_away(f, loc.ldir, loc.path); /* what is left is no link: ignored until then */
             if (st == 0)
                 st = h5fl_hard_unref(f, &id, 1);
             if (st == 0)
@@ -659,7 +683,7 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
              (unsigned long long)f->gone_counter++);
     if (st == 0 && f->rank == 0) {
         if (!busy) {
-            st = h5fl_rm_rf(loc.dir);
+            st = remove_away(f, loc.dir, loc.path);
         } else {
             char *to = malloc(strlen(f->o.dir) + strlen(gone) + 1);
             if (!to) {
@@ -867,7 +891,7 @@ fail:
 }
 
 /* Native-only object operations that tools use on any file: H5Oget_native_info (h5stat) reports an
- * object without a native object header (all sizes 0: a container has no object headers or B-trees), and
+ * object (group, dataset or committed datatype) without a native object header (all sizes 0: a container has no object headers or B-trees), and
  * H5Oget_comment (h5ls -v, h5dump) reports no comment (comments cannot be set: H5Oset_comment is refused). */
 herr_t h5fl_object_optional(void *obj, const H5VL_loc_params_t *lp, H5VL_optional_args_t *args, hid_t dxpl,
                             void **req)
@@ -883,8 +907,9 @@ herr_t h5fl_object_optional(void *obj, const H5VL_loc_params_t *lp, H5VL_optiona
                  "not supported by h5flow_log",
                  args->op_type);
     } else if (h5fl_loc_from_params(o, lp, &loc) == 0) {
-        if (loc.type != H5I_GROUP && loc.type != H5I_DATASET) {
-            h5fl_err("object '%s' does not exist", loc.path);
+        if (loc.type != H5I_GROUP && loc.type != H5I_DATASET && loc.type != H5I_DATATYPE) {
+            h5fl_err(loc.type == H5I_BADID ? "object '%s' does not exist" : "'%s' is a link, not an object",
+                     loc.path);
         } else if (args->op_type == H5VL_NATIVE_OBJECT_GET_NATIVE_INFO) {
             H5VL_native_object_optional_args_t *a = args->args;
             memset(a->get_native_info.ninfo, 0, sizeof *a->get_native_info.ninfo);
