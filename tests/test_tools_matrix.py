@@ -131,3 +131,35 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", check, str(out)], env=dict(container_env, **LOG_ENV),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+NATIVE_TOKEN = """
+import ctypes, sys, h5py
+from h5flow import _hdf5lib
+
+
+class Token(ctypes.Structure):  # H5O_token_t, passed by value to H5VLnative_token_to_addr
+    _fields_ = [("data", ctypes.c_ubyte * 16)]
+
+
+lib = _hdf5lib.lib()
+lib.H5VLnative_addr_to_token.argtypes = [ctypes.c_int64, ctypes.c_uint64, ctypes.POINTER(Token)]
+lib.H5VLnative_token_to_addr.argtypes = [ctypes.c_int64, Token, ctypes.POINTER(ctypes.c_uint64)]
+with h5py.File(sys.argv[1], "w") as f:
+    assert _hdf5lib.connector_name(f.id.id) == "h5flow_log"
+    token, addr = Token(), ctypes.c_uint64(0)
+    print(lib.H5VLnative_addr_to_token(f.id.id, 4096, ctypes.byref(token)),
+          lib.H5VLnative_token_to_addr(f.id.id, token, ctypes.byref(addr)))
+"""
+
+
+def test_native_token_functions_refuse_another_connectors_object(tmp_path: Path) -> None:
+    """H5VLnative_addr_to_token/token_to_addr treated a container's file object as a native H5F_t (checked
+    only by a debug-build assert): h5dump -x reached it and crashed. Both now fail with an error."""
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", NATIVE_TOKEN, str(tmp_path / "c.h5")],
+                       env=dict(os.environ, **LOG_ENV), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["-1", "-1"], r.stdout
+    assert "not a native VOL connector object" in r.stderr
