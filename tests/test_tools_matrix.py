@@ -11,6 +11,7 @@ as a command, printing the table.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,7 +32,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell" in metafunc.fixturenames:
         features = tuple(tm.FEATURES) if metafunc.config.getoption("--tools-matrix") else QUICK_FEATURES
         metafunc.parametrize("cell", [(inv.name, f) for inv in INVOCATIONS for f in features],
-                             ids=[f"{inv.name}|{f}" for inv in INVOCATIONS for f in features], indirect=True)
+                             ids=[f"{_ascii(inv.name)}-{f}" for inv in INVOCATIONS for f in features],
+                             indirect=True)
+
+
+def _ascii(name: str) -> str:
+    """A test id for an invocation: "h5repack c→n" is h5repack_c2n, "h5dump -x" h5dump_x."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", name.replace("→", "2"))
 
 
 @pytest.fixture(scope="module")
