@@ -76,11 +76,10 @@ def test_matrix_covers_every_installed_tool() -> None:
     """Every tool HDF5 installs that works on files has a column (a new tool cannot slip past the matrix)."""
     hdf5 = Path(os.environ["H5FLOW_HDF5_DIR"]) / "bin"
     covered = {inv.tool for inv in tm.INVOCATIONS}
-    # not file tools: compiler wrappers, benchmarks, the mirror VFD's server, h5fuse (subfiling), h5debug
-    # (a native-format debugger), h5delete (deletes a native file), h5repart (splits a native file into a
-    # family), ph5diff (h5diff under MPI, same code)
+    # not file tools: compiler wrappers, benchmarks, the mirror VFD's server, h5fuse (joins subfiling's
+    # subfiles); ph5diff is h5diff's code under mpiexec
     others = {"h5cc", "h5pcc", "h5hlcc", "h5perf", "h5perf_serial", "mirror_server", "mirror_server_stop",
-              "h5fuse", "h5fuse.sh", "h5debug", "h5delete", "h5repart", "ph5diff", "h5redeploy"}
+              "h5fuse", "h5fuse.sh", "ph5diff", "h5redeploy"}
     installed = {p.name for p in hdf5.iterdir() if p.name.startswith(("h5", "ph5", "mirror"))}
     assert installed - others <= covered, f"tools without a column: {sorted(installed - others - covered)}"
 

@@ -151,6 +151,9 @@ INVOCATIONS: tuple[Invocation, ...] = (
     Invocation("h5jam", "h5jam", ("-i", "{in}", "-u", "{txt}", "-o", "{out}"), output="new"),
     Invocation("h5unjam", "h5unjam", ("-i", "{in}", "-o", "{out}"), output="new"),
     Invocation("h5watch", "h5watch", ("--dim", "--polling=1", "{in}/{dset}"), timeout=3.0, expect_timeout=True),
+    Invocation("h5delete", "h5delete", ("{in}",), output="inplace"),
+    Invocation("h5debug", "h5debug", ("{in}",)),
+    Invocation("h5repart", "h5repart", ("-m", "1k", "{in}", "{out}"), output="new"),
 )
 
 H5IMPORT_TXT = "1 2 3\n4 5 6\n"
@@ -179,6 +182,11 @@ KNOWN: dict[tuple[str, str], str] = {
                                     "inside compound elements (a scale's REFERENCE_LIST) are refused with an "
                                     "error instead of being written as references the copy cannot resolve (natively "
                                     "they print as `<unknown>`; docs/FORMAT.md \"Object copy\"): h5copy exits 1",
+    ("h5debug", "*"): "h5debug prints the native format's structures at file addresses (here the superblock) and "
+                      "opens its file with the native connector (the project's HDF5 patch 0010): a container "
+                      "has no superblock, it exits 1 (\"cannot open file\")",
+    ("h5repart", "*"): "h5repart copies a native file's bytes into a family of member files; a container is a "
+                       "directory of logs, not one byte stream: it exits 1",
     ("h5format_convert", "*"): "h5format_convert rewrites native-format structures (superblock version, "
                                "chunk indexes), which a container does not have: H5Fformat_convert and "
                                "H5Dformat_convert are refused and it exits 1",
