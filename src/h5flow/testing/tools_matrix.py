@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
