@@ -29,6 +29,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--h5py-suite", action="store_true",
                    help="run h5py's own test suite instead: each of its test files in its own pytest process "
                    "(timeout per file), once natively and once through --connector, and compare")
+    p.add_argument("--tools", action="store_true",
+                   help="run HDF5's command-line tools on containers holding each feature and on their native "
+                   "twins instead, and print the table of differences (exit 1 if a cell crashed or differs "
+                   "without a documented reason; with --record: rewrite the table in docs/FORMAT.md)")
+    p.add_argument("--features", nargs="+", metavar="FEATURE", default=None,
+                   help="with --tools: only these features (default: all)")
+    p.add_argument("--asan", action="store_true",
+                   help="with --tools: the connector built with AddressSanitizer/UBSan (build/native-asan)")
     p.add_argument("--files", nargs="+", metavar="FILE", default=None,
                    help="with --h5py-suite: only these test files of h5py (e.g. test_group.py)")
     p.add_argument("--groups", nargs="+", metavar="GROUP", default=list(c.DEFAULT_GROUPS),
@@ -55,6 +63,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
     if args.h5py_suite:
         return _cmd_h5py_suite(args)
+    if args.tools:
+        return _cmd_tools(args)
     if args.connector is None:
         args.connector = "native"
     console = Console(stderr=True)
@@ -238,3 +248,39 @@ def suite_doc(rec: dict) -> str:
         lines.append(f"| {f} | {v['native']['passed']} | {q['passed']} | {q['failed'] + q['errors']}"
                      f"{' (' + q['problem'] + ')' if q['problem'] else ''} |")
     return "\n".join(lines)
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+    import tempfile
+
+    from h5flow.connectors import default_plugin_dir
+    from h5flow.testing import tools_matrix as tm
+
+    features = args.features or list(tm.FEATURES)
+    unknown = [f for f in features if f not in tm.FEATURES]
+    if unknown:
+        print(f"h5flow conformance: unknown feature(s) {unknown}; known: {' '.join(tm.FEATURES)}", file=sys.stderr)
+        return 2
+    root = Path(__file__).resolve().parents[2]
+    plugins, asan = default_plugin_dir(), None
+    if args.asan:
+        cc = shutil.which("mpicc") or shutil.which("cc") or "cc"
+        asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+        plugins = root / "build" / "native-asan" / "plugins"
+        if not (Path(asan).is_absolute() and (plugins / "libh5flow_log.so").exists()):
+            print("h5flow conformance: --asan needs libasan and the sanitized connector: cmake -S native -B "
+                  "build/native-asan -DH5FLOW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug (and build it)", file=sys.stderr)
+            return 2
+    native_env, container_env = tm.environments(plugins, asan)
+    with tempfile.TemporaryDirectory(prefix="h5flow-tools-") as tmp:
+        setup = tm.make_fixtures(Path(tmp), features, native_env, container_env)
+        cells = tm.run_matrix(setup, tm.available(), features,
+                              on_cell=lambda c: print(f"{c.invocation} × {c.feature}: {c.status()}", file=sys.stderr))
+    print(tm.main_text(cells))
+    if args.record is not None:
+        doc = root / "docs" / "FORMAT.md"
+        tm.write_doc_table(doc, tm.table(cells))
+        print(f"table written into {doc}", file=sys.stderr)
+    return 0 if all(c.ok for c in cells) else 1
