@@ -507,7 +507,7 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
     uint8_t *bkg = NULL; /* compound subsets: members the source lacks keep the caller's values */
     if (h5fl_needs_bkg(mtype) && (bkg = malloc(a->npoints * ms + 1)))
         memcpy(bkg, buf, a->npoints * ms);
-    herr_t cv = H5Tconvert(a->type, mtype, a->npoints, tmp, bkg, dxpl);
+    int cv = h5fl_convert(a->o.file, a->type, mtype, a->npoints, tmp, bkg, dxpl);
     free(bkg);
     if (cv < 0) {
         free(tmp);
@@ -587,7 +587,7 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
         uint8_t *bkg = NULL; /* compound subsets: members the memory type lacks keep the stored values */
         if (h5fl_needs_bkg(a->type) && (bkg = malloc(a->npoints * es + 1)))
             memcpy(bkg, a->data, a->npoints * es);
-        herr_t cv = H5Tequal(mtype, a->type) > 0 ? 0 : H5Tconvert(mtype, a->type, a->npoints, tmp, bkg, dxpl);
+        int cv = H5Tequal(mtype, a->type) > 0 ? 0 : h5fl_convert(f, mtype, a->type, a->npoints, tmp, bkg, dxpl);
         free(bkg);
         if (cv < 0) {
             free(tmp);

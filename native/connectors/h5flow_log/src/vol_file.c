@@ -629,7 +629,7 @@ herr_t h5fl_file_get(void *obj, H5VL_file_get_args_t *args, hid_t dxpl, void **r
             args->args.get_cont_info.info->version = H5VL_CONTAINER_INFO_VERSION;
             args->args.get_cont_info.info->feature_flags = 0;
             args->args.get_cont_info.info->token_size = sizeof(uint64_t);
-            args->args.get_cont_info.info->blob_id_size = 0;
+            args->args.get_cont_info.info->blob_id_size = sizeof(uint64_t); /* refs.c: the blob class */
             return 0;
         case H5VL_FILE_GET_FAPL:
             if ((args->args.get_fapl.fapl_id = H5Pcopy(f->fapl)) < 0)
