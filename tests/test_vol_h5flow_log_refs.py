@@ -345,12 +345,16 @@ with h5py.File(sys.argv[1], "w") as f:
     r = f.create_dataset("r", shape=(3,), dtype=h5py.ref_dtype); r[0] = f["a"].ref; r[1] = g.ref
     f["a"].attrs["ar"] = g.ref
     f.attrs["refs"] = np.array([f["a"].ref, f.ref], dtype=h5py.ref_dtype)
+    d = f["a"]
+    f.create_dataset("rs", data=np.array([d.regionref[1:3], d.regionref[[0, 2]]], dtype=h5py.regionref_dtype))
+    f.attrs.create("reg", d.regionref[1:], dtype=h5py.regionref_dtype)
 """
 
 
 def test_h5dump_and_h5diff_see_object_references_as_native(tmp_path: Path) -> None:
     """h5dump reads references with the 1.12 API (H5T_STD_REF): it printed `DATA { }` with rc 0 for a
-    container's object references; now its output is native's, file names aside."""
+    container's object references; now its output is native's, file names aside, region references
+    included."""
     from test_vol_h5flow_log_links import _run_tool
 
     native, cont = tmp_path / "n.h5", tmp_path / "c.h5"
@@ -362,5 +366,49 @@ def test_h5dump_and_h5diff_see_object_references_as_native(tmp_path: Path) -> No
     dc = _run_tool(["h5dump", str(cont)]).stdout.replace(str(cont), "F").replace("c.h5", "F")
     assert dc == dn
     assert 'DATASET "F/a"' in dc and 'GROUP "F/g"' in dc and "NULL" in dc
+    assert "REGION_TYPE BLOCK  (1)-(2)" in dc and "REGION_TYPE BLOCK  (0)-(0), (2)-(2)" in dc
     diff = _run_tool(["h5diff", "-v", "--vol-value-2=0", "--vol-name-2=native", str(cont), str(native)])
     assert "0 differences found" in diff.stdout and "differences found" not in diff.stdout.replace("0 diff", "")
+
+
+def test_region_references_read_and_written_as_h5r_ref_t(tmp_path: Path) -> None:
+    """A stored 1.10 region reference reads as an H5R_ref_t region reference (what h5dump prints), and an
+    H5R_ref_t region reference written to an H5T_STD_REF_DSETREG dataset reads back as that region. (Not
+    compared with native: HDF5 1.14.5 itself writes such a conversion with a bad global-heap index, and
+    reading it back fails with "bad heap index".)"""
+    p = _run_log("""
+        import ctypes
+        from h5flow import _hdf5lib
+        lib, hid = _hdf5lib.lib(), _hdf5lib.hid_t
+        std_ref = hid.in_dll(lib, "H5T_STD_REF_g").value
+        lib.H5Dread.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
+        lib.H5Rcreate_region.argtypes = [hid, ctypes.c_char_p, hid, hid, ctypes.c_void_p]
+        lib.H5Ropen_region.argtypes = [ctypes.c_void_p, hid, hid]
+        lib.H5Ropen_region.restype = hid
+        lib.H5Rget_obj_name.argtypes = [ctypes.c_void_p, hid, ctypes.c_char_p, ctypes.c_size_t]
+        lib.H5Rget_obj_name.restype = ctypes.c_ssize_t
+        lib.H5Rdestroy.argtypes = [ctypes.c_void_p]
+        lib.H5Sget_select_npoints.argtypes = [hid]
+        lib.H5Sget_select_npoints.restype = ctypes.c_int64
+        out = lambda k, v: print(k, v)
+        with h5py.File("c.h5", "w") as f:
+            f.create_dataset("g/d", data=np.arange(10))
+            f.create_dataset("rs", (1,), dtype=h5py.regionref_dtype)
+        with h5py.File("c.h5", "r+") as f:
+            d, rs = f["g/d"], f["rs"]
+            sp = h5py.h5s.create_simple((10,)); sp.select_hyperslab((3,), (4,))
+            buf = (ctypes.c_ubyte * 64)()
+            out("create", lib.H5Rcreate_region(f.id.id, b"g/d", sp.id, 0, buf))
+            out("write", lib.H5Dwrite(rs.id.id, std_ref, 0, 0, 0, buf)); lib.H5Rdestroy(buf)
+            out("read", d[rs[0]].tolist())
+            back = (ctypes.c_ubyte * 64)()
+            out("read_std", lib.H5Dread(rs.id.id, std_ref, 0, 0, 0, back))
+            s2 = lib.H5Ropen_region(back, 0, 0)
+            name = ctypes.create_string_buffer(64)
+            out("region", [lib.H5Sget_select_npoints(s2), lib.H5Rget_obj_name(back, 0, name, 64),
+                           name.value.decode()])
+            h5py.h5s.SpaceID(s2).close(); lib.H5Rdestroy(back)
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "write 0" in p.stdout and "read [3, 4, 5, 6]" in p.stdout and "read_std 0" in p.stdout, p.stdout
+    assert "region [4, 4, '/g/d']" in p.stdout, p.stdout

@@ -83,7 +83,7 @@ bool h5fl_blob_type(hid_t type)
 }
 
 /* Whether a reference's file is the context's container. */
-static int same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r)
+int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r)
 {
     char name[PATH_MAX];
     ssize_t n = H5Rget_file_name(r, name, sizeof name);
@@ -114,7 +114,7 @@ int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8])
                  t == H5R_DATASET_REGION2 ? "region" : t == H5R_ATTR ? "attribute" : "non-object");
         return -1;
     }
-    if (!ctx || same_container(ctx, r) != 0) {
+    if (!ctx || h5fl_blob_same_container(ctx, r) != 0) {
         if (!ctx)
             h5fl_err("internal error: no container for a reference");
         return -1;

@@ -524,6 +524,8 @@ int h5fl_blob_ref_make(h5fl_blob_ctx_t *ctx, const uint8_t tok[8], H5R_ref_t *r)
 /* The token of an H5R_ref_t: 1 (an object reference of the context's container), 0 (the null reference:
  * a zeroed H5R_ref_t; tok all zero) or -1 (another kind, another file: error recorded). */
 int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8]);
+/* 0 if the reference's file is the context's container, else -1 (error recorded). */
+int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r);
 void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 

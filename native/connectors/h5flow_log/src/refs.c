@@ -347,23 +347,64 @@ static unsigned ref_kinds(hid_t type)
     return k;
 }
 
-/* Whether `from` and `to` are the two kinds of object reference, one per element (not members). */
+/* Whether `from` and `to` are H5T_STD_REF and one of the 1.10 kinds (H5T_STD_REF_OBJ, H5T_STD_REF_DSETREG),
+ * one reference per element (not members): h5fl_convert converts those. */
 static bool plain_ref_kinds(hid_t from, hid_t to)
 {
     if (H5Tget_class(from) != H5T_REFERENCE || H5Tget_class(to) != H5T_REFERENCE)
         return false;
     unsigned a = ref_kinds(from), b = ref_kinds(to);
-    return (a == 1u && b == 2u) || (a == 2u && b == 1u);
+    return (a == 2u && (b == 1u || b == 8u)) || (b == 2u && (a == 1u || a == 8u));
+}
+
+/* A 1.10 region reference (the blob id and length of HDF5 patch 0004) as an H5R_ref_t and back, through
+ * HDF5's public reference calls on the container's root group `g`. */
+static int region_to_std(hid_t g, const uint8_t *src, H5R_ref_t *dst)
+{
+    char name[PATH_MAX];
+    hid_t sp = H5Rget_region(g, H5R_DATASET_REGION1, src);
+    ssize_t nl = sp >= 0 ? H5Rget_name(g, H5R_DATASET_REGION1, src, name, sizeof name) : -1;
+    int rc = nl > 0 && (size_t)nl < sizeof name && H5Rcreate_region(g, name, sp, H5P_DEFAULT, dst) >= 0 ? 0 : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rc != 0)
+        h5fl_err("cannot read a region reference as an H5R_ref_t (its region or dataset cannot be found)");
+    return rc;
+}
+
+static int std_to_region(h5fl_blob_ctx_t *ctx, hid_t g, const H5R_ref_t *src, uint8_t *dst)
+{
+    static const H5R_ref_t zero;
+    memset(dst, 0, sizeof(hdset_reg_ref_t));
+    if (!memcmp(src, &zero, sizeof zero))
+        return 0; /* the null reference */
+    if (H5Rget_type(src) != H5R_DATASET_REGION2) {
+        h5fl_err("only region references can be stored as H5T_STD_REF_DSETREG");
+        return -1;
+    }
+    if (h5fl_blob_same_container(ctx, src) != 0)
+        return -1;
+    char name[PATH_MAX];
+    hid_t sp = H5Ropen_region((H5R_ref_t *)src, H5P_DEFAULT, H5P_DEFAULT);
+    ssize_t nl = sp >= 0 ? H5Rget_obj_name((H5R_ref_t *)src, H5P_DEFAULT, name, sizeof name) : -1;
+    int rc = nl > 0 && (size_t)nl < sizeof name && H5Rcreate(dst, g, name, H5R_DATASET_REGION1, sp) >= 0 ? 0 : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rc != 0)
+        h5fl_err("cannot store a region reference (H5R_ref_t) as H5T_STD_REF_DSETREG");
+    return rc;
 }
 
 int h5fl_convert(h5fl_file_t *f, hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl)
 {
     if (!plain_ref_kinds(from, to))
         return H5Tconvert(from, to, n, buf, bkg, dxpl) < 0 ? -1 : 0;
-    /* HDF5's H5T__conv_ref needs the native file behind the references: convert here. Both kinds hold
-     * the object's token (its id, see above); an H5R_ref_t also knows its file. */
-    bool to_std = ref_kinds(to) == 2u;
-    size_t in = to_std ? 8 : sizeof(H5R_ref_t), out = to_std ? sizeof(H5R_ref_t) : 8;
+    /* HDF5's H5T__conv_ref needs the native file behind the references: convert here. An object
+     * reference's kinds both hold the object's token (its id, see above), an H5R_ref_t also its file; a
+     * region reference goes through HDF5's reference calls. */
+    bool to_std = ref_kinds(to) == 2u, region = ref_kinds(to_std ? from : to) == 8u;
+    size_t old = region ? sizeof(hdset_reg_ref_t) : 8;
+    size_t in = to_std ? old : sizeof(H5R_ref_t), out = to_std ? sizeof(H5R_ref_t) : old;
     uint8_t *src = malloc(n * in + 1);
     if (!src) {
         h5fl_err("out of memory");
@@ -371,18 +412,33 @@ int h5fl_convert(h5fl_file_t *f, hid_t from, hid_t to, size_t n, void *buf, void
     }
     memcpy(src, buf, n * in);
     h5fl_blob_ctx_t bx = {.f = f};
-    int rc = 0;
+    hid_t g = H5I_INVALID_HID;
+    if (region) {
+        h5fl_loc_t root = {.dir = f->o.dir, .path = "/", .type = H5I_GROUP};
+        g = h5fl_register_for_callback(f, &root);
+    }
+    int rc = region && g < 0 ? -1 : 0;
     size_t i = 0;
+    static const uint8_t null_region[sizeof(hdset_reg_ref_t)];
     for (; i < n && rc == 0; i++) {
-        uint8_t *d = (uint8_t *)buf + i * out;
-        if (to_std)
-            rc = h5fl_blob_ref_make(&bx, src + i * 8, (H5R_ref_t *)d);
+        uint8_t *d = (uint8_t *)buf + i * out, *s = src + i * in;
+        if (to_std && region) {
+            if (memcmp(s, null_region, sizeof null_region) == 0)
+                memset(d, 0, sizeof(H5R_ref_t));
+            else
+                rc = region_to_std(g, s, (H5R_ref_t *)d);
+        } else if (to_std)
+            rc = h5fl_blob_ref_make(&bx, s, (H5R_ref_t *)d);
+        else if (region)
+            rc = std_to_region(&bx, g, (const H5R_ref_t *)s, d);
         else
-            rc = h5fl_blob_ref_take(&bx, (const H5R_ref_t *)(src + i * in), d) < 0 ? -1 : 0;
+            rc = h5fl_blob_ref_take(&bx, (const H5R_ref_t *)s, d) < 0 ? -1 : 0;
     }
     if (rc != 0 && to_std) /* release the references made before the failing one */
         for (size_t j = 0; j + 1 < i; j++)
             H5Rdestroy((H5R_ref_t *)((uint8_t *)buf + j * out));
+    if (g >= 0)
+        H5Idec_ref(g);
     h5fl_blob_ctx_end(&bx);
     free(src);
     return rc;
