@@ -125,6 +125,29 @@ def test_external_links_between_containers(tmp_path: Path) -> None:
     assert got["written"] == [42, 1, 2, 3] and got["target"] == [42, 1, 2, 3]
 
 
+def test_external_links_honour_access_flags_and_file_access_list(tmp_path: Path) -> None:
+    """The link access list's SWMR flag (h5py elink_swmr) and file access list (elink_locking) reach the
+    file an external link opens; without them the linking file's SWMR mode is inherited, as natively."""
+    got = same_as_native("""
+        with check_connector(h5py.File("t.h5", "w", libver="latest")) as t:
+            t.create_group("g"); t["g/d"] = [1, 2, 3]
+        with h5py.File("c.h5", "w", libver="latest") as f:
+            f["e"] = h5py.ExternalLink("t.h5", "/g")
+        with h5py.File("c.h5", "r", swmr=True) as f:
+            g = f.get("e", elink_swmr=False); out("swmr_off", [g.file.mode, g.file.swmr_mode]); del g
+            g = f["e"]; out("inherited", g.file.swmr_mode); del g
+        with h5py.File("c.h5", "a") as f:
+            g = f.get("e", elink_mode="r", elink_swmr=True); out("swmr_on", [g.file.mode, g.file.swmr_mode]); del g
+        with h5py.File("c.h5", "r", locking=False) as f:
+            for lock in (True, False, "best-effort"):
+                g = f.get("e", elink_locking=lock)
+                out(f"locking {lock}", list(g.file.id.get_access_plist().get_file_locking())); del g
+            out("data", f.get("e/d", elink_locking=True)[...])
+    """, tmp_path)
+    assert got["swmr_off"] == ["r", False] and got["inherited"] is True and got["swmr_on"] == ["r", True]
+    assert got["locking True"] == [True, False] and got["locking best-effort"] == [True, True]
+
+
 def test_external_link_to_a_native_file_is_a_clear_error(tmp_path: Path) -> None:
     body = """
         import subprocess
