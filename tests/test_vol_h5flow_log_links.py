@@ -148,6 +148,22 @@ def test_external_links_honour_access_flags_and_file_access_list(tmp_path: Path)
     assert got["locking True"] == [True, False] and got["locking best-effort"] == [True, True]
 
 
+def test_second_open_with_other_file_locking_is_refused_as_native(tmp_path: Path) -> None:
+    """A file open twice in one process shares its file locking settings: native HDF5 refuses a second
+    open with other settings (h5py's TestFileLocking), and so does the connector."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w", locking=True)) as f:
+            f.flush()
+            for lock in (False, True, "best-effort"):
+                try:
+                    with h5py.File("c.h5", "r", locking=lock):
+                        out(f"lock {lock}", "opened")
+                except OSError:
+                    out(f"lock {lock}", "OSError")
+    """, tmp_path)
+    assert got == {"lock False": "OSError", "lock True": "opened", "lock best-effort": "OSError"}
+
+
 def test_external_link_to_a_native_file_is_a_clear_error(tmp_path: Path) -> None:
     body = """
         import subprocess

@@ -483,12 +483,32 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
     return f;
 }
 
+/* 0 if the file locking settings of `fapl` are those of the open `other`, else -1 (error recorded): a
+ * container open twice in one process shares its settings, as native HDF5 requires of a file it opens
+ * twice ("file locking flag values don't match"). */
+static int same_locking(const char *name, const h5fl_file_t *other, hid_t fapl)
+{
+    hbool_t a = true, b = true, ia = false, ib = false;
+    if (H5Pget_file_locking(fapl, &a, &ia) < 0 || H5Pget_file_locking(other->fapl, &b, &ib) < 0) {
+        h5fl_err("cannot read the file locking settings of the file access property list");
+        return -1;
+    }
+    if (a == b && ia == ib)
+        return 0;
+    h5fl_err("cannot open %s with file locking %s: it is open in this process with file locking %s (file "
+             "locking flag values don't match; open it with the same setting, or close it first)",
+             name, !a ? "off" : ia ? "best-effort" : "on", !b ? "off" : ib ? "best-effort" : "on");
+    return -1;
+}
+
 void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, void **req)
 {
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
-    if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0) {
+    h5fl_file_t *open_already = h5fl_reg_find_file(name);
+    if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0 ||
+        (open_already && same_locking(name, open_already, fapl) != 0)) {
         h5fl_err_push(__func__);
         return NULL;
     }
