@@ -121,8 +121,8 @@ def test_errors_stay_specific_after_many_failures(tmp_path: Path) -> None:
 REFUSED = {
     # name: (open expression, words the error must contain)
     "fileobj": ("h5py.File(buf, 'w')", ["'fileobj'", "HDF5_VOL_CONNECTOR", "sec2"]),
-    "core": ("h5py.File('c.h5', 'w', driver='core')", ["'core (in-memory file)'", "HDF5_VOL_CONNECTOR"]),
-    "core_backing": ("h5py.File('c.h5', 'w', driver='core', backing_store=True)", ["'core"]),
+    "core": ("h5py.File('c.h5', 'w', driver='core', backing_store=False)",
+             ["core driver without a backing store", "backing_store=True", "HDF5_VOL_CONNECTOR"]),
     "family": ("h5py.File('f%d.h5', 'w', driver='family')", ["'family'"]),
     "split": ("h5py.File('s.h5', 'w', driver='split')", ["'multi/split'"]),
     "userblock": ("h5py.File('u.h5', 'w', userblock_size=512)", ["userblock size 512", "HDF5_VOL_CONNECTOR"]),
@@ -133,7 +133,7 @@ REFUSED = {
     "fs_page_size": ("h5py.File(h5py.h5f.create(b's.h5', fcpl=pl_page))", ["page size 8192"]),
     "sizes": ("h5py.File(h5py.h5f.create(b's.h5', fcpl=pl_sizes))", ["H5Pset_sizes 4/4"]),
     "close_strong": ("h5py.File(h5py.h5f.create(b's.h5', fapl=pl_strong))", ["close degree"]),
-    "open_core": ("h5py.File('exists.h5', 'r', driver='core')", ["'core (in-memory file)'"]),
+    "open_core": ("h5py.File('exists.h5', 'r+', driver='core', backing_store=False)", ["without a backing store"]),
 }
 
 
@@ -169,12 +169,14 @@ def test_refuses_what_it_cannot_honour(case: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kwargs", [
     "driver='sec2'", "driver='stdio'", "libver='latest'", "alignment_threshold=4096, alignment_interval=4096",
     "meta_block_size=8192", "rdcc_nbytes=1 << 20", "locking=False", "fs_strategy='fsm'",
+    "driver='core'", "driver='core', backing_store=True, block_size=1024",
 ])
 def test_accepts_what_it_honours(kwargs: str, tmp_path: Path) -> None:
     """The supported drivers and the properties accepted without effect (docs/FORMAT.md) still work."""
     proc = run_script(f"""
         with opened(h5py.File("a.h5", "w", {kwargs})) as f:
             f["x"] = np.arange(5)
+            assert f.driver == ({kwargs!r}.split("driver='")[1].split("'")[0] if "driver" in {kwargs!r} else "sec2")
         with opened(h5py.File("a.h5", "r", {kwargs if 'fs_' not in kwargs else ''})) as f:
             assert f["x"][()].tolist() == [0, 1, 2, 3, 4]
         assert os.path.isdir("a.h5")
