@@ -47,16 +47,17 @@ def assert_ok(proc: subprocess.CompletedProcess) -> None:
 # ---------------------------------------------------------------- 2. the error stack (HDF5 patch 0002)
 def test_refused_reference_does_not_corrupt_later_errors(tmp_path: Path) -> None:
     """h5py's test_errors.py::test_unsilence_errors in miniature: it segfaulted (HDF5 freed its own
-    H5E_VOL message when the stack of a refused H5Rcreate was cleared; printing a later error recursed)."""
+    H5E_VOL message when the stack of a call HDF5 refused for the connector was cleared -- a region
+    reference then, a chunk query now; printing a later error recursed)."""
     proc = run_script("""
         with opened(h5py.File("x.h5", "w")) as f:
             d = f.create_dataset("d", data=np.arange(20))
             try:
-                d.regionref[0:10]
+                d.id.get_chunk_info(0)
             except Exception as e:
-                print("regionref:", type(e).__name__, e)
+                print("refused:", type(e).__name__, e)
             else:
-                raise AssertionError("a region reference on h5flow_log should be refused")
+                raise AssertionError("a chunk query on h5flow_log should be refused by HDF5")
         f = opened(h5py.File("x.h5", "r"))
         h5py._errors.unsilence_errors()
         try:
@@ -67,8 +68,8 @@ def test_refused_reference_does_not_corrupt_later_errors(tmp_path: Path) -> None
     """, tmp_path)
     assert_ok(proc)
     out = proc.stdout
-    # the refusal is described (its minor is now H5E_UNSUPPORTED: h5py's NotImplementedError)
-    assert "regionref: NotImplementedError" in out and "native VOL connector" in out, out
+    # the refusal is described, with HDF5's own message
+    assert "refused: RuntimeError" in out and "'dataset optional' method" in out, out
     assert "object '/missing' does not exist" in out, out
     assert "Failed to extract" not in out + proc.stderr
     # the unsilenced error was printed, once, with HDF5's own VOL major message
@@ -82,12 +83,12 @@ def test_errors_stay_specific_after_many_failures(tmp_path: Path) -> None:
         f = opened(h5py.File("x.h5", "w"))
         d = f.create_dataset("d", data=np.arange(20))
         kinds = [
-            lambda i: d.regionref[0:5],
+            lambda i: d.id.get_chunk_info(0),
             lambda i: f[f"missing{i}"],
             lambda i: f.create_dataset("d", data=[1]),
             lambda i: d.attrs[f"nope{i}"],
             lambda i: h5py.File(f"absent{i}.h5", "r"),
-            lambda i: d.ref and f[d.ref].regionref[0:2],
+            lambda i: d.ref and f[d.ref].id.get_chunk_info(1),
         ]
         seen = {}
         for i in range(200):
