@@ -38,7 +38,8 @@ CAUSES: list[tuple[str, bool, str, str]] = [
      True,
      r"test_file_image|test_big_endian_file|TestDrivers|TestUserblock|TestFileObj|TestPageBuffering|"
      r"TestSpaceStrategy|test_in_memory|test_descriptor_core",
-     r"not an h5flow_log container|file driver|userblock|page buffer|free space inside"),
+     r"not an h5flow_log container|file driver|core driver without a backing store|userblock|page buffer|"
+     r"free space inside"),
     ("native-only: native file-format internals (storage offsets and alignment, chunk queries and direct "
      "chunk I/O, VFD handle, metadata cache)", True,
      r"TestFileAlignment|TestFileMetaBlockSize|test_h5d_direct_chunk|test_get_chunk_details|test_chunk_iter|"
