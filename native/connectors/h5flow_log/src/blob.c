@@ -284,8 +284,7 @@ int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const
         char *s = NULL;
         if (l != UINT64_MAX) {
             if (need(p, end, l) || !(s = blob_alloc(ctx, l + 1))) {
-                if (!h5fl_err_msg())
-                    h5fl_err("out of memory");
+                h5fl_err("out of memory");
                 return -1;
             }
             memcpy(s, p, l);

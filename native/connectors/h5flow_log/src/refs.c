@@ -125,7 +125,7 @@ int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64
         rc = 0;
     } else if (errno == EEXIST) { /* another process minted first: its id is the object's */
         rc = read_id(dir, id) == 1 ? 0 : -1;
-        if (rc != 0 && !h5fl_err_msg())
+        if (rc != 0) /* h5fl_err keeps an earlier, more specific message */
             h5fl_err("the object id of '%s' vanished while it was being created", path);
     } else {
         h5fl_err("cannot store the object id of '%s' in %s: %s", path, dir, strerror(errno));

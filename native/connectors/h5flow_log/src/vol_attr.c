@@ -357,8 +357,7 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         free(z);
         if (erc != 0 || !(a->data = enc.p ? enc.p : malloc(1))) {
             free(enc.p);
-            if (!h5fl_err_msg())
-                h5fl_err("out of memory");
+            h5fl_err("out of memory");
             goto fail;
         }
         a->blen = enc.len;
