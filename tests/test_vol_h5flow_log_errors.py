@@ -47,16 +47,17 @@ def assert_ok(proc: subprocess.CompletedProcess) -> None:
 # ---------------------------------------------------------------- 2. the error stack (HDF5 patch 0002)
 def test_refused_reference_does_not_corrupt_later_errors(tmp_path: Path) -> None:
     """h5py's test_errors.py::test_unsilence_errors in miniature: it segfaulted (HDF5 freed its own
-    H5E_VOL message when the stack of a refused H5Rcreate was cleared; printing a later error recursed)."""
+    H5E_VOL message when the stack of a call HDF5 refused for the connector was cleared -- a region
+    reference then, a chunk query now; printing a later error recursed)."""
     proc = run_script("""
         with opened(h5py.File("x.h5", "w")) as f:
             d = f.create_dataset("d", data=np.arange(20))
             try:
-                d.regionref[0:10]
+                d.id.get_chunk_info(0)
             except Exception as e:
-                print("regionref:", type(e).__name__, e)
+                print("refused:", type(e).__name__, e)
             else:
-                raise AssertionError("a region reference on h5flow_log should be refused")
+                raise AssertionError("a chunk query on h5flow_log should be refused by HDF5")
         f = opened(h5py.File("x.h5", "r"))
         h5py._errors.unsilence_errors()
         try:
@@ -67,8 +68,8 @@ def test_refused_reference_does_not_corrupt_later_errors(tmp_path: Path) -> None
     """, tmp_path)
     assert_ok(proc)
     out = proc.stdout
-    # the refusal is described (its minor is now H5E_UNSUPPORTED: h5py's NotImplementedError)
-    assert "regionref: NotImplementedError" in out and "native VOL connector" in out, out
+    # the refusal is described, with HDF5's own message
+    assert "refused: RuntimeError" in out and "'dataset optional' method" in out, out
     assert "object '/missing' does not exist" in out, out
     assert "Failed to extract" not in out + proc.stderr
     # the unsilenced error was printed, once, with HDF5's own VOL major message
@@ -82,12 +83,12 @@ def test_errors_stay_specific_after_many_failures(tmp_path: Path) -> None:
         f = opened(h5py.File("x.h5", "w"))
         d = f.create_dataset("d", data=np.arange(20))
         kinds = [
-            lambda i: d.regionref[0:5],
+            lambda i: d.id.get_chunk_info(0),
             lambda i: f[f"missing{i}"],
             lambda i: f.create_dataset("d", data=[1]),
             lambda i: d.attrs[f"nope{i}"],
             lambda i: h5py.File(f"absent{i}.h5", "r"),
-            lambda i: d.ref and f[d.ref].regionref[0:2],
+            lambda i: d.ref and f[d.ref].id.get_chunk_info(1),
         ]
         seen = {}
         for i in range(200):
@@ -121,8 +122,8 @@ def test_errors_stay_specific_after_many_failures(tmp_path: Path) -> None:
 REFUSED = {
     # name: (open expression, words the error must contain)
     "fileobj": ("h5py.File(buf, 'w')", ["'fileobj'", "HDF5_VOL_CONNECTOR", "sec2"]),
-    "core": ("h5py.File('c.h5', 'w', driver='core')", ["'core (in-memory file)'", "HDF5_VOL_CONNECTOR"]),
-    "core_backing": ("h5py.File('c.h5', 'w', driver='core', backing_store=True)", ["'core"]),
+    "core": ("h5py.File('c.h5', 'w', driver='core', backing_store=False)",
+             ["core driver without a backing store", "backing_store=True", "HDF5_VOL_CONNECTOR"]),
     "family": ("h5py.File('f%d.h5', 'w', driver='family')", ["'family'"]),
     "split": ("h5py.File('s.h5', 'w', driver='split')", ["'multi/split'"]),
     "userblock": ("h5py.File('u.h5', 'w', userblock_size=512)", ["userblock size 512", "HDF5_VOL_CONNECTOR"]),
@@ -133,7 +134,7 @@ REFUSED = {
     "fs_page_size": ("h5py.File(h5py.h5f.create(b's.h5', fcpl=pl_page))", ["page size 8192"]),
     "sizes": ("h5py.File(h5py.h5f.create(b's.h5', fcpl=pl_sizes))", ["H5Pset_sizes 4/4"]),
     "close_strong": ("h5py.File(h5py.h5f.create(b's.h5', fapl=pl_strong))", ["close degree"]),
-    "open_core": ("h5py.File('exists.h5', 'r', driver='core')", ["'core (in-memory file)'"]),
+    "open_core": ("h5py.File('exists.h5', 'r+', driver='core', backing_store=False)", ["without a backing store"]),
 }
 
 
@@ -169,12 +170,14 @@ def test_refuses_what_it_cannot_honour(case: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kwargs", [
     "driver='sec2'", "driver='stdio'", "libver='latest'", "alignment_threshold=4096, alignment_interval=4096",
     "meta_block_size=8192", "rdcc_nbytes=1 << 20", "locking=False", "fs_strategy='fsm'",
+    "driver='core'", "driver='core', backing_store=True, block_size=1024",
 ])
 def test_accepts_what_it_honours(kwargs: str, tmp_path: Path) -> None:
     """The supported drivers and the properties accepted without effect (docs/FORMAT.md) still work."""
     proc = run_script(f"""
         with opened(h5py.File("a.h5", "w", {kwargs})) as f:
             f["x"] = np.arange(5)
+            assert f.driver == ({kwargs!r}.split("driver='")[1].split("'")[0] if "driver" in {kwargs!r} else "sec2")
         with opened(h5py.File("a.h5", "r", {kwargs if 'fs_' not in kwargs else ''})) as f:
             assert f["x"][()].tolist() == [0, 1, 2, 3, 4]
         assert os.path.isdir("a.h5")

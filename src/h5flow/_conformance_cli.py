@@ -223,7 +223,8 @@ def suite_text(conn: str, summary: dict) -> str:
             f"skipped {c_['skipped']}, crashed files {len(c_['crashed_files'])} {c_['crashed_files'] or ''}\n"
             f"of the {summary['native_passed_considered']} tests native passes (without "
             f"{summary['excluded_native_only']} native-only ones), {summary['also_pass']} pass through {conn}: "
-            f"{100 * summary['ratio']:.1f} %")
+            f"{100 * summary['ratio']:.1f} %; of all {summary['native_passed']} tests native passes, "
+            f"{summary['also_pass_all']}: {100 * summary['ratio_all']:.1f} %")
 
 
 def suite_doc(rec: dict) -> str:
@@ -235,7 +236,8 @@ def suite_doc(rec: dict) -> str:
                      f"{', '.join(t['crashed_files']) or 'none'} |")
     lines += ["", f"Of the **{sm['native_passed_considered']}** tests native passes (not counting "
               f"{sm['excluded_native_only']} that inspect native-only internals, below), **{sm['also_pass']}** pass "
-              f"through {conn}: **{100 * sm['ratio']:.1f} %**.", "",
+              f"through {conn}: **{100 * sm['ratio']:.1f} %**. Of **all {sm['native_passed']}** tests native passes, "
+              f"**{sm['also_pass_all']}** pass through {conn}: **{100 * sm['ratio_all']:.1f} %**.", "",
               f"Failures (and errors) through {conn}, grouped by cause (`h5flow.testing.h5py_suite.CAUSES`):", ""]
     for cause, tests in sm["failures_by_cause"].items():
         lines.append(f"- **{len(tests)}** — {cause}")

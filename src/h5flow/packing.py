@@ -567,8 +567,8 @@ class _Copier:
         if kind is None:
             return arr
         if kind is not h5py.Reference:
-            raise PackError(f"{where}: region references cannot be copied (HDF5 keeps their selections in the "
-                            "native file's global heap; h5flow_log does not support them)")
+            raise PackError(f"{where}: region references are not copied (pack remaps object references only; "
+                            "a region reference would have to be made anew on the copy of its dataset)")
         out = np.empty(arr.shape, dtype=h5py.ref_dtype)
         flat_in, flat_out = arr.reshape(-1), out.reshape(-1)
         for i, r in enumerate(flat_in):

@@ -83,7 +83,7 @@ bool h5fl_blob_type(hid_t type)
 }
 
 /* Whether a reference's file is the context's container. */
-static int same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r)
+int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r)
 {
     char name[PATH_MAX];
     ssize_t n = H5Rget_file_name(r, name, sizeof name);
@@ -102,25 +102,34 @@ static int same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r)
     return -1;
 }
 
-static int encode_ref(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, h5fl_buf_t *out)
+int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8])
 {
-    uint8_t k[9] = {0};
     static const H5R_ref_t zero;
+    memset(tok, 0, 8);
     if (!memcmp(r, &zero, sizeof zero)) /* a zeroed H5R_ref_t (fresh buffers, fill): the null reference */
-        return put(out, k, 1);
+        return 0;
     H5R_type_t t = H5Rget_type(r);
     if (t != H5R_OBJECT2) {
         h5fl_err("h5flow_log stores object references only (this H5R_ref_t is a %s reference)",
                  t == H5R_DATASET_REGION2 ? "region" : t == H5R_ATTR ? "attribute" : "non-object");
         return -1;
     }
-    if (!ctx || same_container(ctx, r) != 0) {
+    if (!ctx || h5fl_blob_same_container(ctx, r) != 0) {
         if (!ctx)
             h5fl_err("internal error: no container for a reference");
         return -1;
     }
+    memcpy(tok, r, 8); /* H5R_ref_priv_t starts with the object's H5O_token_t (HDF5 1.14 H5Rpkg.h) */
+    return 1;
+}
+
+static int encode_ref(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, h5fl_buf_t *out)
+{
+    uint8_t k[9] = {0};
+    int t = h5fl_blob_ref_take(ctx, r, k + 1);
+    if (t <= 0)
+        return t < 0 ? -1 : put(out, k, 1);
     k[0] = (uint8_t)H5R_OBJECT2;
-    memcpy(k + 1, r, 8); /* H5R_ref_priv_t starts with the object's H5O_token_t (HDF5 1.14 H5Rpkg.h) */
     return put(out, k, 9);
 }
 
@@ -141,6 +150,18 @@ static int decode_ref(h5fl_blob_ctx_t *ctx, const uint8_t **pp, const uint8_t *e
         h5fl_err("a stored reference is damaged (kind %u)", (unsigned)k);
         return -1;
     }
+    if (h5fl_blob_ref_make(ctx, *pp + 1, r) != 0)
+        return -1;
+    *pp += 9;
+    return 0;
+}
+
+int h5fl_blob_ref_make(h5fl_blob_ctx_t *ctx, const uint8_t tok[8], H5R_ref_t *r)
+{
+    static const uint8_t null_tok[8];
+    memset(r, 0, sizeof *r);
+    if (!memcmp(tok, null_tok, 8)) /* the null reference */
+        return 0;
     if (!ctx) {
         h5fl_err("internal error: no container for a reference");
         return -1;
@@ -162,8 +183,7 @@ static int decode_ref(h5fl_blob_ctx_t *ctx, const uint8_t **pp, const uint8_t *e
         h5fl_err("cannot copy a reference");
         return -1;
     }
-    memcpy(r, *pp + 1, 8);
-    *pp += 9;
+    memcpy(r, tok, 8);
     return 0;
 }
 
@@ -264,8 +284,7 @@ int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const
         char *s = NULL;
         if (l != UINT64_MAX) {
             if (need(p, end, l) || !(s = blob_alloc(ctx, l + 1))) {
-                if (!h5fl_err_msg())
-                    h5fl_err("out of memory");
+                h5fl_err("out of memory");
                 return -1;
             }
             memcpy(s, p, l);

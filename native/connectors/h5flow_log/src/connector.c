@@ -76,6 +76,7 @@ const H5VL_class_t h5fl_class = {
     .link_cls = {h5fl_link_create, h5fl_link_copy, h5fl_link_move, h5fl_link_get, h5fl_link_specific, NULL},
     .object_cls = {h5fl_object_open, h5fl_object_copy, h5fl_object_get, h5fl_object_specific, h5fl_object_optional},
     .introspect_cls = {get_conn_cls, get_cap_flags, opt_query},
+    .blob_cls = {h5fl_blob_put, h5fl_blob_get, h5fl_blob_specific, NULL},
 };
 
 H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }

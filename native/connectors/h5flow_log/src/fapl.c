@@ -76,7 +76,24 @@ static int check_fapl(const char *name, hid_t fapl)
         h5fl_err("cannot read the file driver of the file access property list for %s", name);
         return -1;
     }
-    if (drv != H5FD_SEC2 && drv != H5FD_STDIO && drv != H5FD_MPIO) {
+    if (drv == H5FD_CORE) {
+        /* With a backing store the core driver's file is, once closed (or flushed), the file on disk the
+         * connector writes all along; without one, nothing of it may reach the disk, which a container
+         * (a directory of files) cannot promise. */
+        size_t inc = 0;
+        hbool_t backing = false;
+        if (H5Pget_fapl_core(fapl, &inc, &backing) < 0) {
+            h5fl_err("cannot read the core driver's settings of the file access property list for %s", name);
+            return -1;
+        }
+        if (!backing) {
+            h5fl_err("h5flow_log cannot honour the core driver without a backing store for %s: a container is "
+                     "a directory of files on disk, never only in memory. Use backing_store=True (h5py; "
+                     "H5Pset_fapl_core(fapl, increment, 1)), or " H5FL_USE_NATIVE,
+                     name);
+            return -1;
+        }
+    } else if (drv != H5FD_SEC2 && drv != H5FD_STDIO && drv != H5FD_MPIO) {
         char dn[160];
         driver_name(drv, dn, sizeof dn);
         h5fl_err("h5flow_log cannot honour the file driver %s for %s: an h5flow_log file is a directory "

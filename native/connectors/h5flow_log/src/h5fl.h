@@ -68,6 +68,7 @@
 #define H5FL_HARD_FILE "@hardlink"
 #define H5FL_I_HARD ((H5I_type_t)1002)
 #define H5FL_STORE_DIR "@objects"
+#define H5FL_BLOB_DIR "@blobs" /* at the root: the VOL blobs (refs.c), e.g. 1.10 region references' selections */
 #define H5FL_NLINK_FILE "@nlink"
 /* The root group's persistent id (refs.c): its stubs name the container directory; it never moves. */
 #define H5FL_ROOT_ID (UINT64_C(1) << 63)
@@ -520,6 +521,14 @@ int h5fl_check_ref_types(hid_t type, const char *what, const char *name);
 /* 0, or -1 with an HDF5 error when converting `from` to `to` would change a reference's kind
  * (H5T_STD_REF_OBJ <-> H5T_STD_REF), which HDF5 cannot do without a native file (it crashes). */
 int h5fl_check_ref_conversion(hid_t from, hid_t to, const char *what, const char *name);
+/* H5Tconvert of n elements in place, except the one conversion HDF5 cannot do for a connector: one object
+ * reference per element between H5T_STD_REF_OBJ (hobj_ref_t) and H5T_STD_REF (H5R_ref_t of f's
+ * container), done here (refs.c). 0, or -1 (an error recorded for the references' part). */
+int h5fl_convert(h5fl_file_t *f, hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl);
+/* The VOL blob class (refs.c): 8-byte blob ids, blobs stored in @blobs/ at the container's root. */
+herr_t h5fl_blob_put(void *obj, const void *buf, size_t size, void *blob_id, void *ctx);
+herr_t h5fl_blob_get(void *obj, const void *blob_id, void *buf, size_t size, void *ctx);
+herr_t h5fl_blob_specific(void *obj, void *blob_id, H5VL_blob_specific_args_t *args);
 
 /* Values with variable-length parts, one byte string per element (blob.c; docs/FORMAT.md). */
 typedef struct h5fl_buf {
@@ -540,6 +549,14 @@ int h5fl_blob_encode(h5fl_blob_ctx_t *ctx, hid_t type, const void *elem, h5fl_bu
  * H5Treclaim). On failure the parts decoded so far stay in elem: reclaim it. */
 int h5fl_blob_decode(h5fl_blob_ctx_t *ctx, hid_t type, const uint8_t **pp, const uint8_t *end, void *elem);
 void h5fl_blob_ctx_end(h5fl_blob_ctx_t *ctx);
+/* An H5R_ref_t of the context's container naming the object whose token is `tok` (all zero: the null
+ * reference, a zeroed H5R_ref_t); destroy it with H5Rdestroy. 0 or -1. */
+int h5fl_blob_ref_make(h5fl_blob_ctx_t *ctx, const uint8_t tok[8], H5R_ref_t *r);
+/* The token of an H5R_ref_t: 1 (an object reference of the context's container), 0 (the null reference:
+ * a zeroed H5R_ref_t; tok all zero) or -1 (another kind, another file: error recorded). */
+int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8]);
+/* 0 if the reference's file is the context's container, else -1 (error recorded). */
+int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r);
 void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 

@@ -402,24 +402,34 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         free(base);
         cand[1] = h5fl_strdup(file);
     }
-    /* H5Pset_elink_acc_flags (h5py elink_mode): read-only, or read-write (refused from a read-only file) */
-    unsigned intent = f->intent & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY, acc = H5F_ACC_DEFAULT;
+    /* H5Pset_elink_acc_flags (h5py elink_mode, elink_swmr): read-only or read-write (refused from a
+     * read-only file), SWMR read or not; without it the linking file's intent, SWMR flags included (as
+     * native). H5Pset_elink_fapl (h5py elink_locking): the file access list the target is opened with. */
+    const unsigned swmr = H5F_ACC_SWMR_READ | H5F_ACC_SWMR_WRITE;
+    unsigned intent = (f->intent & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY) | (f->intent & swmr);
+    unsigned acc = H5F_ACC_DEFAULT;
+    hid_t xfapl = H5I_INVALID_HID;
     if (h5fl_cur_lapl != H5P_DEFAULT && h5fl_cur_lapl >= 0) {
         H5E_BEGIN_TRY
         {
             if (H5Pget_elink_acc_flags(h5fl_cur_lapl, &acc) < 0)
                 acc = H5F_ACC_DEFAULT;
+            xfapl = H5Pget_elink_fapl(h5fl_cur_lapl);
         }
         H5E_END_TRY
     }
     if (acc != H5F_ACC_DEFAULT) {
-        if ((acc & H5F_ACC_RDWR) && intent == H5F_ACC_RDONLY) {
+        if ((acc & H5F_ACC_RDWR) && !(intent & H5F_ACC_RDWR)) {
             h5fl_err("cannot open '%s' (external link %s) read-write from a file open read-only", file, dir);
+            if (xfapl >= 0)
+                H5Pclose(xfapl);
             free(buf);
             return NULL;
         }
-        intent = acc & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY;
+        intent = (acc & H5F_ACC_RDWR ? H5F_ACC_RDWR : H5F_ACC_RDONLY) | (acc & swmr);
     }
+    if (xfapl == H5P_DEFAULT) /* no list of its own: the linking file's */
+        xfapl = H5I_INVALID_HID;
     h5fl_file_t *xf = NULL;
     const char *tried = NULL;
     for (int i = 0; i < 2 && !xf; i++) {
@@ -436,11 +446,12 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
                      dir, cand[i]);
             break;
         }
-        if ((xf = h5fl_reg_find_file(cand[i])) && (xf->intent & H5F_ACC_RDWR) == (intent & H5F_ACC_RDWR)) {
+        if (xfapl < 0 && (xf = h5fl_reg_find_file(cand[i])) &&
+            (xf->intent & (H5F_ACC_RDWR | swmr)) == (intent & (H5F_ACC_RDWR | swmr))) {
             xf->o.rc++;
             break;
         }
-        xf = h5fl_file_open(cand[i], intent, f->fapl, H5P_DATASET_XFER_DEFAULT, NULL);
+        xf = h5fl_file_open(cand[i], intent, xfapl >= 0 ? xfapl : f->fapl, H5P_DATASET_XFER_DEFAULT, NULL);
         if (xf) { /* no file id refers to it: objects opened through the link hold it */
             xf->handles--;
         } else {
@@ -458,6 +469,8 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
     free(cand[0]);
     free(cand[1]);
     free(buf);
+    if (xfapl >= 0)
+        H5Pclose(xfapl);
     errno = missing ? ENOENT : 0;
     return xf;
 }

@@ -125,7 +125,7 @@ int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64
         rc = 0;
     } else if (errno == EEXIST) { /* another process minted first: its id is the object's */
         rc = read_id(dir, id) == 1 ? 0 : -1;
-        if (rc != 0 && !h5fl_err_msg())
+        if (rc != 0) /* h5fl_err keeps an earlier, more specific message */
             h5fl_err("the object id of '%s' vanished while it was being created", path);
     } else {
         h5fl_err("cannot store the object id of '%s' in %s: %s", path, dir, strerror(errno));
@@ -279,13 +279,18 @@ int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out)
     return 0;
 }
 
-/* Whether every reference inside `type` is an object reference of the 1.10 kind (H5T_STD_REF_OBJ: the
- * 8-byte token, stored as it is); 1 yes, 0 no, -1 on a library error. */
+/* Whether every reference inside `type` is one the connector stores: an object reference (H5T_STD_REF_OBJ:
+ * the 8-byte token, stored as it is; H5T_STD_REF: blob.c) or a 1.10 region reference (H5T_STD_REF_DSETREG:
+ * the blob id and length HDF5 patch 0004 puts there, stored as they are); 1 yes, 0 no, -1 on a library
+ * error. */
 static int only_obj_refs(hid_t type)
 {
     H5T_class_t cls = H5Tget_class(type);
     if (cls == H5T_REFERENCE)
-        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 || H5Tequal(type, H5T_STD_REF) > 0 ? 1 : 0;
+        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 || H5Tequal(type, H5T_STD_REF) > 0 ||
+                       H5Tequal(type, H5T_STD_REF_DSETREG) > 0
+                   ? 1
+                   : 0;
     if (cls == H5T_COMPOUND) {
         int n = H5Tget_nmembers(type);
         if (n < 0)
@@ -312,12 +317,16 @@ static int only_obj_refs(hid_t type)
     return 1;
 }
 
-/* The kinds of reference inside `type`: bit 1 H5T_STD_REF_OBJ, bit 2 H5T_STD_REF, bit 4 any other. */
+/* The kinds of reference inside `type`: bit 1 H5T_STD_REF_OBJ, bit 2 H5T_STD_REF, bit 8
+ * H5T_STD_REF_DSETREG, bit 4 any other. */
 static unsigned ref_kinds(hid_t type)
 {
     H5T_class_t cls = H5Tget_class(type);
     if (cls == H5T_REFERENCE)
-        return H5Tequal(type, H5T_STD_REF_OBJ) > 0 ? 1u : H5Tequal(type, H5T_STD_REF) > 0 ? 2u : 4u;
+        return H5Tequal(type, H5T_STD_REF_OBJ) > 0       ? 1u
+               : H5Tequal(type, H5T_STD_REF) > 0         ? 2u
+               : H5Tequal(type, H5T_STD_REF_DSETREG) > 0 ? 8u
+                                                         : 4u;
     unsigned k = 0;
     if (cls == H5T_COMPOUND) {
         int n = H5Tget_nmembers(type);
@@ -338,15 +347,114 @@ static unsigned ref_kinds(hid_t type)
     return k;
 }
 
+/* Whether `from` and `to` are H5T_STD_REF and one of the 1.10 kinds (H5T_STD_REF_OBJ, H5T_STD_REF_DSETREG),
+ * one reference per element (not members): h5fl_convert converts those. */
+static bool plain_ref_kinds(hid_t from, hid_t to)
+{
+    if (H5Tget_class(from) != H5T_REFERENCE || H5Tget_class(to) != H5T_REFERENCE)
+        return false;
+    unsigned a = ref_kinds(from), b = ref_kinds(to);
+    return (a == 2u && (b == 1u || b == 8u)) || (b == 2u && (a == 1u || a == 8u));
+}
+
+/* A 1.10 region reference (the blob id and length of HDF5 patch 0004) as an H5R_ref_t and back, through
+ * HDF5's public reference calls on the container's root group `g`. */
+static int region_to_std(hid_t g, const uint8_t *src, H5R_ref_t *dst)
+{
+    char name[PATH_MAX];
+    hid_t sp = H5Rget_region(g, H5R_DATASET_REGION1, src);
+    ssize_t nl = sp >= 0 ? H5Rget_name(g, H5R_DATASET_REGION1, src, name, sizeof name) : -1;
+    int rc = nl > 0 && (size_t)nl < sizeof name && H5Rcreate_region(g, name, sp, H5P_DEFAULT, dst) >= 0 ? 0 : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rc != 0)
+        h5fl_err("cannot read a region reference as an H5R_ref_t (its region or dataset cannot be found)");
+    return rc;
+}
+
+static int std_to_region(h5fl_blob_ctx_t *ctx, hid_t g, const H5R_ref_t *src, uint8_t *dst)
+{
+    static const H5R_ref_t zero;
+    memset(dst, 0, sizeof(hdset_reg_ref_t));
+    if (!memcmp(src, &zero, sizeof zero))
+        return 0; /* the null reference */
+    if (H5Rget_type(src) != H5R_DATASET_REGION2) {
+        h5fl_err("only region references can be stored as H5T_STD_REF_DSETREG");
+        return -1;
+    }
+    if (h5fl_blob_same_container(ctx, src) != 0)
+        return -1;
+    char name[PATH_MAX];
+    hid_t sp = H5Ropen_region((H5R_ref_t *)src, H5P_DEFAULT, H5P_DEFAULT);
+    ssize_t nl = sp >= 0 ? H5Rget_obj_name((H5R_ref_t *)src, H5P_DEFAULT, name, sizeof name) : -1;
+    int rc = nl > 0 && (size_t)nl < sizeof name && H5Rcreate(dst, g, name, H5R_DATASET_REGION1, sp) >= 0 ? 0 : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rc != 0)
+        h5fl_err("cannot store a region reference (H5R_ref_t) as H5T_STD_REF_DSETREG");
+    return rc;
+}
+
+int h5fl_convert(h5fl_file_t *f, hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl)
+{
+    if (!plain_ref_kinds(from, to))
+        return H5Tconvert(from, to, n, buf, bkg, dxpl) < 0 ? -1 : 0;
+    /* HDF5's H5T__conv_ref needs the native file behind the references: convert here. An object
+     * reference's kinds both hold the object's token (its id, see above), an H5R_ref_t also its file; a
+     * region reference goes through HDF5's reference calls. */
+    bool to_std = ref_kinds(to) == 2u, region = ref_kinds(to_std ? from : to) == 8u;
+    size_t old = region ? sizeof(hdset_reg_ref_t) : 8;
+    size_t in = to_std ? old : sizeof(H5R_ref_t), out = to_std ? sizeof(H5R_ref_t) : old;
+    uint8_t *src = malloc(n * in + 1);
+    if (!src) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    memcpy(src, buf, n * in);
+    h5fl_blob_ctx_t bx = {.f = f};
+    hid_t g = H5I_INVALID_HID;
+    if (region) {
+        h5fl_loc_t root = {.dir = f->o.dir, .path = "/", .type = H5I_GROUP};
+        g = h5fl_register_for_callback(f, &root);
+    }
+    int rc = region && g < 0 ? -1 : 0;
+    size_t i = 0;
+    static const uint8_t null_region[sizeof(hdset_reg_ref_t)];
+    for (; i < n && rc == 0; i++) {
+        uint8_t *d = (uint8_t *)buf + i * out, *s = src + i * in;
+        if (to_std && region) {
+            if (memcmp(s, null_region, sizeof null_region) == 0)
+                memset(d, 0, sizeof(H5R_ref_t));
+            else
+                rc = region_to_std(g, s, (H5R_ref_t *)d);
+        } else if (to_std)
+            rc = h5fl_blob_ref_make(&bx, s, (H5R_ref_t *)d);
+        else if (region)
+            rc = std_to_region(&bx, g, (const H5R_ref_t *)s, d);
+        else
+            rc = h5fl_blob_ref_take(&bx, (const H5R_ref_t *)s, d) < 0 ? -1 : 0;
+    }
+    if (rc != 0 && to_std) /* release the references made before the failing one */
+        for (size_t j = 0; j + 1 < i; j++)
+            H5Rdestroy((H5R_ref_t *)((uint8_t *)buf + j * out));
+    if (g >= 0)
+        H5Idec_ref(g);
+    h5fl_blob_ctx_end(&bx);
+    free(src);
+    return rc;
+}
+
 int h5fl_check_ref_conversion(hid_t from, hid_t to, const char *what, const char *name)
 {
     if (H5Tdetect_class(from, H5T_REFERENCE) <= 0 && H5Tdetect_class(to, H5T_REFERENCE) <= 0)
         return 0;
     unsigned a = ref_kinds(from), b = ref_kinds(to);
-    if (a == b && (a & ~1u) == 0)
-        return 0; /* object references on both sides (or none): HDF5 copies them as they are */
+    if (a == b && (a & ~9u) == 0)
+        return 0; /* 1.10 references on both sides (or none): HDF5 copies them as they are */
     if (a == 2u && b == 2u)
         return 0; /* H5R_ref_t on both sides: handled by the variable-length encoding */
+    if (plain_ref_kinds(from, to))
+        return 0; /* one reference per element, H5T_STD_REF_OBJ <-> H5T_STD_REF: h5fl_convert */
     /* HDF5's reference conversion (H5T__conv_ref) needs the native file behind the references and crashes
      * without one: refuse instead */
     h5fl_err("%s '%s': cannot convert its references between H5T_STD_REF_OBJ (hobj_ref_t) and H5T_STD_REF "
@@ -363,10 +471,136 @@ int h5fl_check_ref_types(hid_t type, const char *what, const char *name)
     int r = only_obj_refs(type);
     if (r == 1)
         return 0;
-    h5fl_err("%s '%s': h5flow_log stores object references only (H5T_STD_REF_OBJ, hobj_ref_t, "
-             "h5py.ref_dtype; H5T_STD_REF holding object references): region references "
-             "(H5T_STD_REF_DSETREG, h5py.regionref_dtype) are not supported (docs/FORMAT.md, "
-             "\"Object references\")",
+    h5fl_err("%s '%s': h5flow_log stores object references (H5T_STD_REF_OBJ, hobj_ref_t, h5py.ref_dtype; "
+             "H5T_STD_REF holding object references) and 1.10 region references (H5T_STD_REF_DSETREG, "
+             "h5py.regionref_dtype) only; this type holds another kind (docs/FORMAT.md, \"Object "
+             "references\")",
              what, name);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- the VOL blob class
+ *
+ * HDF5 keeps what a reference cannot hold itself (a 1.10 region reference's selection: HDF5 patch 0004)
+ * in the connector's blobs. A blob is the file @blobs/<id as 16 hex digits> at the container's root: its
+ * bytes, then their CRC32C (u32 little endian). Its id (8 bytes, little endian) is minted as reference
+ * ids are, so no two blobs of a container, copies included, ever get one id; the all-zero id is the null
+ * blob. A blob is written once and never changed. */
+#define BLOB_DIR H5FL_BLOB_DIR
+
+static char *blob_path(h5fl_file_t *f, uint64_t id)
+{
+    char name[sizeof BLOB_DIR + 20];
+    snprintf(name, sizeof name, BLOB_DIR "/%016llx", (unsigned long long)id);
+    char *p = h5fl_join(f->o.dir, name);
+    if (!p)
+        h5fl_err("out of memory");
+    return p;
+}
+
+herr_t h5fl_blob_put(void *obj, const void *buf, size_t size, void *blob_id, void *ctx)
+{
+    (void)ctx;
+    h5fl_err_clear();
+    h5fl_file_t *f = ((h5fl_obj_t *)obj)->file;
+    uint64_t id;
+    char *dir = NULL, name[20];
+    uint8_t *b = NULL;
+    if (!h5fl_writable(f) || mint(f, &id) != 0)
+        goto fail;
+    if (!(dir = h5fl_join(f->o.dir, BLOB_DIR)) || !(b = malloc(size + 4))) {
+        h5fl_err("out of memory");
+        goto fail;
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        h5fl_err("cannot create %s: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (size)
+        memcpy(b, buf, size);
+    h5fl_put_u32(b + size, h5fl_crc32c(0, b, size));
+    snprintf(name, sizeof name, "%016llx", (unsigned long long)id);
+    if (h5fl_write_file_atomic(dir, name, b, size + 4, f->fsync) != 0)
+        goto fail;
+    h5fl_put_u64(blob_id, id);
+    free(dir);
+    free(b);
+    return 0;
+fail:
+    free(dir);
+    free(b);
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_blob_get(void *obj, const void *blob_id, void *buf, size_t size, void *ctx)
+{
+    (void)ctx;
+    h5fl_err_clear();
+    h5fl_file_t *f = ((h5fl_obj_t *)obj)->file;
+    uint64_t id = h5fl_get_u64(blob_id);
+    void *data = NULL;
+    size_t len = 0;
+    char *p = NULL;
+    if (id == 0) {
+        h5fl_err("the null blob (a null reference) has no contents");
+        goto fail;
+    }
+    if (!(p = blob_path(f, id)))
+        goto fail;
+    if (h5fl_read_file(p, &data, &len) != 0) {
+        h5fl_err("blob %016llx of %s cannot be read (made in another container, or removed)",
+                 (unsigned long long)id, f->name);
+        goto fail;
+    }
+    if (len != size + 4) {
+        h5fl_err("blob %s is damaged or not the one asked for: %zu bytes, %zu expected", p, len, size + 4);
+        goto fail;
+    }
+    if (h5fl_crc32c(0, data, size) != h5fl_get_u32((uint8_t *)data + size)) {
+        h5fl_err("blob %s is damaged: its checksum does not match its contents", p);
+        goto fail;
+    }
+    memcpy(buf, data, size);
+    free(data);
+    free(p);
+    return 0;
+fail:
+    free(data);
+    free(p);
+    h5fl_err_push(__func__);
+    return -1;
+}
+
+herr_t h5fl_blob_specific(void *obj, void *blob_id, H5VL_blob_specific_args_t *args)
+{
+    h5fl_err_clear();
+    h5fl_file_t *f = ((h5fl_obj_t *)obj)->file;
+    switch (args->op_type) {
+        case H5VL_BLOB_ISNULL:
+            *args->args.is_null.isnull = h5fl_get_u64(blob_id) == 0;
+            return 0;
+        case H5VL_BLOB_SETNULL:
+            memset(blob_id, 0, 8);
+            return 0;
+        case H5VL_BLOB_DELETE: { /* each blob has one owner (ids are never shared): remove it */
+            uint64_t id = h5fl_get_u64(blob_id);
+            char *p = id ? blob_path(f, id) : NULL;
+            int rc = 0;
+            if (id && (!p || !h5fl_writable(f) || (unlink(p) != 0 && errno != ENOENT))) {
+                if (p)
+                    h5fl_err("cannot remove blob %s: %s", p, strerror(errno));
+                rc = -1;
+            }
+            free(p);
+            if (rc == 0)
+                return 0;
+            break;
+        }
+        default:
+            h5fl_err("blob operation %d is not supported by h5flow_log", (int)args->op_type);
+            break;
+    }
+    h5fl_err_push(__func__);
     return -1;
 }

@@ -357,8 +357,7 @@ void *h5fl_attr_create(void *obj, const H5VL_loc_params_t *lp, const char *name,
         free(z);
         if (erc != 0 || !(a->data = enc.p ? enc.p : malloc(1))) {
             free(enc.p);
-            if (!h5fl_err_msg())
-                h5fl_err("out of memory");
+            h5fl_err("out of memory");
             goto fail;
         }
         a->blen = enc.len;
@@ -507,7 +506,7 @@ herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
     uint8_t *bkg = NULL; /* compound subsets: members the source lacks keep the caller's values */
     if (h5fl_needs_bkg(mtype) && (bkg = malloc(a->npoints * ms + 1)))
         memcpy(bkg, buf, a->npoints * ms);
-    herr_t cv = H5Tconvert(a->type, mtype, a->npoints, tmp, bkg, dxpl);
+    int cv = h5fl_convert(a->o.file, a->type, mtype, a->npoints, tmp, bkg, dxpl);
     free(bkg);
     if (cv < 0) {
         free(tmp);
@@ -587,7 +586,7 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
         uint8_t *bkg = NULL; /* compound subsets: members the memory type lacks keep the stored values */
         if (h5fl_needs_bkg(a->type) && (bkg = malloc(a->npoints * es + 1)))
             memcpy(bkg, a->data, a->npoints * es);
-        herr_t cv = H5Tequal(mtype, a->type) > 0 ? 0 : H5Tconvert(mtype, a->type, a->npoints, tmp, bkg, dxpl);
+        int cv = H5Tequal(mtype, a->type) > 0 ? 0 : h5fl_convert(f, mtype, a->type, a->npoints, tmp, bkg, dxpl);
         free(bkg);
         if (cv < 0) {
             free(tmp);

@@ -551,7 +551,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
                 if (h5fl_ix_ready(d) != 0 || h5fl_for_each_seq(s.fsel, 1, h5fl_gather_seq, &g) != 0)
                     goto done;
             }
-            if (H5Tconvert(mtype, d->type, s.n, tmp, bkg, dxpl) < 0) {
+            if (h5fl_convert(d->o.file, mtype, d->type, s.n, tmp, bkg, dxpl) < 0) {
                 h5fl_err("cannot convert the memory datatype to the dataset's datatype");
                 goto done;
             }
@@ -763,7 +763,7 @@ static int read_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid
             else if (h5fl_for_each_seq(s.msel, msize, h5fl_copy_seq, &c) != 0)
                 goto done;
         }
-        if (H5Tconvert(d->type, mtype, s.n, tmp, bkg, dxpl) < 0) {
+        if (h5fl_convert(d->o.file, d->type, mtype, s.n, tmp, bkg, dxpl) < 0) {
             h5fl_err("cannot convert the dataset's datatype to the memory datatype");
             goto done;
         }

@@ -90,8 +90,7 @@ static h5fl_dtype_t *dtype_new(h5fl_file_t *f, const char *path, const char *dir
             H5Tclose(type);
         h5fl_obj_release(&t->o);
         free(t);
-        if (!h5fl_err_msg())
-            h5fl_err("out of memory");
+        h5fl_err("out of memory");
         return NULL;
     }
     return t;
@@ -237,8 +236,7 @@ herr_t h5fl_datatype_get(void *obj, H5VL_datatype_get_args_t *args, hid_t dxpl, 
         default:
             h5fl_err("datatype get operation %d is not supported by h5flow_log", (int)args->op_type);
     }
-    if (!h5fl_err_msg())
-        h5fl_err("cannot describe committed datatype '%s'", t->o.path);
+    h5fl_err("cannot describe committed datatype '%s'", t->o.path);
     h5fl_err_push(__func__);
     return -1;
 }

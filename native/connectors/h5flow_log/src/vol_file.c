@@ -483,12 +483,32 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
     return f;
 }
 
+/* 0 if the file locking settings of `fapl` are those of the open `other`, else -1 (error recorded): a
+ * container open twice in one process shares its settings, as native HDF5 requires of a file it opens
+ * twice ("file locking flag values don't match"). */
+static int same_locking(const char *name, const h5fl_file_t *other, hid_t fapl)
+{
+    hbool_t a = true, b = true, ia = false, ib = false;
+    if (H5Pget_file_locking(fapl, &a, &ia) < 0 || H5Pget_file_locking(other->fapl, &b, &ib) < 0) {
+        h5fl_err("cannot read the file locking settings of the file access property list");
+        return -1;
+    }
+    if (a == b && ia == ib)
+        return 0;
+    h5fl_err("cannot open %s with file locking %s: it is open in this process with file locking %s (file "
+             "locking flag values don't match; open it with the same setting, or close it first)",
+             name, !a ? "off" : ia ? "best-effort" : "on", !b ? "off" : ib ? "best-effort" : "on");
+    return -1;
+}
+
 void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, void **req)
 {
     (void)dxpl;
     (void)req;
     h5fl_err_clear();
-    if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0) {
+    h5fl_file_t *open_already = h5fl_reg_find_file(name);
+    if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0 ||
+        (open_already && same_locking(name, open_already, fapl) != 0)) {
         h5fl_err_push(__func__);
         return NULL;
     }
@@ -629,7 +649,7 @@ herr_t h5fl_file_get(void *obj, H5VL_file_get_args_t *args, hid_t dxpl, void **r
             args->args.get_cont_info.info->version = H5VL_CONTAINER_INFO_VERSION;
             args->args.get_cont_info.info->feature_flags = 0;
             args->args.get_cont_info.info->token_size = sizeof(uint64_t);
-            args->args.get_cont_info.info->blob_id_size = 0;
+            args->args.get_cont_info.info->blob_id_size = sizeof(uint64_t); /* refs.c: the blob class */
             return 0;
         case H5VL_FILE_GET_FAPL:
             if ((args->args.get_fapl.fapl_id = H5Pcopy(f->fapl)) < 0)

@@ -90,19 +90,17 @@ int main(int argc, char **argv)
     hsize_t start[1] = {0}, count[1] = {10};
     H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
 
-    /* Every H5R entry point that refuses a non-native connector. */
+    /* Every H5R entry point that refuses a non-native connector or a null reference. (A region reference
+     * itself works through the connector since HDF5 patch 0004: made here, it must not fail.) */
     walk_t w;
-    hdset_reg_ref_t rref;
+    hdset_reg_ref_t rref, zref;
     hobj_ref_t oref = 0;
     memset(&rref, 0, sizeof rref);
+    memset(&zref, 0, sizeof zref);
     H5O_type_t otype;
-    herr_t st;
+    herr_t st = H5Rcreate(&rref, f, "d", H5R_DATASET_REGION, sp);
     hid_t id;
-    H5E_BEGIN_TRY { st = H5Rcreate(&rref, f, "d", H5R_DATASET_REGION, sp); }
-    H5E_END_TRY
-    CHECK(st < 0);
-    check_stack("H5Rcreate", &w);
-    check_library_messages("H5Rcreate");
+    CHECK(st >= 0);
     H5E_BEGIN_TRY { st = H5Rget_obj_type2(d, H5R_OBJECT, &oref, &otype); }
     H5E_END_TRY
     CHECK(st < 0);
@@ -113,7 +111,7 @@ int main(int argc, char **argv)
     CHECK(id < 0);
     check_stack("H5Rdereference2", &w);
     check_library_messages("H5Rdereference2");
-    H5E_BEGIN_TRY { id = H5Rget_region(d, H5R_DATASET_REGION, &rref); }
+    H5E_BEGIN_TRY { id = H5Rget_region(d, H5R_DATASET_REGION, &zref); }
     H5E_END_TRY
     CHECK(id < 0);
     check_stack("H5Rget_region", &w);
@@ -156,7 +154,7 @@ int main(int argc, char **argv)
         H5E_BEGIN_TRY
         {
             switch (i % 5) {
-                case 0: st = H5Rcreate(&rref, f, "d", H5R_DATASET_REGION, sp); break;
+                case 0: st = (herr_t)H5Rget_region(d, H5R_DATASET_REGION, &zref); break;
                 case 1: st = (herr_t)H5Dopen2(f, "missing", H5P_DEFAULT); break;
                 case 2:
                     st = (herr_t)H5Dcreate2(f, "d", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
