@@ -350,7 +350,7 @@ def test_tools_h5repack_container_to_native_and_back(container: Path, tmp_path: 
     _run_tool(["h5repack", str(container), str(again)])  # container -> container: H5Ocopy, H5Lcopy (soft link)
     _run_tool(["h5diff", str(container), str(again)])
     assert "Soft Link {/g/d}" in _run_tool(["h5ls", "-r", str(again)]).stdout
-    # soft and external links cross connectors too (HDF5 patch 0005: made anew from their values, where
+    # soft and external links cross connectors too (HDF5 patch 0008: made anew from their values, where
     # h5repack's H5Lcopy was refused between two VOL connectors)
     import sys
 
