@@ -228,6 +228,8 @@ def test_consumer_rank_that_raises_or_exits_ends_both_jobs(tmp_path: Path, jobs:
 def _one_failing_rank(tmp_path: Path, jobs: list[Job], tc: TransportCase, fault: list[object], reason: str,
                       names_rank: bool = True) -> None:
     consumer = start(jobs, tmp_path, "consume", tc, 1, "--producers", 2, "--steps", 6, "--timeout", 30)
+    # the consumer waits for this run before it starts: a reader opened after a failed run waits for the next one
+    consumer.wait_for(r"^OPEN$", 60)
     producer = start(jobs, tmp_path, "produce", tc, 2, "--steps", 6, *fault)
     rc = producer.ends_within(BOUND + 20)
     assert rc is not None, f"{tc.name}: the producer job still runs: {producer.text()}"
