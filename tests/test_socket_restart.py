@@ -270,8 +270,8 @@ def test_a_step_dropped_just_after_a_group_attached_again_is_named_to_it() -> No
         st.add(held(0))
         st.announced.append(0)
         srv._on_release(b"c", {"group": "g", "seq": 0})
-        with st.cond:  # what the heartbeat check does to a group that stopped pinging
-            st.groups["g"].lost = True
+        with st.cond:  # what the heartbeat check does to a group that stopped pinging (dead_consumer="drop")
+            st.groups["g"].lost = st.groups["g"].dropped = True
             st.losses["g"] = ["consumer group 'g' declared lost for the test"]
         st.add(held(1))  # no live group: let go at once, announced only after the next HELLO
         assert 1 not in st.held

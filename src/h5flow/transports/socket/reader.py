@@ -504,8 +504,10 @@ class SocketReader(Reader):
     def _do_close(self) -> None:
         if self.comm.rank == 0 and self.contact is not None and self._end is None:
             token = self.contact.token.encode()
-            for link in self._ctrl:  # detach: the producer stops holding steps for this group
-                link.sock.send_multipart(P.request(token, P.BYE, group=self.settings.group))
+            # detach; a reader stopped by an error says which (the producer reports it with the steps not taken)
+            error = {"error": self.failure[:2000]} if self.failure else {}
+            for link in self._ctrl:
+                link.sock.send_multipart(P.request(token, P.BYE, group=self.settings.group, **error))
         if self._pinger is not None:
             self._pinger.stop()
             self._pinger = None
