@@ -196,7 +196,8 @@ def test_killed_consumer_with_the_default_policy_is_reported_by_the_producer(tmp
     stopped."""
     settings = {"queue_limit": 2, "group": GROUP}
     consumer = start(jobs, tmp_path, "consume", tc, 1, "--producers", 1, "--steps", 12, settings=settings)
-    producer = start(jobs, tmp_path, "produce", tc, 1, "--steps", 12, settings=settings)
+    # paced, so that the kill lands mid-stream (a consumer as fast as its producer could take all 12 steps first)
+    producer = start(jobs, tmp_path, "produce", tc, 1, "--steps", 12, "--sleep", 0.3, settings=settings)
     consumer.wait_for(r"^GOT 1$", 60)
     os.kill(consumer.pid("consume", 0), signal.SIGKILL)
     deadline = time.time() + BOUND
