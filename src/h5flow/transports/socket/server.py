@@ -544,6 +544,7 @@ class Server(threading.Thread):
                 st.detached[name] = g.released_seq
                 if error:
                     st.bye_error[name] = error
+                if error and st.rank == 0:  # (every rank gets the BYE: rank 0 alone says it)
                     print(f"h5flow: consumer group {name!r} closed its reader on an error: {error}", file=sys.stderr,
                           flush=True)
 
