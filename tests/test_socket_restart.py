@@ -270,8 +270,8 @@ def test_a_step_dropped_just_after_a_group_attached_again_is_named_to_it() -> No
         st.add(held(0))
         st.announced.append(0)
         srv._on_release(b"c", {"group": "g", "seq": 0})
-        with st.cond:  # what the heartbeat check does to a group that stopped pinging
-            st.groups["g"].lost = True
+        with st.cond:  # what the heartbeat check does to a group that stopped pinging (dead_consumer="drop")
+            st.groups["g"].lost = st.groups["g"].dropped = True
             st.losses["g"] = ["consumer group 'g' declared lost for the test"]
         st.add(held(1))  # no live group: let go at once, announced only after the next HELLO
         assert 1 not in st.held
@@ -345,3 +345,34 @@ def test_ctrl_c_of_an_api_consumer_and_a_restart_resume_where_it_left_off(tmp_pa
     got = [int(line.split()[1]) for line in out2.splitlines() if line.startswith("GOT")]
     assert got == list(range(3, 12)) and "STATUS end_of_stream" in out2, out2 + err2
     assert producer.returncode == 0, err
+
+
+def test_a_producer_rank_found_gone_is_reported_with_the_reason_its_rank_0_writes_just_after(tmp_path: Path) -> None:
+    """A failing producer's rank 1 closes its connections before its rank 0 has written the reason: the
+    consumer that finds rank 1 gone reports that reason (written 0.3 s later), not a loss; a producer that
+    writes none (killed) is reported lost within one heartbeat."""
+    from mpi4py import MPI
+
+    from h5flow.config import TransportConfig
+    from h5flow.transports import open_reader
+    from h5flow.transports.socket.contact import Contact, ended_path, write_private
+
+    name = str(tmp_path / "s")
+    reader = open_reader(MPI.COMM_SELF, TransportConfig.of(type="socket", filename=name, heartbeat=1.0))
+    contact = Contact("run-1", "token", 2, 1.0)
+    lost = "producer rank 1 lost while sequence 0 was being read: its connection closed"
+    failed = "producer rank 1 failed: RuntimeError: the simulation diverged"
+    try:
+        t0 = time.time()
+        assert reader._why_lost(lost, contact) == lost  # type: ignore[attr-defined]
+        assert 0.9 < time.time() - t0 < 5.0
+        later = threading.Timer(0.3, write_private, (ended_path(name), {"run_id": "run-1", "ended": time.time(),
+                                                                        "published": 2, "dropped": {},
+                                                                        "failed": failed}))
+        later.start()
+        assert reader._why_lost(lost, contact) == failed  # type: ignore[attr-defined]
+        later.join()
+        # another run's reason is not this one's
+        assert reader._why_lost(lost, Contact("run-2", "token", 2, 0.2)) == lost  # type: ignore[attr-defined]
+    finally:
+        reader.close()

@@ -110,6 +110,8 @@ def consume(comm: Any, name: str, kw: dict[str, Any], producers: int, run: int =
 
     out = Received()
     with h5flow.open(name, "r", comm=comm, **kw) as s:
+        if comm.rank == 0:
+            print("OPEN", flush=True)  # the reader waits for the stream from here on
         for st in s.steps(timeout=timeout):
             if st.time != 0.5 * st.step:
                 out.problems.append(f"step {st.step}: time {st.time}, written as {0.5 * st.step}")

@@ -139,8 +139,9 @@ def start(jobs: list[Job], tmp: Path, role: str, tc: TransportCase, ranks: int, 
 
 
 def failures(job: Job) -> dict[int, str]:
-    """Rank → the message of the exception that ended it (``FAILED rank R: ...`` lines)."""
-    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^FAILED rank (\d+): (.*)$", job.text(), re.M)}
+    """Rank → the message of the exception that ended it (``FAILED rank R: ...`` lines; no anchor: mpiexec may
+    join one rank's line to the middle of another's traceback line)."""
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"FAILED rank (\d+): (.*)$", job.text(), re.M)}
 
 
 @pytest.mark.parametrize("tc", EVERY)
@@ -196,7 +197,8 @@ def test_killed_consumer_with_the_default_policy_is_reported_by_the_producer(tmp
     stopped."""
     settings = {"queue_limit": 2, "group": GROUP}
     consumer = start(jobs, tmp_path, "consume", tc, 1, "--producers", 1, "--steps", 12, settings=settings)
-    producer = start(jobs, tmp_path, "produce", tc, 1, "--steps", 12, settings=settings)
+    # paced, so that the kill lands mid-stream (a consumer as fast as its producer could take all 12 steps first)
+    producer = start(jobs, tmp_path, "produce", tc, 1, "--steps", 12, "--sleep", 0.3, settings=settings)
     consumer.wait_for(r"^GOT 1$", 60)
     os.kill(consumer.pid("consume", 0), signal.SIGKILL)
     deadline = time.time() + BOUND
@@ -228,6 +230,8 @@ def test_consumer_rank_that_raises_or_exits_ends_both_jobs(tmp_path: Path, jobs:
 def _one_failing_rank(tmp_path: Path, jobs: list[Job], tc: TransportCase, fault: list[object], reason: str,
                       names_rank: bool = True) -> None:
     consumer = start(jobs, tmp_path, "consume", tc, 1, "--producers", 2, "--steps", 6, "--timeout", 30)
+    # the consumer waits for this run before it starts: a reader opened after a failed run waits for the next one
+    consumer.wait_for(r"^OPEN$", 60)
     producer = start(jobs, tmp_path, "produce", tc, 2, "--steps", 6, *fault)
     rc = producer.ends_within(BOUND + 20)
     assert rc is not None, f"{tc.name}: the producer job still runs: {producer.text()}"

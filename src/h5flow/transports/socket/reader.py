@@ -6,7 +6,7 @@ import itertools
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,9 +77,11 @@ class _Pinger(threading.Thread):
 class _Fetcher:
     """One consumer rank's data links, one per producer rank it pulls from (connected when first used)."""
 
-    def __init__(self, ctx: zmq.Context, contact: Contact, use_cma: bool = True) -> None:
+    def __init__(self, ctx: zmq.Context, contact: Contact, use_cma: bool = True,
+                 explain: Callable[[str], str] = str) -> None:
         self._ctx = ctx
         self.contact = contact
+        self.explain = explain  # a producer rank lost -> the reason the producer gave, when it gave one
         self.use_cma = use_cma  # the consumer's setting (cma="false": everything over the socket)
         self._cma_worked: set[int] = set()  # owners whose blocks were copied out of their memory at least once
         self._cma_broken: set[int] = set()  # owners whose memory could not be read: over the socket only
@@ -134,7 +136,8 @@ class _Fetcher:
         while True:
             if not link.wait(self.timeout):
                 what = "its connection closed" if link.broken() else f"no answer within {self.timeout:g} s"
-                raise TransportError(f"producer rank {owner} lost while sequence {seq} was being read: {what}")
+                raise TransportError(self.explain(f"producer rank {owner} lost while sequence {seq} was being read: "
+                                                  f"{what}"))
             kind, body, frames = P.parse_reply(link.sock.recv_multipart(copy=False))
             if body.get("req") != req:
                 continue  # the answer to an earlier request that was given up
@@ -311,9 +314,10 @@ class SocketReader(Reader):
                     for link in ctrl:
                         link.close()
                     return None
-                raise TransportError(f"producer rank {r} lost: no answer within {wait:g} s at "
-                                     f"{contact.ranks[r].reachable()} (pid {contact.ranks[r].pid} on "
-                                     f"{contact.ranks[r].host}); {self.path} may be left by a producer that died")
+                raise TransportError(self._why_lost(
+                    f"producer rank {r} lost: no answer within {wait:g} s at {contact.ranks[r].reachable()} (pid "
+                    f"{contact.ranks[r].pid} on {contact.ranks[r].host}); {self.path} may be left by a producer "
+                    "that died", contact))
             kind, got, _ = P.parse_reply(ctrl[r].sock.recv_multipart())
             if kind != P.OK:
                 raise TransportError(f"producer rank {r}: {got.get('error', kind)}")
@@ -335,15 +339,26 @@ class SocketReader(Reader):
             self._report_dropped({"steps": steps, "reason": why})
         self._ev = int(body.get("ev", self._ev))
 
-    def _failure(self) -> str:
-        """Why the producer this reader is attached to stopped, when it said so (its ended file), else ""."""
+    def _failure(self, contact: Contact) -> str:
+        """Why the producer run of ``contact`` stopped, when it said so (its ended file), else ""."""
         try:
             ended = load_ended(self.config.filename)
         except (OSError, ValueError, TransportError):
             return ""
-        if isinstance(ended, dict) and self.contact is not None and ended.get("run_id") == self.contact.run_id:
+        if isinstance(ended, dict) and ended.get("run_id") == contact.run_id:
             return str(ended.get("failed") or "")
         return ""
+
+    def _why_lost(self, lost: str, contact: Contact) -> str:
+        """``lost`` (a producer rank found gone), or the reason the producer gave if it stopped on an error. Its
+        ranks stop at once while its rank 0 writes that reason, so a rank found gone first waits for the reason
+        up to one heartbeat: a failure is reported as ``producer rank R failed: ...``, never as a loss."""
+        deadline = time.time() + contact.heartbeat
+        while True:
+            failed = self._failure(contact)
+            if failed or time.time() >= deadline:
+                return failed or lost
+            time.sleep(0.05)
 
     def _check_ended(self) -> None:
         """No contact file: if the producer that ended there dropped steps of this group, or failed after this
@@ -354,10 +369,17 @@ class SocketReader(Reader):
         except (OSError, ValueError, KeyError, AttributeError, TypeError):
             return
         failed = ended.get("failed") if isinstance(ended, dict) else None
-        if failed and float(ended.get("ended", 0)) >= self._opened:  # the run it waited for failed before it attached
-            when = time.strftime("%H:%M:%S", time.localtime(float(ended["ended"])))
-            raise TransportError(f"{failed} (the stream stopped at {when}, run {ended.get('run_id')}, "
-                                 f"{ended.get('published')} steps published, before this consumer attached)")
+        if failed:
+            when = time.strftime("%H:%M:%S", time.localtime(float(ended.get("ended", 0))))
+            if float(ended.get("ended", 0)) >= self._opened:  # the run it waited for failed before it attached
+                raise TransportError(f"{failed} (the stream stopped at {when}, run {ended.get('run_id')}, "
+                                     f"{ended.get('published')} steps published, before this consumer attached)")
+            # a run that failed before this reader opened: it waits for a new run, and says why once
+            stale = f"the last run, {ended.get('run_id')}, stopped at {when} before this consumer opened: {failed}"
+            if stale != self._stale:
+                self._stale = stale
+                print(f"h5flow: socket stream {self.config.filename}: {stale}; waiting for a new producer run",
+                      file=sys.stderr, flush=True)
         if d:
             self._report_dropped(d)
             when = time.strftime("%H:%M:%S", time.localtime(float(ended.get("ended", 0))))
@@ -420,10 +442,7 @@ class SocketReader(Reader):
                 return _Found(StepStatus.ERROR, reason=f"producer rank 0: {body.get('error', kind)}")
             lost = self._lost()
             if lost:
-                failed = self._failure()
-                if failed:
-                    return _Found(StepStatus.ERROR, reason=f"{failed}; {self._seen_so_far()}")
-                return _Found(StepStatus.ERROR, reason=f"{lost}; {self._seen_so_far()}")
+                return _Found(StepStatus.ERROR, reason=f"{self._why_lost(lost, self.contact)}; {self._seen_so_far()}")
             if deadline is not None and time.time() >= deadline:
                 return _Found(StepStatus.NOT_READY, reason=f"waiting for sequence {self._next_seq} of {self.path} "
                                                            f"after {timeout:g} s")
@@ -448,7 +467,9 @@ class SocketReader(Reader):
         # waiting for the step (rank 0 asks producer rank 0, the others sleep in the broadcast)
         self._phase.add("discover", time.perf_counter() - t_discover)
         if found.contact is not None and self._fetcher is None:
-            self._fetcher = _Fetcher(self._ctx, found.contact, self.settings.cma)
+            contact = found.contact
+            self._fetcher = _Fetcher(self._ctx, contact, self.settings.cma,
+                                     explain=lambda lost: self._why_lost(lost, contact))
         if self._fetcher is not None:
             self._fetcher.buffers.next_step()  # the last step's arrays the analysis let go of
         if found.status is not StepStatus.OK:
@@ -483,8 +504,10 @@ class SocketReader(Reader):
     def _do_close(self) -> None:
         if self.comm.rank == 0 and self.contact is not None and self._end is None:
             token = self.contact.token.encode()
-            for link in self._ctrl:  # detach: the producer stops holding steps for this group
-                link.sock.send_multipart(P.request(token, P.BYE, group=self.settings.group))
+            # detach; a reader stopped by an error says which (the producer reports it with the steps not taken)
+            error = {"error": self.failure[:2000]} if self.failure else {}
+            for link in self._ctrl:
+                link.sock.send_multipart(P.request(token, P.BYE, group=self.settings.group, **error))
         if self._pinger is not None:
             self._pinger.stop()
             self._pinger = None

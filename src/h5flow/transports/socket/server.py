@@ -115,6 +115,7 @@ class Group:
     last_ping: float
     lost: bool = False
     got_end: bool = False
+    dropped: bool = False  # lost, and its steps no longer kept (dead_consumer="drop", or it closed its reader)
 
 
 @dataclass
@@ -149,6 +150,7 @@ class Store:
     history: dict[str, list[list[int]]] = field(default_factory=dict)
     losses: dict[str, list[str]] = field(default_factory=dict)  # group name -> why it was declared lost, each time
     detached: dict[str, int] = field(default_factory=dict)  # group name -> last seq it released before its BYE
+    bye_error: dict[str, str] = field(default_factory=dict)  # group name -> the error its reader closed on, if any
     retired: list[Held] = field(default_factory=list)  # let go at the last collect, freed at the next (.cma)
     # rank 0 decides every question about a group (new, resumed, lost, what it missed); the other ranks let
     # go of a step only once rank 0 has (its ``upto``, handed to them at each step: ``root_upto``), so they
@@ -201,13 +203,29 @@ class Store:
         return out
 
     def holds_for(self, g: Group) -> bool:
-        """Whether steps are kept for group ``g``: while it beats, and after it stopped unless ``dead_consumer``
-        is "drop"."""
-        return not g.lost or self.dead_consumer != "drop"
+        """Whether steps are kept for group ``g``: while it beats, and after it stopped unless it was dropped
+        (``dead_consumer="drop"``, or a closed reader that did not come back: :meth:`drops`)."""
+        return not g.dropped
+
+    def drops(self, name: str) -> bool:
+        """Whether group ``name``, declared lost, is dropped: with ``dead_consumer="drop"``, and with "wait" when
+        it closed its reader (BYE) and did not come back within the heartbeat limit: it left on purpose or on an
+        error, and nobody would restart it for the producer, so waiting for it would be waiting for ever
+        ("error" stops the stream instead)."""
+        return self.dead_consumer == "drop" or (self.dead_consumer == "wait" and name in self.detached)
+
+    def closed_text(self, name: str) -> str:
+        """How group ``name`` left when it closed its reader ("" when it did not)."""
+        if name not in self.detached:
+            return ""
+        last = self.detached[name]
+        step = self.announced[last] if 0 <= last < len(self.announced) else "none"
+        why = self.bye_error.get(name)
+        return f"it closed its reader after step {step}" + (f" on an error: {why}" if why else "")
 
     def revive(self, g: Group) -> None:
         """A group that stopped beating and whose steps were kept is heard from again: it counts as live."""
-        if g.lost and self.dead_consumer != "drop":
+        if g.lost and not g.dropped:
             g.lost = False
 
     def released(self) -> int:
@@ -494,6 +512,7 @@ class Server(threading.Thread):
                 st.history.setdefault(name, []).append([first, first - 1])
             st.ever = True
             st.detached.pop(name, None)  # it is back
+            st.bye_error.pop(name, None)
             st.cond.notify_all()
         extra = {} if st.rank != 0 else {"resume": first if resumed else resume}
         self._send(ident, P.reply(P.OK, rank=st.rank, run_id=self._run_id, first=first, resumed=resumed, **extra))
@@ -518,10 +537,16 @@ class Server(threading.Thread):
         heartbeat's to decide, as for a consumer that died."""
         st = self.store
         name = _group(body)
+        error = _str(body, "error", 2000) if "error" in body else ""
         with st.cond:
             g = st.groups.get(name)
             if g is not None and not g.lost:
                 st.detached[name] = g.released_seq
+                if error:
+                    st.bye_error[name] = error
+                if error and st.rank == 0:  # (every rank gets the BYE: rank 0 alone says it)
+                    print(f"h5flow: consumer group {name!r} closed its reader on an error: {error}", file=sys.stderr,
+                          flush=True)
 
     def _on_get(self, ident: bytes, body: dict[str, Any]) -> None:
         st = self.store
@@ -595,15 +620,17 @@ class Server(threading.Thread):
             for name, g in st.groups.items():
                 if not g.lost and now - g.last_ping > limit:
                     g.lost = True
-                    if st.dead_consumer != "drop":  # kept: the producer applies the policy when blocked on it
+                    if not st.drops(name):  # kept: the producer applies the policy when blocked on it
                         continue
+                    g.dropped = True
+                    closed = st.closed_text(name)
+                    what = f"{closed} and did not come back" if closed else "no heartbeat"
                     st.losses.setdefault(name, []).append(
-                        f"consumer group {name!r} declared lost at {time.strftime('%H:%M:%S')}: no heartbeat for "
+                        f"consumer group {name!r} declared lost at {time.strftime('%H:%M:%S')}: {what} for "
                         f"{now - g.last_ping:.2f} s (limit 1.5 heartbeats of {st.heartbeat:g} s); the producer "
                         "does not keep steps for a lost group")
                     st.collect()
                     st.cond.notify_all()
-                    if st.rank == 0:
-                        print(f"h5flow: consumer group {name!r} lost: no heartbeat for {now - g.last_ping:.2f} s "
-                              f"(heartbeat every {st.heartbeat:g} s); the producer no longer holds steps for it",
-                              file=sys.stderr, flush=True)
+                    print(f"h5flow: consumer group {name!r} lost: {what} for {now - g.last_ping:.2f} s (heartbeat "
+                          f"every {st.heartbeat:g} s); the producer no longer holds steps for it (dead_consumer="
+                          f"{st.dead_consumer!r})", file=sys.stderr, flush=True)

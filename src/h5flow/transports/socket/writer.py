@@ -164,8 +164,10 @@ class SocketWriter(StepWriter):
                 if g.lost and st.holds_for(g) and g.released_seq < st.stored - 1:
                     last = (f"{st.announced[g.released_seq]} (sequence {g.released_seq})"
                             if 0 <= g.released_seq < len(st.announced) else "none")
+                    closed = st.closed_text(name)
                     out[name] = (f"consumer group {name!r} stopped beating (no ping for {now - g.last_ping:.1f} s, "
-                                 f"heartbeat every {st.heartbeat:g} s; its rank 0 pings); last step it released: {last}")
+                                 f"heartbeat every {st.heartbeat:g} s; its rank 0 pings"
+                                 f"{'; ' + closed if closed else ''}); last step it released: {last}")
         return out
 
     def _record_discard(self, step: int, why: str) -> None:
