@@ -3,11 +3,14 @@ and attributes created with them, checked against native HDF5 running the same s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from test_vol_h5flow_log_handles import PLUGIN_DIR, same_as_native
+from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, same_as_native
 
 pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
                                 reason="h5flow_log plugin not built (run make setup)")
@@ -68,3 +71,60 @@ def test_copied_objects_never_take_a_stranger_committed_type(tmp_path: Path) -> 
             out("reopen", [str(b["d"].dtype), b["d"][...], b["d"].attrs["at"]])
     """, tmp_path)
     assert got["values"] == [1.5, -2.25] and got["attr"] == [0.75]
+
+
+LEFT_OPEN = """
+import ctypes, os, sys, h5py, numpy as np
+from h5flow import _hdf5lib
+with h5py.File(sys.argv[1], "w") as f:
+    f["t"] = np.dtype([("p", "f4"), ("q", "i8")])
+    f.create_dataset("typed", data=np.array([(1.5, 2)], dtype=f["t"].dtype), dtype=f["t"])
+lib = _hdf5lib.lib()
+for fn, args in (("H5Fopen", [ctypes.c_char_p, ctypes.c_uint, ctypes.c_int64]),
+                 ("H5Topen2", [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]),
+                 ("H5Dopen2", [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]),
+                 ("H5Dget_type", [ctypes.c_int64]), ("H5Fclose", [ctypes.c_int64])):
+    getattr(lib, fn).argtypes, getattr(lib, fn).restype = args, ctypes.c_int64
+lib.H5close.restype = ctypes.c_int
+fid = lib.H5Fopen(sys.argv[1].encode(), 0, 0)                 # H5F_ACC_RDONLY, H5P_DEFAULT
+tids = [lib.H5Topen2(fid, b"/t", 0), lib.H5Topen2(fid, b"/t", 0)]
+did = lib.H5Dopen2(fid, b"/typed", 0)
+dtid = lib.H5Dget_type(did)                                    # the dataset's committed type, opened again
+assert fid > 0 and min(tids) > 0 and did > 0 and dtid > 0, (fid, tids, did, dtid)
+lib.H5Fclose(fid)                                              # the types and the dataset stay open
+print("H5close", lib.H5close(), flush=True)                    # closes them, datatype ids among datatype ids
+os._exit(0)                                                    # h5py's own ids are gone with the library
+"""
+
+
+def test_committed_type_left_open_at_library_close(tmp_path: Path) -> None:
+    """A committed datatype left open until H5close (h5dump -x does so) is closed by HDF5 while it tears
+    down every datatype id: the connector held the type as a datatype id of its own and closed it from
+    the committed type's close, after HDF5 had freed it (a segfault at exit). Both connectors exit cleanly."""
+    native = {k: v for k, v in os.environ.items() if k != "HDF5_VOL_CONNECTOR"}
+    for name, env in (("native.h5", native), ("container.h5", dict(native, **LOG_ENV))):
+        r = subprocess.run([sys.executable, "-c", LEFT_OPEN, str(tmp_path / name)], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.split() == ["H5close", "0"], \
+            f"{env.get('HDF5_VOL_CONNECTOR', 'native')}: rc {r.returncode}\n{r.stdout}{r.stderr[-3000:]}"
+
+
+def test_variable_length_datasets_report_fill_on_allocation(tmp_path: Path) -> None:
+    """Native HDF5 forces fill time "on allocation" for a dataset of a variable-length type (a string, a
+    compound with a string member, a sequence), whatever the creation list asked; the connector returned the
+    list as given ("if set"), which h5dump -x prints. Now the same, at creation and after reopening."""
+    got = same_as_native("""
+        def times(f):
+            return {n: f[n].id.get_create_plist().get_fill_time() for n in sorted(f)}
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["s"] = np.array(["x", "yz", ""], dtype=h5py.string_dtype())
+            f["cv"] = np.array([(1, "x")], dtype=[("a", "i4"), ("s", h5py.string_dtype())])
+            f.create_dataset("seq", (2,), dtype=h5py.vlen_dtype("i4"))
+            f["i"] = np.arange(3)
+            out("created", times(f))
+        with h5py.File("c.h5", "r") as f:
+            out("reopened", times(f))
+            out("values", [f["s"].asstr()[...].tolist(), f["cv"]["s"].tolist(), len(f["seq"][0])])
+    """, tmp_path)
+    alloc, ifset = 0, 2  # H5D_FILL_TIME_ALLOC, H5D_FILL_TIME_IFSET
+    assert got["reopened"] == {"cv": alloc, "i": ifset, "s": alloc, "seq": alloc}

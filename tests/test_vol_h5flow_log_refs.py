@@ -412,3 +412,26 @@ def test_region_references_read_and_written_as_h5r_ref_t(tmp_path: Path) -> None
     assert p.returncode == 0, p.stdout + p.stderr
     assert "write 0" in p.stdout and "read [3, 4, 5, 6]" in p.stdout and "read_std 0" in p.stdout, p.stdout
     assert "region [4, 4, '/g/d']" in p.stdout, p.stdout
+
+
+def test_attribute_of_vlen_ref_obj_keeps_its_reference_type(tmp_path: Path) -> None:
+    """An attribute of variable-length H5T_STD_REF_OBJ (a native file's DIMENSION_LIST, as h5repack writes
+    it into a container) read back as variable-length H5T_STD_REF, which its stored values do not match
+    ("damaged data"; h5py: "Unknown reference type"): the stored type's inner reference was compared with
+    the memory types in its on-disk form. It reads back as written, as natively."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["x"] = np.arange(3.); f["y"] = np.arange(2.)
+            dt = h5py.vlen_dtype(h5py.ref_dtype)
+            a = np.empty(3, dtype=dt)
+            a[0] = np.array([f["x"].ref], dtype=h5py.ref_dtype)
+            a[1] = np.array([f["x"].ref, f["y"].ref], dtype=h5py.ref_dtype)
+            a[2] = np.array([], dtype=h5py.ref_dtype)
+            f.attrs.create("vr", a, dtype=dt)
+        with h5py.File("c.h5", "r") as f:
+            inner = h5py.h5a.open(f.id, b"vr").get_type().get_super()
+            out("inner", [inner.get_size(), inner.equal(h5py.h5t.STD_REF_OBJ)])
+            out("targets", [[f[r].name for r in row] for row in f.attrs["vr"]])
+    """, tmp_path)
+    assert got["inner"] == [8, True]
+    assert got["targets"] == [["/x"], ["/x", "/y"], []]

@@ -198,36 +198,23 @@ KNOWN: dict[tuple[str, str], str] = {
 
 # (invocation, feature or "*") -> a difference that is a defect still to fix, described for the table. These
 # cells fail their tests like any other difference: the description only says what is wrong.
-_REFS = ("the tools read object references as `H5T_STD_REF`, which the connector does not convert from the "
-         "stored `H5T_STD_REF_OBJ`: h5dump prints `DATA { }`, h5diff \"Failed reading\" (exit 2); a written "
-         "copy's references read back the same way")
-_COMMITTED = ("a committed datatype named with `H5Tcommit_anon` + `H5Lcreate_hard(..., \".\", ...)` (how h5repack "
-              "and h5copy copy one) is lost on close: the output's root cannot be iterated")
 _CONVERTED = ("h5dump and h5diff read a compound with a variable-length member with the memory type "
               "`H5Tget_native_type` gives (its members repacked), and the connector reads such types only with "
               "the stored datatype (\"h5flow_log does not convert such values\"): h5dump exits 1 printing "
               "`DATA { }`, h5diff exits 2; a written copy holds the data (`h5repack c→n` matches) but reads "
               "back the same way")
 OPEN: dict[tuple[str, str], str] = {
-    **{(inv, "object_refs"): _REFS for inv in ("h5dump", "h5dump -x", "h5diff c→n", "h5diff n→c", "h5repack c→c",
-                                                "h5repack n→c", "h5copy", "h5import", "h5clear -s")},
-    **{(inv, "committed_type"): _COMMITTED for inv in ("h5repack c→c", "h5repack n→c", "h5copy")},
     **{(inv, "compound_vlen"): _CONVERTED for inv in ("h5dump", "h5dump -x", "h5diff c→n", "h5diff n→c",
                                                       "h5repack c→c", "h5repack n→c", "h5copy", "h5import",
                                                       "h5clear -s")},
-    ("h5stat", "committed_type"): "`H5Oget_native_info_by_name` on a committed datatype answers \"object does "
-                                  "not exist\": h5stat cannot traverse the file (exit 1)",
-    ("h5dump -x", "committed_type"): "h5dump -x leaves a committed datatype open; at `H5close` the connector's "
-                                     "datatype close calls `H5Tclose` while HDF5 tears its datatype ids down: "
-                                     "a segfault after the output is complete",
-    ("h5dump -x", "vlen_strings"): "the dataset creation list of a variable-length string dataset reports fill "
-                                   "time \"if set\" and no fill value, where native HDF5 forces \"on allocation\" "
-                                   "for variable-length types (h5dump -x prints both)",
-    ("h5repack n→c", "dimension_scales"): "an attribute of variable-length `H5T_STD_REF_OBJ` (a native "
-                                          "`DIMENSION_LIST`) written into a container reads back as "
-                                          "variable-length `H5T_STD_REF` and fails: \"a stored variable-length "
-                                          "sequence has an impossible length (damaged data)\" (h5py writes it "
-                                          "the same way)",
+    ("h5stat", "committed_type"): "a dataset created with a committed datatype does not count as a link to "
+                                  "it: `H5Oget_info` gives the committed type a reference count of 1 where "
+                                  "native gives 2 (its link and the dataset), so h5stat's \"Max. # of links to "
+                                  "object\" is 1",
+    ("h5copy", "committed_type"): "`H5Ocopy` of a group into another container copies the committed datatype "
+                                  "and the dataset created with it, but the copied dataset's type is no longer "
+                                  "the copied committed type: h5dump of the copy prints the dataset's type "
+                                  "inline instead of naming `/copy/t`",
 }
 
 

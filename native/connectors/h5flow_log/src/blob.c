@@ -366,11 +366,24 @@ hid_t h5fl_blob_memtype(hid_t t)
 {
     H5T_class_t cls = H5Tget_class(t);
     if (cls == H5T_REFERENCE) {
-        if (H5Tequal(t, H5T_STD_REF_OBJ) > 0)
-            return H5Tcopy(H5T_STD_REF_OBJ);
-        if (H5Tequal(t, H5T_STD_REF_DSETREG) > 0)
-            return H5Tcopy(H5T_STD_REF_DSETREG);
-        return H5Tcopy(H5T_STD_REF); /* the only other reference type the connector stores */
+        /* inside a decoded type a reference keeps its on-disk form, which H5Tequal finds equal to none of
+         * the memory types; decoded on its own, it is in memory form */
+        size_t n = 0;
+        uint8_t *b = NULL;
+        hid_t m = -1, r = -1;
+        if (H5Tencode(t, NULL, &n) >= 0 && (b = malloc(n ? n : 1)) && H5Tencode(t, b, &n) >= 0)
+            m = H5Tdecode(b);
+        free(b);
+        if (m < 0)
+            return -1;
+        if (H5Tequal(m, H5T_STD_REF_OBJ) > 0)
+            r = H5Tcopy(H5T_STD_REF_OBJ);
+        else if (H5Tequal(m, H5T_STD_REF_DSETREG) > 0)
+            r = H5Tcopy(H5T_STD_REF_DSETREG);
+        else
+            r = H5Tcopy(H5T_STD_REF); /* the only other reference type the connector stores */
+        H5Tclose(m);
+        return r;
     }
     if (cls == H5T_VLEN && H5Tis_variable_str(t) <= 0) {
         hid_t b = H5Tget_super(t), mb = b >= 0 ? h5fl_blob_memtype(b) : -1, r = -1;

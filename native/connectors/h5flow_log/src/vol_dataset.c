@@ -96,6 +96,15 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
         h5fl_err("cannot set up dataset '%s'", path);
         goto fail;
     }
+    /* native HDF5 writes the fill value of a variable-length type (a string, or a member of one) when its
+     * storage is allocated, whatever the list asked for: its creation list reports that fill time
+     * (H5Tdetect_class counts variable-length string members as H5T_VLEN, not the type itself) */
+    if (d->vstr || H5Tdetect_class(type, H5T_VLEN) > 0) {
+        if (H5Pset_fill_time(d->dcpl, H5D_FILL_TIME_ALLOC) < 0) {
+            h5fl_err("cannot set the fill time of dataset '%s'", path);
+            goto fail;
+        }
+    }
     if (load_fill(d) != 0)
         goto fail;
     return d;

@@ -16,9 +16,13 @@
 
 static const char DT_MAGIC[8] = {'H', '5', 'F', 'L', 'D', 'T', '0', '1'};
 
+/* The type is held in its H5Tencode form, not as a datatype id: HDF5 closes a committed type left open by
+ * the application at H5close while it tears down every datatype id, in an order of its own; a datatype id
+ * held here could already be freed by then, and closing it from this close would free it twice. */
 typedef struct h5fl_dtype {
     h5fl_obj_t o; /* first: the generic callbacks see an h5fl_obj_t */
-    hid_t type;
+    uint8_t *enc; /* H5Tencode of the type */
+    size_t nenc;
 } h5fl_dtype_t;
 
 static int store(const char *dir, hid_t type, bool sync)
@@ -84,13 +88,20 @@ static h5fl_dtype_t *dtype_new(h5fl_file_t *f, const char *path, const char *dir
         return NULL;
     }
     h5fl_obj_init(&t->o, H5I_DATATYPE, f, path, dir);
-    t->type = type;
-    if (!t->o.path || !t->o.dir || type < 0) {
-        if (type >= 0)
-            H5Tclose(type);
+    bool ok = t->o.path && t->o.dir && type >= 0;
+    if (!ok)
+        h5fl_err("out of memory");
+    else if (H5Tencode(type, NULL, &t->nenc) < 0 || !(t->enc = malloc(t->nenc ? t->nenc : 1)) ||
+             H5Tencode(type, t->enc, &t->nenc) < 0) {
+        h5fl_err("cannot encode the committed datatype '%s'", path);
+        ok = false;
+    }
+    if (type >= 0)
+        H5Tclose(type);
+    if (!ok) {
+        free(t->enc);
         h5fl_obj_release(&t->o);
         free(t);
-        h5fl_err("out of memory");
         return NULL;
     }
     return t;
@@ -216,19 +227,14 @@ herr_t h5fl_datatype_get(void *obj, H5VL_datatype_get_args_t *args, hid_t dxpl, 
     h5fl_err_clear();
     h5fl_dtype_t *t = obj;
     switch (args->op_type) {
-        case H5VL_DATATYPE_GET_BINARY_SIZE: {
-            size_t n = 0;
-            if (H5Tencode(t->type, NULL, &n) < 0)
-                break;
-            *args->args.get_binary_size.size = n;
+        case H5VL_DATATYPE_GET_BINARY_SIZE:
+            *args->args.get_binary_size.size = t->nenc;
             return 0;
-        }
-        case H5VL_DATATYPE_GET_BINARY: {
-            size_t n = args->args.get_binary.buf_size;
-            if (H5Tencode(t->type, args->args.get_binary.buf, &n) < 0)
-                break;
+        case H5VL_DATATYPE_GET_BINARY:
+            /* as H5Tencode: a buffer too small (or none) is left alone */
+            if (args->args.get_binary.buf && args->args.get_binary.buf_size >= t->nenc)
+                memcpy(args->args.get_binary.buf, t->enc, t->nenc);
             return 0;
-        }
         case H5VL_DATATYPE_GET_TCPL:
             if ((args->args.get_tcpl.tcpl_id = H5Pcreate(H5P_DATATYPE_CREATE)) < 0)
                 break;
@@ -268,7 +274,7 @@ herr_t h5fl_datatype_close(void *obj, hid_t dxpl, void **req)
         return 0;
     if (t->o.anon && t->o.file->rank == 0) /* never linked: like HDF5, the type goes away */
         h5fl_rm_rf(t->o.dir);
-    H5Tclose(t->type);
+    free(t->enc);
     h5fl_obj_release(&t->o);
     free(t);
     return 0;
