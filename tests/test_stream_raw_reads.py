@@ -180,7 +180,10 @@ def test_read_threads_read_the_same_bytes_and_an_error_on_one_is_raised(tmp_path
     monkeypatch.setattr(_h5.RawFile, "read_rows", one_fails)
     cfg = _stream(tmp_path, "failing", 1)
     cfg.settings.read_threads = 3
-    with pytest.raises(OSError, match="injected"):
+    from h5flow.transports.base import RankFailed
+
+    # the reader closed in a finally agrees on the error (every rank raises it, naming the rank)
+    with pytest.raises(RankFailed, match="consumer rank 0 failed: OSError: short read: injected"):
         _read_all(cfg, 1, raw=True)
     assert len(ended) == 2  # blocks 1 and 2 of "mesh" were read to the end before the error was raised
 
