@@ -41,7 +41,7 @@ from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
 from h5flow.transports._common import Box, boxes_overlap, check_name, first_overlap, step_ranges
 from h5flow.transports.base import (PublishInfo, RankFailed, Reader, ReadStep, StepStatus, StreamError,
-                                    TransportError, Writer, agree, describe)
+                                    TransportError, Writer, agree, check_step, describe)
 
 
 class StreamTimeout(TransportError):
@@ -129,6 +129,9 @@ class _Piece:
     global_shape: tuple[int, ...]
 
 
+_KINDS = "biufc"  # the numpy kinds write() takes (docs/API.md)
+
+
 class StepWriter:
     """One step being written on this rank; the step is published when its ``with`` block ends."""
 
@@ -149,6 +152,9 @@ class StepWriter:
         """
         arr = np.ascontiguousarray(data)
         check_name("array", name)
+        if arr.dtype.kind not in _KINDS:
+            raise ValueError(f"write({name!r}): arrays of dtype {arr.dtype} cannot be streamed; give booleans, "
+                             "integers, floats or complex numbers (numpy kinds b, i, u, f, c)")
         if arr.ndim not in (1, 2, 3):
             raise ValueError(f"write({name!r}): a {arr.ndim}-D array; give a 1-D, 2-D or 3-D numpy array")
         comm = self.stream.comm
@@ -261,11 +267,15 @@ class WriteStream:
 
     def __init__(self, writer: Writer) -> None:
         self.writer = writer  # the block-level writer, for what this API does not cover
+        self._last_step: int | None = None  # the last step begun (steps increase)
         self.comm = writer.comm
         self.config: TransportConfig = writer.config
 
     def step(self, step: int, time: float = 0.0) -> _StepContext:
-        """``with s.step(t, time=...) as st:``: ``st.write(...)`` inside; published (collectively) at the end."""
+        """``with s.step(t, time=...) as st:``: ``st.write(...)`` inside; published (collectively) at the end.
+        ``step``: an integer >= 0, larger than the step before; ``time``: a finite number."""
+        step, time = check_step(step, time, self._last_step, "step")
+        self._last_step = step
         return _StepContext(StepWriter(self, step, time))
 
     def flush(self) -> None:

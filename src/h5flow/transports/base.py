@@ -59,6 +59,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import enum
+import math
+import numbers
 import os
 import sys
 import time
@@ -97,6 +99,24 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, TransportError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+def check_step(step: Any, time: Any, last: int | None, call: str = "begin_step") -> tuple[int, float]:
+    """The step number and time a producer begins, checked as the C library checks them (``last``: the step
+    begun before, ``None`` for none): an integer >= 0, increasing, and a finite time."""
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+        raise TransportError(f"{call}({step!r}): the step number must be an integer, not {type(step).__name__}")
+    step = int(step)
+    if step < 0 or (last is not None and step <= last):
+        raise TransportError(f"{call}({step}): steps must be >= 0 and increasing (the last was "
+                             f"{-1 if last is None else last})")
+    try:
+        t = float(time)
+    except (TypeError, ValueError):
+        raise TransportError(f"{call}({step}): the time {time!r} is not a number") from None
+    if not math.isfinite(t):
+        raise TransportError(f"{call}({step}): the time {t:g} is not a finite number")
+    return step, t
 
 
 def agree(comm: Any, role: str, call: str, error: str = "", payload: Any = None) -> list[Any]:
@@ -204,6 +224,7 @@ class Writer(ABC):
         self._in_step = False
         self._closed = False
         self._step: int | None = None
+        self._last_step: int | None = None  # the last step begun (steps increase)
         #: one record per ``end_step``: at least ``step``; ``waited`` = seconds blocked on backpressure
         self.events: list[Event] = []
         #: consumer group → what was dropped for it because it was lost (``{"steps": [...], "reason": ...}``)
@@ -218,7 +239,8 @@ class Writer(ABC):
             raise TransportError("begin_step after close()")
         if self._in_step:
             raise TransportError(f"begin_step({step}) while step {self._step} is still open: call end_step first")
-        self._in_step, self._step = True, step
+        step, time = check_step(step, time, self._last_step)
+        self._in_step, self._step, self._last_step = True, step, step
         if not self._armed:
             self._armed = True
             _watch_exceptions()
