@@ -136,6 +136,9 @@ def test_a_rank_error_needs_a_clear_error_from_every_other_rank(tmp_path: Path) 
     injected = "FAILED: InjectedFault: injected: producer rank 1 raises inside step 1\n"
     clear = "FAILED: TransportError: producer rank 1 failed: injected\n"
     assert classify(spec, [consumer, producer(injected + clear)], False, "t", 1.0).outcome == "clear error"
+    # mpiexec joined one rank's report onto another rank's unfinished line: still two reports, both clear
+    joined = injected + "h5flow: error: producer rank 1 failed: injected" + clear
+    assert classify(spec, [consumer, producer(joined)], False, "t", 1.0).outcome == "clear error"
     # the consumer heard only that the producer was lost, not why it stopped
     lost = _proc(tmp_path, "consumer-g0", _blocks(ref, [0]) + "END error\n",
                  "FAILED: TransportError: consumer stopped (error): producer rank 0 lost: no heartbeat", 2)

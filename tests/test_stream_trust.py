@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -312,6 +313,41 @@ def test_a_file_changed_while_its_step_is_read_stops_the_stream(tmp_path: Path,
         fd = os.open(first, os.O_WRONLY)
         os.pwrite(fd, b"\xff" * 64, 4096)
         os.close(fd)
+        with pytest.raises(StreamError, match="changed while the step was read"):
+            next(it)
+
+
+def test_deleting_a_step_while_a_late_group_reads_it_is_no_change(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group that attaches late reads the oldest step on disk while another group's garbage collection, which
+    did not see it registered yet, deletes that step: the files it opened lose their names (status change time
+    moves) but not one byte. That is no change: the values are the published ones and the stream goes on. A
+    mode change and a write (the same bytes back, modification time restored) is still one."""
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.api import StreamError
+    from h5flow.transports.hdf5 import reader as hdf5_reader
+
+    monkeypatch.setattr(hdf5_reader, "MAP_MIN", 1)
+    _produce(str(tmp_path / "s"), steps=3)
+    with h5flow.open(str(tmp_path / "s"), "r", comm=MPI.COMM_SELF, type="hdf5", group="late", map_reads="true") as s:
+        it = s.steps(timeout=20)
+        st = next(it)
+        before = st.read("x").array().copy()
+        shutil.rmtree(tmp_path / "s.h5flow" / "step-000000000")  # what a collector does, after its rename
+        assert np.array_equal(st.read("x").array(), before)
+        st = next(it)  # released without an error
+        assert st.step == 1
+        (f,) = sorted((tmp_path / "s.h5flow").glob("step-000000001/rank-00000.h5"))
+        st.read("x")
+        old = f.stat()
+        os.chmod(f, 0o600)
+        fd = os.open(f, os.O_WRONLY)
+        os.pwrite(fd, os.pread(os.open(f, os.O_RDONLY), 64, 4096), 4096)
+        os.close(fd)
+        os.utime(f, ns=(old.st_atime_ns, old.st_mtime_ns))
+        os.chmod(f, 0o400)
         with pytest.raises(StreamError, match="changed while the step was read"):
             next(it)
 

@@ -435,7 +435,7 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
     for x in procs:
         if x.killed or x.rc == 0 or (hang and x.rc in (-signal.SIGKILL, 137)):
             continue
-        failed = [line[len("FAILED: "):] for line in x.err().splitlines() if line.startswith("FAILED: ")]
+        failed = _failures(x.err())
         if x.faulted:  # rank-error: the injected failure is the fault; every other rank must fail clearly
             failed = [f for f in failed if not f.startswith("InjectedFault")]
             others = spec.producers - (1 if spec.params.get("how") == "raise" else 0)
@@ -473,6 +473,14 @@ def classify(spec: TrialSpec, procs: list[Proc], hang: bool, fault: str, wall: f
     return Outcome(spec.kind, spec.transport, spec.index, spec.seed, outcome, fault, detail, wall, sorted(published),
                    sorted(lost), sorted(s for s in duplicated if s >= 0), sorted(corrupt), messages,
                    {x.label: x.rc for x in procs})
+
+
+def _failures(err: str) -> list[str]:
+    """The ``FAILED: <type>: <message>`` reports in a process's stderr. The ranks of an MPI job share one stderr
+    through ``mpiexec``, which may join one rank's line onto the unfinished line of another
+    (``h5flow: error: ...FAILED: RankFailed: ...``): a report starts wherever ``FAILED: `` does, not only at the
+    start of a line, and ends at the line's end or where the next report starts."""
+    return [m.group(1) for m in re.finditer(r"FAILED: (.*?)(?=FAILED: |$)", err, re.M)]
 
 
 def _clear(failure: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -307,7 +308,9 @@ class RawFile:
         self.datasets = datasets
         self.size = size  # checked against what the producer recorded
         self.path = path
-        self.identity = _identity(os.fstat(fd)) if fd >= 0 else ()
+        st0 = os.fstat(fd) if fd >= 0 else None
+        self.identity = _identity(st0) if st0 is not None else ()
+        self.mode = stat.S_IMODE(st0.st_mode) if st0 is not None else 0
 
     @classmethod
     def open(cls, rank_file: Path) -> RawFile | None:
@@ -336,14 +339,21 @@ class RawFile:
 
     def changed(self) -> str:
         """"" while the open file is as it was opened, else what changed (size, modification or status change
-        time: a write, a truncation or a change of mode since)."""
+        time: a write, a truncation or a change of mode since). Its deletion alone (no name left, size, mode and
+        modification time as opened) is no change: what was opened is what was published."""
         if self.fd < 0:
             return ""
         try:
-            now = _identity(os.fstat(self.fd))
+            st = os.fstat(self.fd)
+            now = _identity(st)
         except OSError as e:
             return f"it cannot be inspected ({e.strerror or e})"
         if now == self.identity:
+            return ""
+        if now[:2] == self.identity[:2] and st.st_nlink == 0 and stat.S_IMODE(st.st_mode) == self.mode:
+            # only the status change time moved, and the file has no name left: it was deleted (the garbage
+            # collection of a step that a group attaching late still reads), not written — a write moves the
+            # modification time, and opening it for writing needs a change of its 0400 mode first
             return ""
         names = ("size", "modification time", "status change time")
         return ", ".join(f"{n} {a} -> {b}" for n, a, b in zip(names, self.identity, now) if a != b)
