@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
 # every supported kind of object, no references (h5diff compares all of it between a container and a native file)
 MAKE_PLAIN = """
 import numpy as np, h5py
-from h5flow.packing import open_container
+from h5flow.connectors.logvol import open_container
 with open_container(PATH, "w", track_order=True) as f:
     f.attrs["title"] = "packed"
     f.attrs.create("fixed", np.bytes_("abc"), dtype="S5")
@@ -71,7 +71,7 @@ with open_container(PATH, "w", track_order=True) as f:
 
 MAKE_REFS = """
 import numpy as np, h5py
-from h5flow.packing import open_container
+from h5flow.connectors.logvol import open_container
 with open_container(PATH, "w") as f:
     f["g/data"] = np.arange(12.0).reshape(3, 4)
     f.create_group("h")
@@ -142,7 +142,7 @@ def _props(path: Path, container: bool) -> dict:
     """What h5diff does not compare: creation properties, link and attribute order, committed types."""
     proc = _py("""
         import json, h5py
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         f = open_container(PATH) if CONTAINER == "True" else h5py.File(PATH, "r")
         out = {}
         def walk(name, obj):
@@ -213,7 +213,7 @@ def test_references_and_dimension_scales(tmp_path: Path) -> None:
     _h5flow("pack", str(src), str(out))
     check = """
         import json, h5py
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         f = open_container(PATH) if CONTAINER == "True" else h5py.File(PATH, "r")
         r = f["refs"][...]
         d = f["g/data"]
@@ -268,7 +268,7 @@ def test_large_dataset_streams_in_slabs(tmp_path: Path) -> None:
     src, out = tmp_path / "c.h5", tmp_path / "out.h5"
     _py("""
         import numpy as np
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         with open_container(PATH, "w") as f:
             d = f.create_dataset("d", shape=(16384, 256), dtype="f8", chunks=(128, 256))
             for i in range(0, 16384, 512):
@@ -342,7 +342,7 @@ def test_unpack_keeps_filters_and_pack_keeps_them_back(tmp_path: Path) -> None:
     _h5flow("pack", str(cont), str(back))
     got = _py("""
         import json, numpy as np, h5py
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         out = {}
         for name, f in (("native", h5py.File(NATIVE, "r")), ("container", open_container(CONT)),
                         ("back", h5py.File(BACK, "r"))):
@@ -540,7 +540,7 @@ def test_data_goes_straight_from_the_logs_and_matches_numpy(tmp_path: Path) -> N
     src, out = tmp_path / "c.h5", tmp_path / "out.h5"
     _py("""
         import numpy as np
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         with open_container(PATH, "w") as f:
             a = f.create_dataset("a", shape=(100, 8), chunks=(16, 8), dtype="<i4")
             a[:] = np.arange(800).reshape(100, 8)
@@ -651,7 +651,7 @@ def _pread_not_faults(tmp_path: Path) -> None:
     proc = _py("""
         import resource, numpy as np
         import h5flow
-        from h5flow.packing import open_container
+        from h5flow.connectors.logvol import open_container
         with open_container(SRC, "w") as f:
             d = f.create_dataset("d", shape=(4096, 1024), chunks=(128, 1024), dtype="f8")   # 32 MiB, 1 MiB chunks
             for i in range(0, 4096, 512):                                                 # 4 MiB writes
@@ -686,7 +686,8 @@ def test_pack_checks_checksums_exactly_where_a_read_does(tmp_path: Path) -> None
         from pathlib import Path
         import numpy as np, h5py
         import h5flow
-        from h5flow.packing import PackError, open_container
+        from h5flow.connectors.logvol import open_container
+        from h5flow.packing import PackError
         src = Path(SRC)
         with open_container(src, "w") as f:
             d = f.create_dataset("d", shape=(4096, 256), chunks=(64, 256), dtype="f8")   # 8 MiB

@@ -63,7 +63,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     from h5flow.query import cli as query_cli
 
-    query_cli.add_commands(sub, list(sys.argv[1:] if argv is None else argv))
+    query_cli.add_commands(sub)
 
     p_bench = sub.add_parser("bench", help="run a benchmark", description="Run one of h5flow's benchmarks.")
     bench_sub = p_bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)

@@ -18,8 +18,8 @@ Data moves in slabs of at most ``slab_bytes`` (default 64 MiB; whole trailing ro
 boundaries of the first dimension where possible), so memory stays bounded whatever the dataset size.
 
 The containers are opened with the h5flow_log connector through their file access property list
-(``H5Pset_vol``), the native file with the native connector, so both work in one process whatever
-``HDF5_VOL_CONNECTOR`` says; the plugin directory is appended to HDF5's plugin path.
+(:mod:`h5flow.connectors.logvol`), the native file with the native connector, so both work in one process
+whatever ``HDF5_VOL_CONNECTOR`` says.
 
 Output is atomic: everything is written under ``.<name>.h5flow-tmp.<host>-<pid>.<token>`` in the
 destination's directory and renamed to the destination only after a successful close; a failing pack removes
@@ -35,7 +35,6 @@ writes them with independent I/O. See docs/FORMAT.md, "Pack and unpack".
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import re
 import shutil
@@ -47,12 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from h5flow.connectors import logvol
+from h5flow.connectors.h5flow_log import MARKER
+
 DEFAULT_SLAB_BYTES = 64 << 20
 # pack reads a container's stored bytes through one reused buffer of about this size (the L2 cache: the
 # checksum and the write read them while they are hot), rounded to whole chunks
 PIECE_BYTES = 1 << 20
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-CONTAINER_MARKER = "@h5flow_log"
 # attributes H5DS writes itself: re-created through H5DS on the copy (the reference type differs between
 # connectors: 1.10 object references natively, H5T_STD_REF in a container)
 _DS_ATTRS = ("DIMENSION_LIST", "REFERENCE_LIST")
@@ -92,69 +93,12 @@ class PackReport:
 # ---------------------------------------------------------------- file access (the connector per fapl)
 
 
-@functools.cache
-def _lib() -> ctypes.CDLL:
-    from h5flow import _hdf5lib
-
-    lib = _hdf5lib.lib()
-    hid = _hdf5lib.hid_t
-    lib.H5PLappend.argtypes = [ctypes.c_char_p]
-    lib.H5PLappend.restype = ctypes.c_int
-    lib.H5VLregister_connector_by_name.argtypes = [ctypes.c_char_p, hid]
-    lib.H5VLregister_connector_by_name.restype = hid
-    lib.H5VLget_connector_id_by_name.argtypes = [ctypes.c_char_p]
-    lib.H5VLget_connector_id_by_name.restype = hid
-    lib.H5Pset_vol.argtypes = [hid, hid, ctypes.c_void_p]
-    lib.H5Pset_vol.restype = ctypes.c_int
-    lib.H5VLclose.argtypes = [hid]
-    lib.H5VLclose.restype = ctypes.c_int
-    return lib
-
-
-@functools.cache
-def _plugin_path_appended() -> None:
-    from h5flow._paths import default_plugin_dir
-
-    d = default_plugin_dir()
-    if not (d / "libh5flow_log.so").is_file():
-        raise PackError(f"the h5flow_log connector is not built ({d / 'libh5flow_log.so'} is missing): run "
-                        "`make setup` (or set H5FLOW_BUILD_DIR to the build directory holding plugins/)")
-    if _lib().H5PLappend(os.fsencode(d)) < 0:
-        raise PackError(f"H5PLappend({d}) failed: HDF5 cannot add the plugin directory")
-
-
 def _fapl(connector: str, comm: Any) -> Any:
     """A file access list selecting ``connector`` ("native" or "h5flow_log"), with ``comm`` if given."""
-    import h5py
-
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    if comm is not None:
-        from mpi4py import MPI
-
-        fapl.set_fapl_mpio(comm, MPI.INFO_NULL)
-    if connector == "native":
-        fapl.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
-    if _lib().H5Pset_vol(fapl.id, _vol_id(connector), None) < 0:
-        raise PackError(f"H5Pset_vol({connector}) failed")
-    return fapl
-
-
-@functools.cache
-def _vol_id(connector: str) -> int:
-    """The connector's id, registered once and kept for the life of the process: the connector looks itself
-    up by name (H5VLget_connector_id_by_name, e.g. to recognise its own committed datatypes), which finds
-    it only while an id of it is registered (as it is with HDF5_VOL_CONNECTOR)."""
-    lib = _lib()
-    if connector == "native":
-        vol = lib.H5VLget_connector_id_by_name(b"native")
-    else:
-        _plugin_path_appended()
-        vol = lib.H5VLregister_connector_by_name(b"h5flow_log", 0)
-    if vol < 0:
-        raise PackError(f"HDF5 cannot load the {connector} VOL connector"
-                        + (" (is build/plugins/libh5flow_log.so built? run `make setup`)" if connector != "native"
-                           else ""))
-    return int(vol)
+    try:
+        return logvol.fapl(comm, connector)
+    except logvol.ConnectorError as e:
+        raise PackError(str(e)) from None
 
 
 def _open(path: Path, connector: str, comm: Any = None) -> Any:
@@ -175,32 +119,6 @@ def _create(path: Path, connector: str, src_file: Any, comm: Any) -> Any:
     fcpl.set_attr_creation_order(scpl.get_attr_creation_order())
     fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=_fapl(connector, comm))
     return h5py.File(fid)
-
-
-def open_container(path: str | os.PathLike[str], mode: str = "r", *, comm: Any = None,
-                   track_order: bool = False) -> Any:
-    """Open (``r``, ``r+``) or create (``w``: refused if it exists) an h5flow_log container as an
-    ``h5py.File``, with the connector selected by the file access list: works in any process, whatever
-    ``HDF5_VOL_CONNECTOR`` says, next to native files opened normally. ``track_order`` (``w``): track the
-    root group's link and attribute creation order."""
-    import h5py
-
-    fapl = _fapl("h5flow_log", comm)
-    name = os.fsencode(path)
-    if mode == "w":
-        fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
-        if track_order:
-            flags = h5py.h5p.CRT_ORDER_TRACKED | h5py.h5p.CRT_ORDER_INDEXED
-            fcpl.set_link_creation_order(flags)
-            fcpl.set_attr_creation_order(flags)
-        return h5py.File(h5py.h5f.create(name, h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=fapl))
-    if mode not in ("r", "r+"):
-        raise ValueError(f"mode {mode!r}: use 'r', 'r+' or 'w'")
-    return h5py.File(h5py.h5f.open(name, h5py.h5f.ACC_RDWR if mode == "r+" else h5py.h5f.ACC_RDONLY, fapl=fapl))
-
-
-def is_container(path: str | os.PathLike[str]) -> bool:
-    return (Path(path) / CONTAINER_MARKER).is_file()
 
 
 def is_native(path: str | os.PathLike[str]) -> bool:
@@ -668,7 +586,7 @@ class _Raw:
 
         self.report = cp.report
 
-        self.lib = _lib()
+        self.lib = logvol.hdf5()
         hid, hsize_p = _hdf5lib.hid_t, ctypes.POINTER(ctypes.c_uint64)
         self.lib.H5Dwrite.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
         self.lib.H5Dread.argtypes = [hid, hid, hid, hid, hid, ctypes.c_void_p]
@@ -677,16 +595,9 @@ class _Raw:
             f.restype = ctypes.c_int
         self.read: Any = None
         if cp.direction == "pack" and os.environ.get("H5FLOW_PACK_DIRECT", "1") != "0":
-            from h5flow.stats import _plugin_path
-
-            so = ctypes.CDLL(_plugin_path())  # the copy HDF5 loaded (dlopen gives the same handle)
+            so = logvol.plugin()  # the copy HDF5 loaded, its functions bound
             self.read = so.h5flow_log_read_stored
-            self.read.argtypes = [hid, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p,
-                                  ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
-            self.read.restype = ctypes.c_int64
             self.read_done = so.h5flow_log_read_done
-            self.read_done.argtypes = [hid, ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
-            self.read_done.restype = ctypes.c_int
         # the checksum of the write being read in order (h5flow_log_read_stored), of the open source dataset
         self.state = (ctypes.c_uint64 * 4)()
         self.state_dset: Any = None
@@ -925,14 +836,14 @@ def _copy_data(cp: _Copier, mine: list[tuple[_Dset, tuple[slice, ...]]], progres
 def _check_paths(src: Path, dst: Path, force: bool, want: str) -> None:
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such file or container")
-    if want == "container" and not is_container(src):
-        raise PackError(f"{src} is not an h5flow_log container (a directory holding {CONTAINER_MARKER})"
+    if want == "container" and not logvol.is_container(src):
+        raise PackError(f"{src} is not an h5flow_log container (a directory holding {MARKER})"
                         + ("; it is a native HDF5 file: use `h5flow unpack` to make a container of it"
                            if is_native(src) else ""))
     if want == "native" and not is_native(src):
         raise PackError(f"{src} is not a native HDF5 file"
                         + ("; it is an h5flow_log container: use `h5flow pack` to make a native file of it"
-                           if is_container(src) else ""))
+                           if logvol.is_container(src) else ""))
     if dst.resolve() == src.resolve():
         raise PackError(f"{dst}: the destination is the source")
     if (dst.exists() or dst.is_symlink()) and not force:

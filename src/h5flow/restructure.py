@@ -10,9 +10,9 @@ shard per index of the last dimension), ``order="row"`` (one per index of the fi
 any HDF5 program with the plugin); later writes go to ordinary logs and win over the shards.
 docs/FORMAT.md, "Restructured datasets", has the format and the crash-safety argument.
 
-The work is done by the connector itself (the plugin's ``h5flow_log_restructure``) on a dataset opened
-through h5py, so the process must run with ``HDF5_VOL_CONNECTOR=h5flow_log``; :func:`restructure` runs a
-helper process with that environment when this one lacks it.
+The work is done by the connector itself (the plugin's ``h5flow_log_restructure``) on a dataset of the
+container opened through :mod:`h5flow.connectors.logvol` (in any process, whatever ``HDF5_VOL_CONNECTOR``
+says).
 """
 
 from __future__ import annotations
@@ -21,25 +21,15 @@ import argparse
 import ctypes
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from h5flow.connectors import logvol
+from h5flow.connectors.h5flow_log import MARKER
+
 ORDERS = {"row": 1, "column": 2}
 CHUNKS = 3
-
-
-def _plugin() -> ctypes.CDLL:
-    from h5flow.stats import _plugin_path
-
-    so = ctypes.CDLL(_plugin_path())
-    so.h5flow_log_restructure.argtypes = [ctypes.c_int64, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint64),
-                                          ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
-    so.h5flow_log_restructure.restype = ctypes.c_int
-    so.h5flow_log_restructure_free.argtypes = [ctypes.c_void_p]
-    so.h5flow_log_restructure_free.restype = None
-    return so
 
 
 def _request(order: str | None, chunks: Sequence[int] | None) -> tuple[int, list[int]]:
@@ -59,16 +49,12 @@ def _request(order: str | None, chunks: Sequence[int] | None) -> tuple[int, list
 def _run(container: str, dataset: str, code: int, sizes: list[int]) -> dict[str, Any]:
     import h5py
 
-    with h5py.File(container, "r") as f:
+    with logvol.open_container(container, "r") as f:
         obj = f[dataset]
         if not isinstance(obj, h5py.Dataset):
             raise ValueError(f"{container}: {dataset} is not a dataset")
-        so = _plugin()
         arr = (ctypes.c_uint64 * max(1, len(sizes)))(*sizes)
-        out = ctypes.c_void_p()
-        rc = so.h5flow_log_restructure(int(obj.id.id), code, arr, len(sizes), ctypes.byref(out))
-        text = ctypes.string_at(out.value).decode("utf-8") if out.value else ""
-        so.h5flow_log_restructure_free(out)
+        rc, text = logvol.call_json("restructure", obj.id.id, code, arr, len(sizes))
     if rc != 0:
         raise RuntimeError(f"restructure of {dataset} in {container}: {text}")
     result: dict[str, Any] = json.loads(text)
@@ -83,22 +69,9 @@ def restructure(container: str | os.PathLike[str], dataset: str, *, order: str |
     ``bytes``, ``generation``, ``epoch``, ``removed``: superseded files removed). No process may write the
     dataset meanwhile (as for h5repack); readers may, they see the old or the new layout."""
     code, sizes = _request(order, chunks)
-    if not (Path(container) / "@h5flow_log").is_file():
-        raise ValueError(f"{container} is not an h5flow_log container (no @h5flow_log marker)")
-    from h5flow.stats import _connector_active
-
-    if _connector_active():
-        return _run(str(container), dataset, code, sizes)
-    from h5flow._paths import default_plugin_dir
-
-    env = dict(os.environ, HDF5_VOL_CONNECTOR="h5flow_log", HDF5_PLUGIN_PATH=str(default_plugin_dir()))
-    cmd = [sys.executable, "-m", "h5flow.restructure", "--json", str(container), dataset]
-    cmd += ["--order", order] if order is not None else ["--chunks", ",".join(map(str, sizes))]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr.strip().removeprefix("h5flow restructure: error: ")
-                           or f"{' '.join(cmd)} failed ({p.returncode})")
-    return dict(json.loads(p.stdout))
+    if not logvol.is_container(container):
+        raise ValueError(f"{container} is not an h5flow_log container (no {MARKER} marker)")
+    return _run(str(container), dataset, code, sizes)
 
 
 def _chunks_arg(text: str) -> list[int]:

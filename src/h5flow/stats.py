@@ -16,9 +16,9 @@ elements, latest write wins. Each record says where its numbers come from:
     landed), ``"stale"`` (the function's output describes the write as written, part of which has since
     been overwritten), ``"none"`` (no function), ``"unknown"`` (no intact record of this write).
 
-The numbers come from the connector itself (the plugin's ``h5flow_log_stats_json``), through the h5py
-dataset object, so the process must run with ``HDF5_VOL_CONNECTOR=h5flow_log``; :func:`read_stats` runs
-a helper process with that environment when this one lacks it.
+The numbers come from the connector itself (the plugin's ``h5flow_log_stats_json``), on a dataset of a
+container opened through :mod:`h5flow.connectors.logvol` (in any process, whatever ``HDF5_VOL_CONNECTOR``
+says).
 
 Query engines (:mod:`h5flow.query`) can use :func:`zone_map` for per-write min/max without reading data.
 """
@@ -26,78 +26,24 @@ Query engines (:mod:`h5flow.query`) can use :func:`zone_map` for per-write min/m
 from __future__ import annotations
 
 import argparse
-import ctypes
-import functools
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-UDF_PROP = b"h5flow_log.udf"
+from h5flow.connectors import logvol
+from h5flow.connectors.h5flow_log import MARKER
+
 _PREFIX = "h5flow stats: error: "
-UDF_SPEC_MAX = 1024  # bytes of the property (include/h5flow_udf.h)
-
-
-def set_udf(plist: Any, library: str | os.PathLike[str], symbol: str) -> None:
-    """Name the user data function ``symbol`` of the shared library ``library`` in a dataset creation
-    property list (an h5py ``PropDCID`` or an integer id), as ``h5flow_udf_set`` in C does. Pass the
-    list to ``create_dataset(..., dcpl=plist)``; the connector stores the function with the dataset."""
-    from h5flow import _hdf5lib
-
-    lib_b, sym_b = os.fsencode(os.path.abspath(library)), symbol.encode()
-    if not sym_b or b"\n" in lib_b or b"\n" in sym_b or len(lib_b) + len(sym_b) + 2 > UDF_SPEC_MAX:
-        raise ValueError(f"user data function {library}:{symbol}: names must be non-empty, without newlines, "
-                         f"and together shorter than {UDF_SPEC_MAX - 1} bytes")
-    spec = ctypes.create_string_buffer(lib_b + b"\n" + sym_b, UDF_SPEC_MAX)
-    pid = int(getattr(plist, "id", plist))
-    h5 = _hdf5lib.lib()
-    h5.H5Pexist.argtypes = [_hdf5lib.hid_t, ctypes.c_char_p]
-    h5.H5Pexist.restype = _hdf5lib.htri_t
-    h5.H5Pset.argtypes = [_hdf5lib.hid_t, ctypes.c_char_p, ctypes.c_void_p]
-    h5.H5Pset.restype = _hdf5lib.herr_t
-    h5.H5Pinsert2.argtypes = [_hdf5lib.hid_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p] + \
-        [ctypes.c_void_p] * 6
-    h5.H5Pinsert2.restype = _hdf5lib.herr_t
-    ex = h5.H5Pexist(pid, UDF_PROP)
-    if ex < 0:
-        raise RuntimeError(f"H5Pexist on property list {pid} failed: is it a dataset creation property list?")
-    rc = h5.H5Pset(pid, UDF_PROP, spec) if ex > 0 else \
-        h5.H5Pinsert2(pid, UDF_PROP, UDF_SPEC_MAX, spec, None, None, None, None, None, None)
-    if rc < 0:
-        raise RuntimeError(f"cannot set the property {UDF_PROP.decode()} on property list {pid}")
-
-
-def _plugin_path() -> str:
-    """The h5flow_log plugin that HDF5 loaded into this process (the same copy: its state is shared)."""
-    with open("/proc/self/maps", encoding="utf-8") as maps:
-        for line in maps:
-            path = line.split()[-1] if line.strip() else ""
-            if os.path.basename(path) == "libh5flow_log.so":
-                return path
-    raise RuntimeError("the h5flow_log connector is not loaded in this process: open the container with "
-                       "HDF5_VOL_CONNECTOR=h5flow_log and HDF5_PLUGIN_PATH set before h5py starts")
-
-
-@functools.lru_cache(maxsize=1)
-def _plugin() -> ctypes.CDLL:
-    so = ctypes.CDLL(_plugin_path())
-    so.h5flow_log_stats_json.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]
-    so.h5flow_log_stats_json.restype = ctypes.c_int
-    so.h5flow_log_stats_free.argtypes = [ctypes.c_void_p]
-    so.h5flow_log_stats_free.restype = None
-    return so
+UDF_PROP, UDF_SPEC_MAX = logvol.UDF_PROP, logvol.UDF_SPEC_MAX
+set_udf = logvol.set_udf
 
 
 def dataset_stats(dset: Any) -> dict[str, Any]:
     """The statistics of one open h5py dataset of an h5flow_log container: ``{"dataset", "dtype",
     "shape", "shards": [...]}`` (the records of :func:`read_stats`, without their ``dataset`` field)."""
-    so = _plugin()
-    out = ctypes.c_void_p()
-    rc = so.h5flow_log_stats_json(int(dset.id.id), ctypes.byref(out))
-    text = ctypes.string_at(out.value).decode("utf-8") if out.value else ""
-    so.h5flow_log_stats_free(out)
+    rc, text = logvol.call_json("stats_json", dset.id.id)
     if rc != 0:
         raise RuntimeError(f"statistics of {dset.name}: {text}")
     return json.loads(text)  # NaN / Infinity literals are accepted
@@ -120,7 +66,7 @@ def _collect(container: str | os.PathLike[str], dataset: str | None) -> list[dic
     import h5py
 
     recs: list[dict[str, Any]] = []
-    with h5py.File(str(container), "r") as f:
+    with logvol.open_container(container, "r") as f:
         names: list[str] = []
         obj = f.get(dataset) if dataset is not None else None
         if dataset is not None and isinstance(obj, h5py.Dataset):
@@ -135,10 +81,6 @@ def _collect(container: str | os.PathLike[str], dataset: str | None) -> list[dic
     return recs
 
 
-def _connector_active() -> bool:
-    return os.environ.get("HDF5_VOL_CONNECTOR", "").split(" ")[0] == "h5flow_log"
-
-
 def read_stats(container: str | os.PathLike[str], dataset: str | None = None, *,
                as_frame: bool | None = None) -> Any:
     """Statistics records of every dataset of ``container`` (or of ``dataset`` only): a list of dicts,
@@ -148,20 +90,9 @@ def read_stats(container: str | os.PathLike[str], dataset: str | None = None, *,
     instead when ``as_frame`` is true, or when it is None and pandas imports."""
     if not os.path.lexists(container):
         raise FileNotFoundError(f"no such file or directory: {container}")
-    if not (Path(container) / "@h5flow_log").is_file():
-        raise ValueError(f"{container} is not an h5flow_log container (no @h5flow_log marker)")
-    if _connector_active():
-        recs = _collect(container, dataset)
-    else:  # HDF5 loads connectors only at start: ask a process that has the environment
-        from h5flow._paths import default_plugin_dir
-
-        env = dict(os.environ, HDF5_VOL_CONNECTOR="h5flow_log", HDF5_PLUGIN_PATH=str(default_plugin_dir()))
-        cmd = [sys.executable, "-m", "h5flow.stats", "--json", str(container)] + ([dataset] if dataset else [])
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if p.returncode != 0:  # the helper's own message, without its prefix (the caller adds one)
-            msg = p.stderr.strip().removeprefix(_PREFIX)
-            raise RuntimeError(msg or f"{' '.join(cmd)} failed ({p.returncode})")
-        recs = json.loads(p.stdout)
+    if not logvol.is_container(container):
+        raise ValueError(f"{container} is not an h5flow_log container (no {MARKER} marker)")
+    recs = _collect(container, dataset)
     if as_frame is False:
         return recs
     try:

@@ -109,9 +109,9 @@ def _h5py_copy(container: Path, out: Path) -> None:
     links, creation order, committed types, fill values)."""
     import h5py
 
-    from h5flow import packing
+    from h5flow.connectors import logvol
 
-    with packing.open_container(container) as s, h5py.File(out, "w") as d:
+    with logvol.open_container(container) as s, h5py.File(out, "w") as d:
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Group):
                 new: Any = d.require_group(name)
@@ -171,6 +171,7 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
     import h5py
 
     from h5flow import packing
+    from h5flow.connectors import logvol
 
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="h5flow-bench-pack-", dir=perf.default_dir()) if own else workdir)
@@ -182,7 +183,7 @@ def bench_pack(size_mib: float = 256.0, workdir: str | os.PathLike[str] | None =
         for p in (container, native):
             _rm(p)
         size = int(size_mib * (1 << 20))
-        with packing.open_container(container, "w") as f:
+        with logvol.open_container(container, "w") as f:
             _content(f, size)
         with h5py.File(native, "w") as f:
             _content(f, size)
@@ -381,9 +382,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _env() -> dict[str, str]:
-    from h5flow.query.source import connector_env
+    from h5flow.connectors import logvol
 
-    return dict(os.environ, **connector_env())
+    return dict(os.environ, **logvol.environment())
 
 
 def _worker_query(path: str, reps: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``h5flow query``, ``h5flow index build|list|drop|verify`` and ``h5flow subset``.
 
-h5flow_log containers need the connector loaded before HDF5 starts: when a command is given a
-container in a process without ``HDF5_VOL_CONNECTOR=h5flow_log``, it runs itself again with it.
+h5flow_log containers are opened through the connector's file access list (:mod:`h5flow.connectors.logvol`),
+in this process, whatever ``HDF5_VOL_CONNECTOR`` says.
 Under ``mpiexec -n N`` the commands split blocks across the ranks; rank 0 prints.
 """
 
@@ -10,24 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
-from h5flow.query.source import connector_env, container_env_active, is_container
-
-
-def _needs_reexec(paths: list[str]) -> bool:
-    return any(is_container(p) for p in paths) and not container_env_active()
-
-
-def _reexec(argv: list[str]) -> int:
-    """Replace this process by the same command with the connector's environment (exec keeps the pid and
-    the file descriptors, so it also works for the ranks of an mpiexec job)."""
-    env = dict(os.environ, **connector_env())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "h5flow.cli", *argv], env)
-    return 1  # not reached
 
 
 def _comm() -> Any:
@@ -51,8 +35,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if len(args.args) < 2:
         raise ValueError("give at least one FILE and the EXPRESSION, e.g. h5flow query data.h5 'temp > 3.5'")
     files, expr = args.args[:-1], args.args[-1]
-    if _needs_reexec(files):
-        return _reexec(args.argv)
     from h5flow.query.engine import ApplyOptions, apply
 
     comm = _comm()
@@ -124,8 +106,6 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    if _needs_reexec([args.file]):
-        return _reexec(args.argv)
     from h5flow.query.index import BuildConfig, IndexStore, build_index, drop_index, verify_index
     from h5flow.query.source import Source
 
@@ -184,8 +164,6 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_subset(args: argparse.Namespace) -> int:
-    if _needs_reexec(args.files):
-        return _reexec(args.argv)
     from h5flow.query.engine import ApplyOptions
     from h5flow.query.subset import subset
 
@@ -198,7 +176,7 @@ def _cmd_subset(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--no-index", action="store_true", help="ignore indexes (scan every block)")
     common.add_argument("--stale", choices=("error", "scan", "rebuild"), default="error",
@@ -219,7 +197,7 @@ def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # t
                                                          "(0: all; default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--explain", action="store_true", help="show the plan: blocks, candidate blocks, index per condition")
-    p.set_defaults(func=_cmd_query, argv=argv)
+    p.set_defaults(func=_cmd_query)
 
     pi = sub.add_parser("index", help="build, list, drop or verify query indexes",
                         description="Indexes live in FILE.h5flow-index.h5 beside the file (the file itself is never "
@@ -238,7 +216,7 @@ def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # t
     pi.add_argument("--only", dest="kind_filter", choices=("minmax", "bitmap"), default=None,
                     help="drop: only this kind (default both)")
     pi.add_argument("--json", action="store_true", help="list: JSON")
-    pi.set_defaults(func=_cmd_index, argv=argv)
+    pi.set_defaults(func=_cmd_index)
 
     ps = sub.add_parser("subset", parents=[common], help="copy what a query selects into a new file (H5Boss subset)",
                         description="Write the selected elements of every selected dataset (values + coordinates, "
@@ -249,4 +227,4 @@ def add_commands(sub: argparse._SubParsersAction, argv: list[str]) -> None:  # t
     ps.add_argument("--out", "-o", required=True, metavar="NEW.h5")
     ps.add_argument("--include", action="append", default=[], metavar="DATASET",
                     help="also copy this aligned dataset at the selected coordinates (repeatable)")
-    ps.set_defaults(func=_cmd_subset, argv=argv)
+    ps.set_defaults(func=_cmd_subset)

@@ -1,10 +1,9 @@
 """What a query or an index reads: a native HDF5 file or an h5flow_log container (a directory).
 
-Containers are read through h5py with the h5flow_log VOL connector, which HDF5 only loads when
-``HDF5_VOL_CONNECTOR=h5flow_log`` and ``HDF5_PLUGIN_PATH`` are set before it starts. :func:`open_source`
-refuses a container in a process without that environment (the command line re-runs itself with it).
-Index sidecars are native HDF5 files, opened with the native connector explicitly so that they stay
-ordinary ``.h5`` files in either environment.
+Containers are read through h5py with the h5flow_log VOL connector, selected by the file access list
+(:mod:`h5flow.connectors.logvol`): in any process, whatever ``HDF5_VOL_CONNECTOR`` says. Index sidecars
+are native HDF5 files, opened with the native connector explicitly so that they stay ordinary ``.h5``
+files in a process whose environment names h5flow_log.
 """
 
 from __future__ import annotations
@@ -22,24 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from h5flow.connectors import logvol
+from h5flow.connectors.h5flow_log import MARKER
+
 if TYPE_CHECKING:
     import h5py
 
-CONTAINER_MARKER = "@h5flow_log"
-
-
-def is_container(path: str | os.PathLike[str]) -> bool:
-    return (Path(path) / CONTAINER_MARKER).is_file()
-
-
-def connector_env() -> dict[str, str]:
-    """The environment that makes HDF5 serve h5flow_log containers."""
-    from h5flow._paths import default_plugin_dir
-
-    return {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(default_plugin_dir())}
+is_container = logvol.is_container
 
 
 def container_env_active() -> bool:
+    """Whether this process's environment makes h5flow_log HDF5's default connector (files opened by name,
+    without a file access list, are then containers)."""
     return os.environ.get("HDF5_VOL_CONNECTOR", "").split(" ")[0] == "h5flow_log"
 
 
@@ -57,22 +50,17 @@ class Source:
             raise FileNotFoundError(f"{path}: no such file or h5flow_log container")
         if p.is_dir():
             if not is_container(p):
-                raise ValueError(f"{path} is a directory but not an h5flow_log container (no {CONTAINER_MARKER})")
+                raise ValueError(f"{path} is a directory but not an h5flow_log container (no {MARKER})")
             return Source(p, True)
         return Source(p, False)
 
     def open(self) -> h5py.File:
         import h5py
 
-        if self.container and not container_env_active():
-            env = connector_env()
-            raise RuntimeError(f"{self.path} is an h5flow_log container: HDF5 must load the connector before "
-                               f"h5py starts; run with HDF5_VOL_CONNECTOR={env['HDF5_VOL_CONNECTOR']} "
-                               f"HDF5_PLUGIN_PATH={env['HDF5_PLUGIN_PATH']} (the h5flow command does this itself)")
-        if not self.container and container_env_active():
-            return native_file(self.path, "r")
         if self.container:
-            return h5py.File(self.path, "r")
+            return logvol.open_container(self.path, "r")
+        if container_env_active():
+            return native_file(self.path, "r")
         # h5py.File's defaults (sec2, libver earliest..latest), with a file access list made once
         return h5py.File(h5py.h5f.open(os.fsencode(self.path), h5py.h5f.ACC_RDONLY, fapl=_read_fapl()))
 
@@ -134,29 +122,6 @@ def _container_dir(root: Path, dset_path: str) -> Path:
 # ---------------------------------------------------------------- native files whatever the environment
 
 
-def _native_fapl() -> Any:
-    import h5py
-
-    from h5flow import _hdf5lib
-
-    lib = _hdf5lib.lib()
-    lib.H5VLget_connector_id_by_name.argtypes = [ctypes.c_char_p]
-    lib.H5VLget_connector_id_by_name.restype = _hdf5lib.hid_t
-    lib.H5Pset_vol.argtypes = [_hdf5lib.hid_t, _hdf5lib.hid_t, ctypes.c_void_p]
-    lib.H5VLclose.argtypes = [_hdf5lib.hid_t]
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
-    vol = lib.H5VLget_connector_id_by_name(b"native")
-    if vol < 0:
-        raise RuntimeError("HDF5 has no native VOL connector registered")
-    try:
-        if lib.H5Pset_vol(fapl.id, vol, None) < 0:
-            raise RuntimeError("H5Pset_vol(native) failed")
-    finally:
-        lib.H5VLclose(vol)
-    return fapl
-
-
 def native_file(path: str | os.PathLike[str], mode: str, locking: bool = True) -> h5py.File:
     """Open (``r``, ``r+``) or create (``w``) a native HDF5 file even when HDF5_VOL_CONNECTOR names another.
     ``locking=False``: without HDF5's file lock (for read-only handles kept between calls)."""
@@ -164,16 +129,7 @@ def native_file(path: str | os.PathLike[str], mode: str, locking: bool = True) -
 
     if not container_env_active():
         return h5py.File(path, mode) if locking else h5py.File(path, mode, locking=False)
-    name = os.fsencode(path)
-    fapl = _native_fapl()
-    if not locking:
-        fapl = fapl.copy()
-        fapl.set_file_locking(False, True)
-    if mode == "w":
-        fid = h5py.h5f.create(name, h5py.h5f.ACC_TRUNC, fapl=fapl)
-    else:
-        fid = h5py.h5f.open(name, h5py.h5f.ACC_RDWR if mode == "r+" else h5py.h5f.ACC_RDONLY, fapl=fapl)
-    return h5py.File(fid)
+    return logvol.open_native(path, mode, locking=locking)
 
 
 # ---------------------------------------------------------------- data files kept open between queries

@@ -58,11 +58,11 @@ def open_log(path: Path, mode: str) -> h5py.File:
     """Open (``r``, ``r+``) or create (``w``) the step container ``path`` through the h5flow_log connector,
     serially (no communicator: no MPI call inside the connector). The connector is chosen by this file's
     access list, so other files of the process stay native whatever ``HDF5_VOL_CONNECTOR`` says."""
-    from h5flow.packing import PackError, open_container
+    from h5flow.connectors import logvol
 
     try:
-        return open_container(path, mode)
-    except PackError as e:  # the connector is not built or cannot be loaded
+        return logvol.open_container(path, mode)
+    except logvol.ConnectorError as e:  # the connector is not built or cannot be loaded
         raise RuntimeError(f"layout='log' needs the h5flow_log connector: {e}") from None
 
 
