@@ -26,7 +26,7 @@ MPI4PY_VERSION="4.1.2"
 H5PY_VERSION="3.16.0"
 PY_BUILD_REQS=("setuptools>=77" "wheel" "Cython>=3.0.2,<4" "numpy>=2,<3" "pkgconfig")
 ADIOS2_REQ="adios2>=2.12.1,<2.13"   # optional extra: the adios2 transport (PyPI wheel, built without MPI)
-PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pytest>=8" "pytest-timeout>=2.2" "pytest-xdist>=3.5" "pyroaring>=1.0" "hypothesis>=6.100")
+PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pandas>=2" "pytest>=8" "pytest-timeout>=2.2" "pytest-xdist>=3.5" "pyroaring>=1.0" "hypothesis>=6.100")
 THREADSAFE="${H5FLOW_THREADSAFE:-ON}"
 JOBS="${H5FLOW_JOBS:-$(nproc)}"
 APT_PACKAGES=(libmpich-dev mpich cmake ninja-build pkg-config zlib1g-dev libxml2-dev gcc make patch xz-utils ca-certificates curl)
