@@ -61,6 +61,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     packing.add_commands(sub)
 
+    from h5flow.trace import cli as trace_cli
+
+    trace_cli.add_commands(sub)
+
     from h5flow.query import cli as query_cli
 
     query_cli.add_commands(sub, list(sys.argv[1:] if argv is None else argv))

@@ -449,7 +449,7 @@ static hid_t under_attr_get(const h5fpt_obj_t *o, H5VL_attr_get_t kind, hid_t dx
     a.op_type = kind;
     if (H5VLattr_get(o->under_object, o->under_vol_id, &a, dxpl_id, NULL) < 0)
         return H5I_INVALID_HID;
-    return kind == H5VL_ATTR_GET_SPACE ? a.args.get_space_id : a.args.get_type_id;
+    return kind == H5VL_ATTR_GET_SPACE ? a.args.get_space.space_id : a.args.get_type.type_id;
 }
 
 static void fill_space_type(h5ft_record *r, hid_t space, hid_t type)
