@@ -74,6 +74,16 @@ CAUSE_FIX = {
 }
 
 
+def _other_causes(text: str) -> set[str]:
+    """The causes this rule reports: not a type conversion (the dtype-conversion rule's), not "independent"
+    (requested), and "no-selection-io" only alone (HDF5 1.14 turns selection I/O off because of a conversion
+    or a transform and reports both)."""
+    c = causes(text) - {CONVERSION_CAUSE, "independent"}
+    if len(causes(text) - {"independent", "no-selection-io"}) > 0:
+        c.discard("no-selection-io")
+    return c
+
+
 @dataclass
 class FallbackSettings(Settings):
     min_calls: int = 1
@@ -93,7 +103,7 @@ class CollectiveFallback(Rule):
         if coll.empty:
             return []
         # causes other than a type conversion (the dtype-conversion rule reports that one, with its fix)
-        other = coll["no_coll_cause"].map(lambda c: causes(c) - {CONVERSION_CAUSE, "independent"})
+        other = coll["no_coll_cause"].map(_other_causes)
         rows = coll[other.map(bool)]
         out = []
         for file, g in rows.groupby("file", sort=False):

@@ -27,11 +27,18 @@ class LibverEarliest(Rule):
     def check(self, df: pd.DataFrame) -> list[Finding]:
         s: LibverSettings = self.settings  # type: ignore[assignment]
         out = []
-        opens = df[df["op"].isin(FILE_OPEN_OPS)]
-        for file, g in df[df["op"].isin(OBJECT_CREATE_OPS)].groupby("file", sort=False):
-            lows = {str((props(t).get("libver") or ["earliest"])[0]) for t in opens[opens["file"] == file]["props"]
-                    if props(t)}
-            if "earliest" not in lows or len(g) < s.min_objects:
+        creates = df[df["op"].isin(OBJECT_CREATE_OPS)]
+        if creates.empty:
+            return []
+        # the lower bound in force at each creation: that of the file's last open/create on that rank before it
+        opens = df[df["op"].isin(FILE_OPEN_OPS)][["file", "rank", "t0", "props"]]
+        opens = opens.assign(low=[str((props(t).get("libver") or ["?"])[0]) for t in opens["props"]])
+        merged = pd.merge_asof(creates.reset_index().sort_values("t0"), opens.drop(columns="props").sort_values("t0"),
+                               on="t0", by=["file", "rank"], direction="backward")
+        early = creates.loc[merged.loc[merged["low"] == "earliest", "index"]]
+        for file, g in early.groupby("file", sort=False):
+            lows = ["earliest"]
+            if len(g) < s.min_objects:
                 continue
             out.append(self.finding(
                 file, g, f"{len(g):,} objects created ({g['dur'].sum():.3f} s in their create calls) in a file "

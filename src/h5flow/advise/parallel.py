@@ -52,7 +52,7 @@ H5Dwrite(dset, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, block);   /* one call wi
 @dataclass
 class ImbalanceSettings(Settings):
     ratio: float = 2.0         # slowest rank's read/write time over the fastest rank's
-    min_seconds: float = 0.1   # ... and at least this many seconds more than the mean
+    min_seconds: float = 0.05  # ... and at least this many seconds more than the mean
 
 
 class RankImbalance(Rule):
