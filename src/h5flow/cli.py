@@ -65,6 +65,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     trace_cli.add_commands(sub)
 
+    from h5flow.advise import cli as advise_cli
+
+    advise_cli.add_command(sub)
+
     from h5flow.query import cli as query_cli
 
     query_cli.add_commands(sub, list(sys.argv[1:] if argv is None else argv))

@@ -50,7 +50,7 @@ def check_frame(df: pd.DataFrame) -> None:
 @dataclass
 class Evidence:
     calls: int
-    seconds: float
+    seconds: float  # summed over every rank
     bytes: int
     ranks: list[int]
     objects: list[str]
@@ -68,7 +68,7 @@ class Finding:
     fix_h5py: str
     fix_c: str
     source: str
-    time_s: float  # seconds spent in the calls the finding is about: the ranking key
+    time_s: float  # the busiest rank's seconds in the calls the finding is about: the ranking key
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -105,10 +105,10 @@ class Rule:
                 seconds: float | None = None) -> Finding:
         """A finding whose evidence is ``rows`` (the calls it is about)."""
         ev = evidence(rows, detail)
-        if seconds is not None:
-            ev.seconds = seconds
+        if seconds is None:  # the busiest rank's time in these calls (ranks run them side by side)
+            seconds = float(rows.groupby("rank")["dur"].sum().max()) if len(rows) else 0.0
         return Finding(self.id, self.title, severity or self.severity, file, message, ev,
-                       fix_h5py.strip("\n"), fix_c.strip("\n"), self.source, ev.seconds)
+                       fix_h5py.strip("\n"), fix_c.strip("\n"), self.source, seconds)
 
 
 def evidence(rows: pd.DataFrame, detail: dict[str, Any] | None = None) -> Evidence:

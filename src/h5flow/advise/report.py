@@ -26,7 +26,7 @@ def print_text(findings: list[Finding], source: str, console: Any = None) -> Non
     from rich.syntax import Syntax
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=max(Console().width, 120))
     if not findings:
         console.print(f"[green]no finding[/green] in {source}: none of the rules' thresholds was reached")
         return
@@ -45,9 +45,9 @@ def print_text(findings: list[Finding], source: str, console: Any = None) -> Non
         console.print(Panel(body, title=f"{i}. [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] {f.rule}: {f.title}",
                             subtitle=f.file, expand=True))
         console.print("  fix (h5py):")
-        console.print(Syntax(f.fix_h5py, "python", theme="ansi_dark", padding=(0, 4)))
+        console.print(Syntax(f.fix_h5py, "python", theme="ansi_dark", padding=(0, 4), word_wrap=True))
         console.print("  fix (C):")
-        console.print(Syntax(f.fix_c, "c", theme="ansi_dark", padding=(0, 4)))
+        console.print(Syntax(f.fix_c, "c", theme="ansi_dark", padding=(0, 4), word_wrap=True))
 
 
 def _ranks(ranks: list[int]) -> str:
