@@ -1,10 +1,12 @@
 /* The C twin of faulty.py: small HDF5 programs, one per `h5flow advise` rule, each with the one tuning
  * mistake its rule finds, and a clean one.
  *
- *   mpiexec -n 2 h5flow-advise-faulty [--dir DIR] [--fixed] CASE [CASE ...]    (CASE: a rule id, clean or all)
+ *   mpiexec -n 2 h5flow-advise-faulty [--dir DIR] [--fixed] [--fixed-dir DIR2] CASE [CASE ...]
+ *   (CASE: a rule id, clean or all)
  *
  * Each case writes DIR/<case>.h5 and is otherwise well tuned. --fixed, or H5FLOW_ADVISE_FIX=rule,rule / all
- * (set by `h5flow advise --verify`), runs the fixed variant. Every case reads back what it wrote and exits
+ * (set by `h5flow advise --verify`), runs the fixed variant; --fixed-dir DIR2 runs each case's fixed variant
+ * right after it, into DIR2. Every case reads back what it wrote and exits
  * non-zero on a mismatch or an HDF5 error. The serial cases run on rank 0 with the default driver.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -565,11 +567,13 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    const char *dir = "advise-out";
+    const char *dir = "advise-out", *fixed_dir = NULL;
     int all_fixed = 0, ncase = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--dir") == 0 && a + 1 < argc) {
             dir = argv[++a];
+        } else if (strcmp(argv[a], "--fixed-dir") == 0 && a + 1 < argc) {
+            fixed_dir = argv[++a];
         } else if (strcmp(argv[a], "--fixed") == 0) {
             all_fixed = 1;
         } else if (strcmp(argv[a], "all") != 0) {
@@ -590,20 +594,26 @@ int main(int argc, char **argv) {
         }
     }
     if (ncase == 0) {
-        if (rank_ == 0) fprintf(stderr, "usage: mpiexec -n 2 %s [--dir DIR] [--fixed] CASE... (CASE: a rule id, clean or all)\n", argv[0]);
+        if (rank_ == 0) fprintf(stderr, "usage: mpiexec -n 2 %s [--dir DIR] [--fixed] [--fixed-dir DIR2] CASE... (CASE: a rule id, clean or all)\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
-    if (rank_ == 0) mkdir(dir, 0777);
+    if (rank_ == 0) {
+        mkdir(dir, 0777);
+        if (fixed_dir) mkdir(fixed_dir, 0777);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int a = 1; a < argc; a++) {
-        if (strcmp(argv[a], "--dir") == 0) {
+        if (strcmp(argv[a], "--dir") == 0 || strcmp(argv[a], "--fixed-dir") == 0) {
             a++;
             continue;
         }
         if (strcmp(argv[a], "--fixed") == 0) continue;
-        for (size_t i = 0; i < NCASES; i++)
-            if (strcmp(argv[a], "all") == 0 || strcmp(argv[a], CASES[i].name) == 0) run_case(i, dir, all_fixed);
+        for (size_t i = 0; i < NCASES; i++) {
+            if (strcmp(argv[a], "all") != 0 && strcmp(argv[a], CASES[i].name) != 0) continue;
+            run_case(i, dir, all_fixed);
+            if (fixed_dir) run_case(i, fixed_dir, 1);
+        }
     }
     MPI_Finalize();
     return 0;

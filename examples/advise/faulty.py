@@ -2,11 +2,13 @@
 
 Run under MPI with 2 ranks (the serial cases run on rank 0 with the default driver):
 
-    mpiexec -n 2 python faulty.py [--dir DIR] [--fixed] CASE [CASE ...]     # CASE: a rule id, clean or all
+    mpiexec -n 2 python faulty.py [--dir DIR] [--fixed] [--fixed-dir DIR2] CASE [CASE ...]   # CASE: a rule id,
+                                                                                          # clean or all
 
 Each case writes ``DIR/<case>.h5`` and is otherwise well tuned, so that a trace of it shows exactly its
 rule's mistake. ``--fixed`` (or ``H5FLOW_ADVISE_FIX=rule,rule`` / ``all`` in the environment, which
-``h5flow advise --verify`` sets) runs the fixed variant of the named cases. Every case reads back what it
+``h5flow advise --verify`` sets) runs the fixed variant of the named cases; ``--fixed-dir DIR2`` runs
+each case's fixed variant right after it, into DIR2. Every case reads back what it
 wrote and fails on a mismatch.
 """
 
@@ -264,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("cases", nargs="+", help=f"all, or some of: {', '.join(CASES)}")
     p.add_argument("--dir", type=Path, default=Path("advise-out"), help="where the files go (default ./advise-out)")
     p.add_argument("--fixed", action="store_true", help="run the fixed variant of every case")
+    p.add_argument("--fixed-dir", type=Path, default=None,
+                   help="also run every case's fixed variant after it, writing into this directory")
     args = p.parse_args(argv)
     names = list(CASES) if args.cases == ["all"] else args.cases
     bad = [c for c in names if c not in CASES]
@@ -271,19 +275,26 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown case(s) {', '.join(bad)}; choose from all, {', '.join(CASES)}")
     fix = {c.strip() for c in os.environ.get("H5FLOW_ADVISE_FIX", "").split(",") if c.strip()}
     if comm.rank == 0:
-        args.dir.mkdir(parents=True, exist_ok=True)
+        for d in (args.dir, args.fixed_dir):
+            if d is not None:
+                d.mkdir(parents=True, exist_ok=True)
     comm.Barrier()
     for name in names:
-        fixed = args.fixed or "all" in fix or name in fix
-        t0 = time.perf_counter()
-        if name in PARALLEL:
-            PARALLEL[name](args.dir / f"{name}.h5", fixed)
-        elif comm.rank == 0:
-            SERIAL[name](args.dir / f"{name}.h5", fixed)
-        comm.Barrier()
-        if comm.rank == 0:
-            print(f"{name}{' (fixed)' if fixed else ''}: {time.perf_counter() - t0:.3f} s", flush=True)
+        run_case(name, args.dir, args.fixed or "all" in fix or name in fix)
+        if args.fixed_dir is not None:
+            run_case(name, args.fixed_dir, True)
     return 0
+
+
+def run_case(name: str, directory: Path, fixed: bool) -> None:
+    t0 = time.perf_counter()
+    if name in PARALLEL:
+        PARALLEL[name](directory / f"{name}.h5", fixed)
+    elif comm.rank == 0:
+        SERIAL[name](directory / f"{name}.h5", fixed)
+    comm.Barrier()
+    if comm.rank == 0:
+        print(f"{name}{' (fixed)' if fixed else ''}: {time.perf_counter() - t0:.3f} s", flush=True)
 
 
 if __name__ == "__main__":
