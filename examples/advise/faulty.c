@@ -177,8 +177,8 @@ static void collective_fallback(const char *path, int fixed) {
 }
 
 static void fill_time(const char *path, int fixed) {
-    /* seed 003's chunk shape on a 160 MiB dataset; each rank writes one chunk */
-    const hsize_t dims[2] = {96, 437500}, chunk[2] = {60, 15625};
+    /* seed 003's chunk shape on an 80 MiB dataset; each rank writes one chunk */
+    const hsize_t dims[2] = {96, 218750}, chunk[2] = {60, 15625};
     hsize_t start[2] = {(hsize_t)rank_ * chunk[0] % (dims[0] - chunk[0] + 1), (hsize_t)rank_ * chunk[1]};
     size_t cnt = (size_t)(chunk[0] * chunk[1]);
     float *tile = xmalloc(cnt * sizeof *tile), *back = xmalloc(cnt * sizeof *back);
@@ -290,7 +290,7 @@ static void small_independent_writes(const char *path, int fixed) {
 }
 
 static void chunk_shape(const char *path, int fixed) {
-    const hsize_t n = 1 << 20, dims[1] = {n}, chunk[1] = {fixed ? 131072 : 64};
+    const hsize_t n = 1 << 18, dims[1] = {n}, chunk[1] = {fixed ? 131072 : 64}; /* 2 MiB in chunks of 512 B */
     double *buf = xmalloc(n * sizeof *buf), *back = xmalloc(n * sizeof *back);
     for (hsize_t i = 0; i < n; i++) buf[i] = (double)i;
     hid_t fapl = sfapl_latest(), f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -331,7 +331,7 @@ static void chunk_cache(const char *path, int fixed) {
     d = H5Dopen2(f, "z", dapl);
     H(d);
     hid_t ms = H5Screate_simple(2, row, NULL), fs = H5Dget_space(d);
-    for (hsize_t i = 0; i < dims[0]; i += 32) {
+    for (hsize_t i = 0; i < dims[0]; i += 64) {
         hsize_t start[2] = {i, 0};
         H(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, row, NULL));
         H(H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, back));
@@ -514,6 +514,20 @@ static void clean(const char *path, int fixed) {
     free(ones);
 }
 
+/* mkdir -p; 0 on success */
+static int mkdirs(const char *dir) {
+    char buf[4096];
+    struct stat st;
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && stat(buf, &st) != 0) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) == 0 || (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) ? 0 : -1;
+}
+
 typedef void (*case_fn)(const char *, int);
 static const struct {
     const char *name;
@@ -598,11 +612,16 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
+    int made = 1;
     if (rank_ == 0) {
-        mkdir(dir, 0777);
-        if (fixed_dir) mkdir(fixed_dir, 0777);
+        made = mkdirs(dir) == 0 && (!fixed_dir || mkdirs(fixed_dir) == 0);
+        if (!made) perror("h5flow-advise-faulty: cannot create the output directory");
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!made) {
+        MPI_Finalize();
+        return 2;
+    }
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--dir") == 0 || strcmp(argv[a], "--fixed-dir") == 0) {
             a++;

@@ -84,9 +84,9 @@ def collective_fallback(path: Path, fixed: bool) -> None:
 
 
 def fill_time(path: Path, fixed: bool) -> None:
-    # seed 003's chunk shape on a 160 MiB dataset (1:6000 of the seed's 900 GB); each rank writes one chunk
+    # seed 003's chunk shape on an 80 MiB dataset (1:11000 of the seed's 900 GB); each rank writes one chunk
     chunk = (60, 15625)
-    rows, cols = 96, 437500
+    rows, cols = 96, 218750
     r0 = (comm.rank * chunk[0]) % (rows - chunk[0] + 1)
     tile = np.full(chunk, comm.rank + 1, dtype="f4")
     with pfile(path) as f:
@@ -145,7 +145,7 @@ def small_independent_writes(path: Path, fixed: bool) -> None:
 
 
 def chunk_shape(path: Path, fixed: bool) -> None:
-    data = np.arange(1 << 20, dtype="f8")  # 8 MiB in chunks of 512 B
+    data = np.arange(1 << 18, dtype="f8")  # 2 MiB in chunks of 512 B
     with h5py.File(path, "w", libver=("v110", "latest")) as f:
         f.create_dataset("c", data=data, chunks=(131072,) if fixed else (64,))
     with h5py.File(path, "r") as f:
@@ -159,7 +159,7 @@ def chunk_cache(path: Path, fixed: bool) -> None:
         f.create_dataset("z", data=data, chunks=(512, 1024), compression="gzip", compression_opts=1)
     with h5py.File(path, "r", **({"rdcc_nbytes": 16 << 20, "rdcc_nslots": 10007} if fixed else {})) as f:
         z = f["z"]
-        for i in range(0, 2048, 32):
+        for i in range(0, 2048, 64):
             if not np.array_equal(z[i], data[i]):
                 raise SystemExit("chunk-cache: data read back differs")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from h5flow.advise.base import (REF_DARSHAN, RW_OPS, SEED_002, SEED_003, SEED_004, Finding, Rule, Settings, dataset_creates,
-                                dims, file_props, human_bytes, nbytes, nranks, pow2_ceil, pow2_floor, type_size)
+                                dims, file_props, human_bytes, nbytes, pow2_ceil, pow2_floor, type_size)
 
 
 def _parallel(file_p: dict, ranks: int) -> bool:
@@ -30,6 +30,7 @@ class FillTime(Rule):
     def check(self, df: pd.DataFrame) -> list[Finding]:
         s: FillSettings = self.settings  # type: ignore[assignment]
         fprops = file_props(df)
+        ranks = df.groupby("file")["rank"].nunique()
         out = []
         for row in dataset_creates(df).itertuples():
             p = row.p
@@ -38,7 +39,7 @@ class FillTime(Rule):
                 continue
             if p.get("layout") != "chunked":
                 continue  # contiguous storage allocated at creation is not filled there (measured: docs/TRACE.md)
-            early = p.get("alloc_time") == "early" or _parallel(fprops.get(row.file, {}), nranks(df[df["file"] == row.file]))
+            early = p.get("alloc_time") == "early" or _parallel(fprops.get(row.file, {}), int(ranks.get(row.file, 1)))
             if not (p.get("fill_time") == "alloc" or early):
                 continue  # filled chunk by chunk at first write: nothing spent at creation
             rows = df[(df["op"] == "dataset_create") & (df["file"] == row.file) & (df["obj"] == row.obj)]
@@ -81,9 +82,11 @@ class Alignment(Rule):
         s: AlignmentSettings = self.settings  # type: ignore[assignment]
         out = []
         big = df[(df["op"] == "dataset_write") & (df["bytes"] >= s.min_write_bytes)]
+        fprops = file_props(df)
+        ranks = df.groupby("file")["rank"].nunique()
         for file, g in big.groupby("file", sort=False):
-            p = file_props(df).get(file, {})
-            if not _parallel(p, nranks(df[df["file"] == file])) or g["bytes"].sum() < s.min_total_bytes:
+            p = fprops.get(file, {})
+            if not _parallel(p, int(ranks.get(file, 1))) or g["bytes"].sum() < s.min_total_bytes:
                 continue
             threshold, align = (list(p.get("alignment") or [1, 1]) + [1, 1])[:2]
             meta_block = int(p.get("meta_block_size") or 2048)
