@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from h5flow.trace._show import _fmt_bytes as human_bytes  # the same units as h5flow trace show
+
 SEVERITIES = ("HIGH", "WARN", "INFO")
 
 # The trace contract: the columns every rule may read (docs/TRACE.md, "The DataFrame").
@@ -155,14 +157,6 @@ def nbytes(shape: str, file_type: str) -> int:
     for d in dims(shape):
         n *= d
     return n * type_size(file_type)
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def pow2_floor(n: int) -> int:
