@@ -262,3 +262,14 @@ def test_sanitized_connector_on_its_c_test() -> None:
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tests passed" in r.stdout
+
+
+def test_bench_trace_runs_both_sides_and_checks_the_trace(tmp_path: Path) -> None:
+    """`h5flow bench trace` (small): a row per case, the traced side verified by its own trace."""
+    out = tmp_path / "rows.json"
+    r = _h5flow("bench", "trace", "--reps", "1", "--bulk-mib", "8", "--write-mib", "4", "--meta-count", "50",
+                "--dir", str(tmp_path), "--json", str(out), env=_env(), timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {row["case"]: row for row in json.loads(out.read_text())}
+    assert rows["bulk"]["calls"] == 2 and rows["meta"]["calls"] == 150
+    assert all(row["native_s"] > 0 and row["traced_s"] > 0 for row in rows.values())
