@@ -255,7 +255,8 @@ def test_sanitized_connector_on_its_c_test() -> None:
     from test_vol_h5flow_log import _cmake_build
 
     build = ROOT / "build" / "native-asan"
-    _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug", targets=("connectors/h5flow_trace/all",))
+    _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug",
+                 targets=("connectors/h5flow_trace/all",))
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(build / "plugins"), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
     r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build / "connectors" / "h5flow_trace")],
