@@ -91,7 +91,8 @@ def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> 
                        env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
     assert r.returncode == 0, r.stderr
     doc = (ROOT / "docs" / "TRACE.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in doc.split("```python\n")[1:3]]
+    snippets = [b.split("```", 1)[0] for b in doc.split("```python\n")[1:]]
+    blocks = [next(b for b in snippets if "RECORD = np.dtype" in b), next(b for b in snippets if "def strings" in b)]
     ns: dict[str, object] = {}
     os.chdir(out)
     try:

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define H5FT_NAME "h5flow_trace"
-#define H5FT_VALUE 317 /* in the 256-511 range HDF5 reserves for testing new connectors */
+#define H5FT_VALUE 314 /* in the 256-511 range HDF5 reserves for testing new connectors */
 #define H5FT_DIR_MAX 1024
 
 typedef struct {
