@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,9 +101,10 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
     causes = np.array([fmt.decode_causes(lo, gl) for lo, gl in zip(r["no_coll_local"], r["no_coll_global"])],
                       dtype=object)
     n = len(r)
+    objs = _name_anonymous(strings[r["obj"]], ops, strings[r["props"]])
     return {
         "rank": np.full(n, rt.rank, dtype=np.int64), "op": ops,
-        "file": strings[r["file"]], "obj": strings[r["obj"]], "t0": t0, "t1": t1, "dur": t1 - t0,
+        "file": strings[r["file"]], "obj": objs, "t0": t0, "t1": t1, "dur": t1 - t0,
         "bytes": r["bytes"].astype(np.int64), "npoints": r["npoints"].astype(np.int64),
         "nblocks": r["nblocks"].astype(np.int64), "ndims": r["ndims"].astype(np.int64),
         "shape": strings[r["shape"]], "mem_type": strings[r["mem_type"]], "file_type": strings[r["file_type"]],
@@ -113,6 +115,26 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
         "ok": (r["flags"] & fmt.FLAG_FAILED) == 0,
         "host": np.full(n, rt.host, dtype=object), "pid": np.full(n, rt.pid, dtype=np.int64),
     }
+
+
+def _name_anonymous(objs: np.ndarray, ops: np.ndarray, props: np.ndarray) -> np.ndarray:
+    """Objects created without a name (h5py's ``f["x"] = data``) carry a placeholder path (``#anonymous-N``)
+    until a hard link names them; the link's record says which placeholder it named. Every row gets the name."""
+    names: dict[str, str] = {}
+    for i in np.flatnonzero(ops == "link_create"):
+        if props[i].startswith("{"):
+            placeholder = json.loads(props[i]).get("names")
+            if placeholder:
+                names[placeholder] = objs[i]
+    if not names:
+        return objs
+    out = objs.copy()
+    for i, o in enumerate(objs):
+        if o.startswith("#"):
+            head, sep, rest = o.partition("/")
+            if head in names:
+                out[i] = names[head] + sep + rest if sep else names[head]
+    return out
 
 
 def load(directory: str | os.PathLike[str]) -> pd.DataFrame:

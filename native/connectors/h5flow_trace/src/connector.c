@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define H5FT_NAME "h5flow_trace"
-#define H5FT_VALUE 317 /* in the 256-511 range HDF5 reserves for testing new connectors */
+#define H5FT_VALUE 314 /* in the 256-511 range HDF5 reserves for testing new connectors */
 #define H5FT_DIR_MAX 1024
 
 typedef struct {
@@ -41,6 +41,7 @@ typedef struct {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static h5ft_writer *g_writer;
 static int g_open_failed;
+static unsigned long g_anonymous; /* objects created without a name so far: their placeholder paths */
 /* The last transfer whose actual I/O mode HDF5 writes to its DXPL when the API call returns. */
 static struct {
     hid_t dxpl;
@@ -187,9 +188,14 @@ static void set_path(h5ft_ext_t *e, const h5ft_ext_t *parent, const char *name, 
     char *p = malloc(n);
     if (!p)
         return;
-    if (!name)
-        snprintf(p, n, "%s", base);
-    else if (name[0] == '/')
+    if (!name) {
+        /* anonymous (H5Dcreate_anon): a placeholder until a hard link names it (see tr_link_create) */
+        free(p);
+        n = 32;
+        if (!(p = malloc(n)))
+            return;
+        snprintf(p, n, "#anonymous-%lu", ++g_anonymous);
+    } else if (name[0] == '/')
         snprintf(p, n, "%s", name);
     else if (!strcmp(sep, "/@"))
         snprintf(p, n, "%s/@%s", strcmp(base, "/") ? base : "", name);
@@ -228,7 +234,7 @@ static int overridden(h5fpt_op_t op)
     case H5FPT_FILE_CREATE: case H5FPT_FILE_OPEN: case H5FPT_DATASET_CREATE: case H5FPT_DATASET_OPEN:
     case H5FPT_DATASET_READ: case H5FPT_DATASET_WRITE: case H5FPT_ATTR_CREATE: case H5FPT_ATTR_OPEN:
     case H5FPT_ATTR_READ: case H5FPT_ATTR_WRITE: case H5FPT_GROUP_CREATE: case H5FPT_GROUP_OPEN:
-    case H5FPT_OBJECT_OPEN:
+    case H5FPT_OBJECT_OPEN: case H5FPT_LINK_CREATE:
     /* forwarded, not recorded: called many times inside one user call, no I/O */
     case H5FPT_INTROSPECT_GET_CONN_CLS: case H5FPT_INTROSPECT_GET_CAP_FLAGS: case H5FPT_INTROSPECT_OPT_QUERY:
     case H5FPT_BLOB_PUT: case H5FPT_BLOB_GET: case H5FPT_BLOB_SPECIFIC: case H5FPT_BLOB_OPTIONAL:
@@ -282,8 +288,7 @@ static void observe(h5fpt_call_t *c)
         r.ncount = 1;
         r.flags = c->failed ? H5FT_FLAG_FAILED : 0;
         fill_loc(&r, ext_of(c->obj));
-        if (c->name && (c->op == H5FPT_LINK_CREATE || c->op == H5FPT_DATATYPE_COMMIT ||
-                        c->op == H5FPT_DATATYPE_OPEN))
+        if (c->name && (c->op == H5FPT_DATATYPE_COMMIT || c->op == H5FPT_DATATYPE_OPEN))
             r.obj = intern(c->name);
         h5ft_writer_add(g_writer, &r);
     }
@@ -386,7 +391,8 @@ static void opened(const span_t *s, uint16_t op, h5fpt_obj_t *parent, h5fpt_obj_
     const h5ft_ext_t *pe = ext_of(parent);
     pthread_mutex_lock(&g_lock);
     if (o && o->ext) {
-        set_path(o->ext, pe, name, sep);
+        if (name || op == 10 || op == 40) /* an object opened by token stays without a path */
+            set_path(o->ext, pe, name, sep);
         r->obj = ((h5ft_ext_t *)o->ext)->path;
         r->file = ((h5ft_ext_t *)o->ext)->file;
     } else if (pe) {
@@ -425,6 +431,42 @@ static void *tr_object_open(void *obj, const H5VL_loc_params_t *loc, H5I_type_t 
     h5ft_record r = {0};
     opened(&s, 60, obj, o, loc_name(loc, NULL), "/", &r);
     return o;
+}
+
+/* A hard link to an object not named yet (h5py's f["x"] = data: H5Dcreate_anon, then H5Olink) names it. */
+static herr_t tr_link_create(H5VL_link_create_args_t *args, void *obj, const H5VL_loc_params_t *loc,
+                             hid_t lcpl_id, hid_t lapl_id, hid_t dxpl_id, void **req)
+{
+    h5fpt_obj_t *target = args->op_type == H5VL_LINK_CREATE_HARD ? args->args.hard.curr_obj : NULL;
+    span_t s = begin();
+    herr_t rc = h5fpt_link_create(args, obj, loc, lcpl_id, lapl_id, dxpl_id, req);
+    const char *name = loc_name(loc, NULL);
+    h5ft_record r = {0};
+    pthread_mutex_lock(&g_lock);
+    h5ft_ext_t *te = target ? target->ext : NULL;
+    const h5ft_ext_t *pe = ext_of(obj);
+    char props[64] = "";
+    if (rc >= 0 && te && te->pathstr && te->pathstr[0] == '#' && name) {
+        snprintf(props, sizeof props, "{\"names\": \"%s\"}", te->pathstr);
+        set_path(te, pe, name, "/");
+    }
+    r.props = intern(props);
+    if (pe) {
+        r.file = pe->file;
+        char *tmp = NULL;
+        if (name && pe->pathstr) {
+            size_t n = strlen(pe->pathstr) + strlen(name) + 2;
+            tmp = malloc(n);
+            if (tmp)
+                snprintf(tmp, n, "%s%s%s", name[0] == '/' ? "" : pe->pathstr,
+                         name[0] == '/' || !strcmp(pe->pathstr, "/") ? "" : "/", name);
+        }
+        r.obj = intern(tmp ? tmp : name);
+        free(tmp);
+    }
+    add(&s, 50, rc < 0, NULL, &r);
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }
 
 /* A dataset's or attribute's datatype and dataspace through the connector below (not recorded). */
@@ -748,6 +790,7 @@ static void build_class(void)
     g_class.group_cls.create = tr_group_create;
     g_class.group_cls.open = tr_group_open;
     g_class.object_cls.open = tr_object_open;
+    g_class.link_cls.create = tr_link_create;
     g_class.dataset_cls.create = tr_dataset_create;
     g_class.dataset_cls.open = tr_dataset_open;
     g_class.dataset_cls.read = tr_dataset_read;
