@@ -78,7 +78,7 @@ def test_verify_reruns_the_fixed_variant_and_prints_the_gain(tmp_path: Path, cap
     before = json.loads(out[:out.index("\n}\n") + 2])
     assert sorted({f["rule"] for f in before["findings"]}) == ["fill-time", "small-independent-writes"]
     assert f"{FIX_ENV}=fill-time,small-independent-writes" in out
-    assert "fill-time: its calls (s)" in out and out.count("no finding") == 2
+    assert "fill-time (fill-time.h5): the same calls (s)" in out and out.count("no finding") == 2
     assert "time in HDF5 calls, busiest rank (s)" in out
 
 

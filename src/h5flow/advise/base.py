@@ -55,7 +55,8 @@ class Evidence:
     seconds: float  # summed over every rank
     bytes: int
     ranks: list[int]
-    objects: list[str]
+    objects: list[str]  # the most frequent (up to 5)
+    ops: list[str]
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -116,7 +117,14 @@ class Rule:
 def evidence(rows: pd.DataFrame, detail: dict[str, Any] | None = None) -> Evidence:
     objs = [o for o in rows["obj"].value_counts().index[:5] if o]
     return Evidence(int(len(rows)), float(rows["dur"].sum()), int(rows["bytes"].sum()),
-                    sorted(int(r) for r in rows["rank"].unique()), objs, dict(detail or {}))
+                    sorted(int(r) for r in rows["rank"].unique()), objs, sorted(rows["op"].unique()),
+                    dict(detail or {}))
+
+
+def same_calls(df: pd.DataFrame, f: Finding) -> pd.DataFrame:
+    """The calls of another run of the program that correspond to a finding's: same file, operations, objects."""
+    rows = df[(df["file"] == f.file) & df["op"].isin(f.evidence.ops)]
+    return rows[rows["obj"].isin(f.evidence.objects)] if f.evidence.objects else rows
 
 
 # ---------------------------------------------------------------- helpers over the trace's strings

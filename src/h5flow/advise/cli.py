@@ -71,6 +71,8 @@ def verify(before: Run, command: list[str], out: Path, config: dict, only: list[
     from rich.console import Console
     from rich.table import Table
 
+    from h5flow.advise.base import same_calls
+
     console = Console(width=max(Console().width, 120))
     ids = sorted({f.rule for f in before.findings})
     after = traced(command, out, config, only, fix=",".join(ids))
@@ -81,10 +83,13 @@ def verify(before: Run, command: list[str], out: Path, config: dict, only: list[
     for label, a, b in (("wall time of the command (s)", before.wall_s, after.wall_s),
                         ("time in HDF5 calls, busiest rank (s)", hdf5_seconds(before.df), hdf5_seconds(after.df))):
         table.add_row(label, f"{a:.3f}", f"{b:.3f}", f"{a / b:.2f}x" if b > 0 else "-")
+    for f in before.findings:
+        calls = same_calls(after.df, f)
+        t2 = float(calls.groupby("rank")["dur"].sum().max()) if len(calls) else 0.0
+        table.add_row(f"{f.rule} ({Path(f.file).name}): the same calls (s)", f"{f.time_s:.3f}", f"{t2:.3f}",
+                      f"{f.time_s / t2:.2f}x" if t2 > 0 else "-")
     for rule in ids:
-        t = sum(f.time_s for f in before.findings if f.rule == rule)
-        t2 = sum(f.time_s for f in after.findings if f.rule == rule)
-        table.add_row(f"{rule}: its calls (s)", f"{t:.3f}", "no finding" if rule not in left else f"{t2:.3f}", "")
+        table.add_row(f"{rule}: finding after the fix", "yes", "yes" if rule in left else "no finding", "")
     console.print(table)
     if left:
         console.print(f"[red]still found after the fix: {', '.join(sorted(left))}[/red] (does the program read "
