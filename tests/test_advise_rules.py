@@ -65,7 +65,7 @@ def warp(conv_breaks: bool) -> Trace:
     for r in (0, 1):
         t.io("/field", 8 << 20, rank=r, mem="f64le", ftype="f32le", xfer="collective",
              io_actual="none" if conv_breaks else "contiguous-collective",
-             no_coll_cause="datatype-conversion" if conv_breaks else "")
+             no_coll_cause="datatype-conversion,no-selection-io" if conv_breaks else "")  # as HDF5 1.14 reports it
     return t
 
 
@@ -86,6 +86,10 @@ def test_collective_fallback_names_hdf5s_cause() -> None:
     t2 = Trace().open((0, 1), props=MPIO).create("/x", "1000", ranks=(0, 1))
     t2.io("/x", 4000, xfer="collective", io_actual="contiguous-collective")
     assert rules_found(t2) == []
+    t3 = Trace().open((0, 1), props=MPIO).create("/x", "1000", ranks=(0, 1))
+    t3.io("/x", 4000, xfer="collective", io_actual="none", no_coll_cause="no-selection-io")
+    (f,) = advise(t3.df())
+    assert f.rule == "collective-fallback" and "H5Pset_selection_io" in f.message
 
 
 def test_fill_time_on_large_parallel_dataset() -> None:
