@@ -73,13 +73,13 @@ def test_verify_reruns_the_fixed_variant_and_prints_the_gain(tmp_path: Path, cap
     os.environ.pop(FIX_ENV, None)
     rc = h5flow_main(["advise", "--json", "--verify", "--out", str(tmp_path / "runs"), "--", "mpiexec", "-n", "2",
                       str(C_PROGRAM), "--dir", str(tmp_path / "out"), "small-independent-writes", "fill-time"])
-    out = capsys.readouterr().out
-    assert rc == 0, out
-    before = json.loads(out[:out.index("\n}\n") + 2])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.out + cap.err
+    before = json.loads(cap.out)  # standard output is the JSON object alone; the table goes to standard error
     assert sorted({f["rule"] for f in before["findings"]}) == ["fill-time", "small-independent-writes"]
-    assert f"{FIX_ENV}=fill-time,small-independent-writes" in out
-    assert "fill-time (fill-time.h5): the same calls (s)" in out and out.count("no finding") == 2
-    assert "time in HDF5 calls, busiest rank (s)" in out
+    assert f"{FIX_ENV}=fill-time,small-independent-writes" in cap.err
+    assert "fill-time (fill-time.h5): the same calls (s)" in cap.err and cap.err.count("no finding") == 2
+    assert "time in HDF5 calls, busiest rank (s)" in cap.err
 
 
 def test_darshan_log_read_through_pydarshan() -> None:
@@ -94,3 +94,15 @@ def test_darshan_log_read_through_pydarshan() -> None:
     found = advise(df, only=list(DARSHAN_RULES))
     assert [(f.rule, f.evidence.ranks) for f in found] == [("rank-imbalance", [1])]
     assert found[0].file == "/global/cscratch1/sd/ssnyder/test123.h5"
+
+
+def test_darshan_log_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import darshan.examples.example_logs as logs
+
+    log = str(Path(logs.__file__).parent / "ior_hdf5_example.darshan")
+    assert h5flow_main(["advise", "--json", log]) == 0
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["rank-imbalance"]
+    assert h5flow_main(["advise", "--rules", "fill-time", log]) == 2
+    assert "applies to a Darshan log" in capsys.readouterr().err
+    assert h5flow_main(["advise", "/nonexistent/trace"]) == 2
+    assert "no such trace directory" in capsys.readouterr().err

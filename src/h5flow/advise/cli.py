@@ -43,7 +43,22 @@ def _load(path: Path) -> tuple[pd.DataFrame, list[str] | None]:
     return load(path), None
 
 
-def traced(command: list[str], out: Path, config: dict, only: list[str] | None, fix: str = "") -> Run:
+def _run_to_stderr(spec: object) -> int:
+    """The traced run with the command's standard output sent to standard error (keeps ``--json`` output whole)."""
+    from h5flow.trace._run import run
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        return run(spec)  # type: ignore[arg-type]
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def traced(command: list[str], out: Path, config: dict, only: list[str] | None, fix: str = "",
+           stdout_to_stderr: bool = False) -> Run:
     from h5flow.advise import advise
     from h5flow.trace import load
     from h5flow.trace._run import TraceRun, run
@@ -53,7 +68,8 @@ def traced(command: list[str], out: Path, config: dict, only: list[str] | None, 
         os.environ[FIX_ENV] = fix
     try:
         t0 = time.perf_counter()
-        rc = run(TraceRun(out=out, command=command))
+        spec = TraceRun(out=out, command=command)
+        rc = _run_to_stderr(spec) if stdout_to_stderr else run(spec)
         wall = time.perf_counter() - t0
     finally:
         if saved is None:
@@ -66,16 +82,17 @@ def traced(command: list[str], out: Path, config: dict, only: list[str] | None, 
     return Run(out, rc, wall, df, advise(df, config, only))
 
 
-def verify(before: Run, command: list[str], out: Path, config: dict, only: list[str] | None) -> tuple[Run, int]:
+def verify(before: Run, command: list[str], out: Path, config: dict, only: list[str] | None,
+           json_out: bool = False) -> tuple[Run, int]:
     """Re-run the command with the found rules' fixes asked for and print the measured gain."""
     from rich.console import Console
     from rich.table import Table
 
     from h5flow.advise.base import same_calls
 
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=max(Console().width, 120), stderr=json_out)  # stdout stays one JSON object
     ids = sorted({f.rule for f in before.findings})
-    after = traced(command, out, config, only, fix=",".join(ids))
+    after = traced(command, out, config, only, fix=",".join(ids), stdout_to_stderr=json_out)
     left = {f.rule for f in after.findings} & set(ids)
     table = Table(title=f"h5flow advise --verify: {FIX_ENV}={','.join(ids)}")
     for col in ("", "as written", "fixed", "gain"):
@@ -139,24 +156,31 @@ def _cmd_advise(args: argparse.Namespace) -> int:
             rest = rest[1:]
         if not rest:
             raise ValueError("give a trace directory, a Darshan log, or -- COMMAND (see h5flow advise --help)")
-        command = args.target[0] == "--" or not Path(rest[0]).exists()
-        if not command:
+        if args.target[0] != "--":
+            if not Path(rest[0]).exists():
+                raise ValueError(f"{rest[0]}: no such trace directory or Darshan log (a command goes after --: "
+                                 "h5flow advise -- COMMAND...)")
             if args.verify or len(rest) != 1:
                 raise ValueError("--verify and extra arguments need a command: h5flow advise --verify -- COMMAND...")
             df, subset = _load(Path(rest[0]))
-            use = [r for r in (only or subset or []) if subset is None or r in subset] or None
+            use = only
+            if subset is not None:  # a Darshan log: the rules its counters support
+                use = [r for r in (only or subset) if r in subset]
+                if not use:
+                    raise ValueError(f"none of the rules {', '.join(only or [])} applies to a Darshan log; those that "
+                                     f"do: {', '.join(subset)}")
             findings = advise(df, config, use)
             _report(findings, rest[0], df, args)
             return 0
         out = args.out or Path(f"h5flow-advise-{time.strftime('%Y%m%d-%H%M%S')}")
-        before = traced(rest, out / "as-written", config, only)
+        before = traced(rest, out / "as-written", config, only, stdout_to_stderr=args.json)
         _report(before.findings, f"{' '.join(rest)} (trace: {before.out})", before.df, args)
         if not args.verify:
             return 0
         if not before.findings:
-            print(f"{_PREFIX}no finding, nothing to verify")
+            print(f"{_PREFIX}no finding, nothing to verify", file=sys.stderr)
             return 0
-        _after, rc = verify(before, rest, out / "fixed", config, only)
+        _after, rc = verify(before, rest, out / "fixed", config, only, json_out=args.json)
         return rc
     except (ValueError, RuntimeError, OSError, subprocess.SubprocessError) as e:
         print(f"{_PREFIX}{e}", file=sys.stderr)
