@@ -106,6 +106,17 @@ static void rows_io(hid_t dset, int write, hid_t memtype, hsize_t lo, hsize_t hi
     H(H5Sclose(fs));
 }
 
+/* reopen a parallel file read-only and read rows [lo, hi) of a dataset collectively into back */
+static void read_rows_back(const char *path, const char *name, hid_t memtype, hsize_t lo, hsize_t hi, int ndims,
+                           const hsize_t *dims, void *back) {
+    hid_t f = popen_ro(path), dxpl = xfer(H5FD_MPIO_COLLECTIVE), d = H5Dopen2(f, name, H5P_DEFAULT);
+    H(d);
+    rows_io(d, 0, memtype, lo, hi, ndims, dims, dxpl, back);
+    H(H5Dclose(d));
+    H(H5Pclose(dxpl));
+    H(H5Fclose(f));
+}
+
 static hid_t mkdset(hid_t loc, const char *name, hid_t type, int ndims, const hsize_t *dims, hid_t dcpl) {
     hid_t space = H5Screate_simple(ndims, dims, NULL);
     H(space);
@@ -128,16 +139,11 @@ static void dtype_conversion(const char *path, int fixed) {
     rows_io(d, 1, H5T_NATIVE_DOUBLE, lo, hi, 3, dims, dxpl, buf);
     H(H5Dclose(d));
     H(H5Fclose(f));
-    f = popen_ro(path);
-    d = H5Dopen2(f, "field", H5P_DEFAULT);
-    H(d);
-    rows_io(d, 0, H5T_NATIVE_DOUBLE, lo, hi, 3, dims, dxpl, back);
+    H(H5Pclose(dxpl));
+    read_rows_back(path, "field", H5T_NATIVE_DOUBLE, lo, hi, 3, dims, back);
     int ok = 1;
     for (size_t i = 0; i < cnt && ok; i++) ok = fixed ? back[i] == buf[i] : back[i] == (double)(float)buf[i];
     check(ok, "dtype-conversion");
-    H(H5Dclose(d));
-    H(H5Fclose(f));
-    H(H5Pclose(dxpl));
     free(buf);
     free(back);
 }
@@ -160,18 +166,11 @@ static void collective_fallback(const char *path, int fixed) {
     rows_io(d, 1, H5T_NATIVE_DOUBLE, lo, hi, 1, dims, dxpl, buf);
     H(H5Dclose(d));
     H(H5Fclose(f));
-    f = popen_ro(path);
-    d = H5Dopen2(f, "x", H5P_DEFAULT);
-    H(d);
-    hid_t rx = xfer(H5FD_MPIO_COLLECTIVE);
-    rows_io(d, 0, H5T_NATIVE_DOUBLE, lo, hi, 1, dims, rx, back);
+    H(H5Pclose(dxpl));
+    read_rows_back(path, "x", H5T_NATIVE_DOUBLE, lo, hi, 1, dims, back);
     int ok = 1;
     for (size_t i = 0; i < cnt && ok; i++) ok = back[i] == 2.0 * (double)(lo + i);
     check(ok, "collective-fallback");
-    H(H5Dclose(d));
-    H(H5Fclose(f));
-    H(H5Pclose(dxpl));
-    H(H5Pclose(rx));
     free(buf);
     free(back);
 }
@@ -255,14 +254,9 @@ static void alignment(const char *path, int fixed) {
         H(H5Dclose(d));
     }
     H(H5Fclose(f));
-    f = popen_ro(path);
-    hid_t d = H5Dopen2(f, "mask", H5P_DEFAULT);
-    H(d);
-    rows_io(d, 0, H5T_NATIVE_DOUBLE, per * (hsize_t)rank_, per * (hsize_t)(rank_ + 1), 1, dims, dxpl, back);
-    check(memcmp(buf, back, per * sizeof *buf) == 0, "alignment");
-    H(H5Dclose(d));
-    H(H5Fclose(f));
     H(H5Pclose(dxpl));
+    read_rows_back(path, "mask", H5T_NATIVE_DOUBLE, per * (hsize_t)rank_, per * (hsize_t)(rank_ + 1), 1, dims, back);
+    check(memcmp(buf, back, per * sizeof *buf) == 0, "alignment");
     free(buf);
     free(back);
 }
