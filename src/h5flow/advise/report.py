@@ -90,6 +90,7 @@ def plots(df: pd.DataFrame, findings: list[Finding]) -> list[tuple[str, str]]:
                        label="file with a finding")
         ax.set_xlabel("seconds since the first call")
         ax.set_ylabel("rank")
+        ax.set_yticks(sorted(int(r) for r in df["rank"].unique()))
         ax.legend(fontsize=7, ncol=4, loc="upper right")
         fig.tight_layout()
         out.append(("Calls per rank over time (marker size: duration)", _png(fig)))
