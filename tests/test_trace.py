@@ -84,6 +84,20 @@ def test_known_c_program_round_trip(tmp_path: Path) -> None:
     assert json.loads(rows[("file_create", 0)]["props"])["libver"] == ["earliest", "v114"]
 
 
+def test_small_blocks_give_the_same_trace(tmp_path: Path) -> None:
+    """Records flushed every 2 (strings before the records that use them) read as the default blocks do."""
+    frames = []
+    for block in ("2", "4096"):
+        out = tmp_path / f"t{block}"
+        r = subprocess.run([str(KNOWN), str(tmp_path / f"k{block}.h5")], capture_output=True, text=True, timeout=60,
+                           env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out),
+                                    H5FLOW_TRACE_BLOCK=block))
+        assert r.returncode == 0, r.stderr
+        frames.append(load(out)[["op", "obj", "bytes", "npoints", "nblocks", "shape", "mem_type", "file_type",
+                                 "props"]])
+    assert len(frames[0]) > 10 and frames[0].equals(frames[1])
+
+
 def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> None:
     """docs/TRACE.md's numpy dtype and string-table reader give the loader's rows."""
     out = tmp_path / "t"
@@ -168,7 +182,7 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
         """)
     out = tmp_path / "trace"
     r = _h5flow("trace", "--out", str(out), "--", mpiexec, "-n", "4", sys.executable, str(prog),
-                str(tmp_path / "m.h5"), env=_env(), timeout=240)
+                str(tmp_path / "m.h5"), env=_env(H5FLOW_TRACE_BLOCK="2"), timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(p.name for p in out.glob("rank-*.trace")) == [f"rank-{i}.trace" for i in range(4)]
     df = load(out)
@@ -187,10 +201,11 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
     assert create["driver"] == "mpio" and isinstance(create["mpi_hints"], dict)
 
 
-def test_stacked_over_h5flow_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", ["h5flow_log", "h5flow_async under_vol=h5flow_log;under_info={}"])
+def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
     """An existing HDF5_VOL_CONNECTOR stays, below the trace connector: the file is an h5flow_log container."""
-    if not (PLUGIN_DIR / "libh5flow_log.so").exists():
-        pytest.fail("h5flow_log plugin not built")
+    for lib in ("libh5flow_log.so", "libh5flow_async.so"):
+        assert (PLUGIN_DIR / lib).exists(), f"{lib} not built"
     prog = _write(tmp_path, "prog.py", """
         import sys, numpy as np, h5py
         from h5flow import _hdf5lib
@@ -201,7 +216,7 @@ def test_stacked_over_h5flow_log(tmp_path: Path) -> None:
         """)
     out = tmp_path / "trace"
     r = _h5flow("trace", "--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "c.h5"),
-                env=_env(HDF5_VOL_CONNECTOR="h5flow_log"))
+                env=_env(HDF5_VOL_CONNECTOR=below))
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "c.h5").is_dir(), "the file was not written by h5flow_log"
     df = load(out)

@@ -640,6 +640,10 @@ static herr_t dataset_io(int write, size_t count, void *dset[], hid_t mem_type_i
     pthread_mutex_unlock(&g_lock);
     h5ft_record *first = NULL;
     int io_info = 0;
+    /* the call's records in one block, so that their slots stay valid until resolve_pending fills them */
+    pthread_mutex_lock(&g_lock);
+    int together = g_writer && h5ft_writer_reserve(g_writer, count) == 0;
+    pthread_mutex_unlock(&g_lock);
     for (size_t i = 0; i < count; i++) {
         const h5fpt_obj_t *o = dset[i];
         h5ft_record r = {0};
@@ -659,7 +663,7 @@ static herr_t dataset_io(int write, size_t count, void *dset[], hid_t mem_type_i
     /* HDF5 writes the actual I/O mode onto a non-default DXPL when the API call returns: read it back at the
      * next callback (resolve_pending). The records of one call are consecutive in the writer's block. */
     pthread_mutex_lock(&g_lock);
-    if (first && io_info && rc >= 0 && dxpl_id != H5P_DATASET_XFER_DEFAULT && H5Iinc_ref(dxpl_id) >= 0) {
+    if (first && together && io_info && rc >= 0 && dxpl_id != H5P_DATASET_XFER_DEFAULT && H5Iinc_ref(dxpl_id) >= 0) {
         g_pending.dxpl = dxpl_id;
         g_pending.slot = first;
         g_pending.n = count;

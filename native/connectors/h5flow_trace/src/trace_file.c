@@ -266,6 +266,15 @@ h5ft_record *h5ft_writer_add(h5ft_writer *w, const h5ft_record *rec)
     return slot;
 }
 
+int h5ft_writer_reserve(h5ft_writer *w, size_t n)
+{
+    if (n > w->block)
+        return -1;
+    if (w->nrec + n > w->block)
+        h5ft_writer_flush(w);
+    return 0;
+}
+
 int h5ft_writer_flush(h5ft_writer *w)
 {
     int rc = 0;

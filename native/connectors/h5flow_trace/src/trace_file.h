@@ -36,6 +36,9 @@ uint32_t h5ft_writer_intern(h5ft_writer *w, const char *s);
 uint64_t h5ft_now(const h5ft_writer *w);
 /* Appends a record; returns its slot (valid until the next flush) so that a caller can patch it. */
 h5ft_record *h5ft_writer_add(h5ft_writer *w, const h5ft_record *rec);
+/* Makes room for n consecutive records in the current block (flushing it when needed): 0 when the next n
+ * h5ft_writer_add calls return slots that stay valid together until the next flush, -1 when n > the block. */
+int h5ft_writer_reserve(h5ft_writer *w, size_t n);
 /* Writes buffered strings then records. 0 on success, -1 on a write error (reported once on stderr). */
 int h5ft_writer_flush(h5ft_writer *w);
 /* Flushes and closes; frees w. */

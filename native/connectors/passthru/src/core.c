@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,54 @@ __attribute__((format(printf, 5, 6))) static void refuse(h5fpt_info_t *info, con
 }
 #define REFUSE(info, ...) refuse(info, __FILE__, __func__, __LINE__, __VA_ARGS__)
 
+/* HDF5's plugin cache keeps the name pointer a plugin was first loaded by (H5PL__add_plugin copies the key
+ * shallowly) and compares later by-name searches against it: a name freed after
+ * H5VLregister_connector_by_name leaves an entry that can match another search once its memory holds that
+ * name, and the wrong plugin is stacked. Names handed to HDF5 are therefore kept here for the process's
+ * life (a handful of short names; static storage, so never at an address HDF5 freed). */
+#define KEPT_NAMES 16
+#define KEPT_NAME_MAX 128
+static char kept_names[KEPT_NAMES][KEPT_NAME_MAX];
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *kept_name(const char *name)
+{
+    const char *out = NULL;
+    if (strlen(name) >= KEPT_NAME_MAX)
+        return NULL;
+    pthread_mutex_lock(&kept_lock);
+    for (size_t i = 0; i < KEPT_NAMES && !out; i++) {
+        if (!kept_names[i][0])
+            memcpy(kept_names[i], name, strlen(name) + 1);
+        if (!strcmp(kept_names[i], name))
+            out = kept_names[i];
+    }
+    pthread_mutex_unlock(&kept_lock);
+    return out;
+}
+
+/* A connector by name: the registered one of that name, else loaded as a plugin; and only if the connector
+ * then registered under that name really is the one asked for. */
+static hid_t register_by_name(const char *text)
+{
+    hid_t id = H5I_INVALID_HID;
+    H5E_BEGIN_TRY
+    {
+        hid_t loaded = H5I_INVALID_HID;
+        if (H5VLis_connector_registered_by_name(text) <= 0) {
+            const char *name = kept_name(text);
+            if (name)
+                loaded = H5VLregister_connector_by_name(name, H5P_VOL_INITIALIZE_DEFAULT);
+        }
+        if (H5VLis_connector_registered_by_name(text) > 0)
+            id = H5VLget_connector_id_by_name(text);
+        if (loaded >= 0)
+            H5VLclose(loaded); /* id (when set) holds the connector registered under that name */
+    }
+    H5E_END_TRY
+    return id;
+}
+
 /* The under connector named by text: a registered value (digits) or a name. */
 static hid_t register_under(h5fpt_info_t *info, const char *text)
 {
@@ -311,10 +360,8 @@ static hid_t register_under(h5fpt_info_t *info, const char *text)
         H5E_BEGIN_TRY { id = H5VLregister_connector_by_value((H5VL_class_value_t)v, H5P_VOL_INITIALIZE_DEFAULT); }
         H5E_END_TRY
     }
-    else {
-        H5E_BEGIN_TRY { id = H5VLregister_connector_by_name(text, H5P_VOL_INITIALIZE_DEFAULT); }
-        H5E_END_TRY
-    }
+    else
+        id = register_by_name(text);
     if (id < 0)
         REFUSE(info, "under_vol=%s: no such VOL connector (is it on HDF5_PLUGIN_PATH?)", text);
     return id;
