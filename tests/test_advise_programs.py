@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from h5flow.advise import RULE_IDS, advise
-from h5flow.advise.cli import FIX_ENV
+from h5flow._advise_cli import FIX_ENV
 from h5flow.cli import main as h5flow_main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -65,9 +65,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     trace_cli.add_commands(sub)
 
-    from h5flow.advise import cli as advise_cli
+    from h5flow import _advise_cli
 
-    advise_cli.add_command(sub)
+    _advise_cli.add_command(sub)
 
     from h5flow.query import cli as query_cli
 

@@ -1,4 +1,5 @@
-"""``h5flow advise``: findings from a trace directory, a Darshan log, or a command traced first."""
+"""``h5flow advise``: findings from a trace directory, a Darshan log, or a command traced first (the rules:
+:mod:`h5flow.advise`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas and the rules are imported when a command runs, not when the parser is built
+    import pandas as pd
 
 _PREFIX = "h5flow advise: "
 FIX_ENV = "H5FLOW_ADVISE_FIX"
