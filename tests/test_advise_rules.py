@@ -176,6 +176,12 @@ def test_rank_imbalance() -> None:
     t = Trace().open((0, 1), props=MPIO).create("/d", "1000", ranks=(0, 1))
     t.io("/d", 1 << 20, rank=0, dur=0.06).io("/d", 1 << 16, rank=1, dur=0.01)
     assert rules_found(t) == []  # ratio reached, but 0.025 s over the mean is below min_seconds
+    t = Trace()  # one file per rank: compared over the ranks' own files
+    for r, dur in ((0, 0.9), (1, 0.05)):
+        t.open((r,), file=f"out-{r}.h5").create("/d", "1000", ranks=(r,), file=f"out-{r}.h5")
+        t.io("/d", 1 << 20, rank=r, dur=dur, file=f"out-{r}.h5")
+    (f,) = advise(t.df())
+    assert f.rule == "rank-imbalance" and f.file == "(one file per rank)" and "its own files" in f.message
 
 
 def test_mpi_hints_against_collective_buffering() -> None:

@@ -49,6 +49,9 @@ H5Dwrite(dset, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, block);   /* one call wi
         return out
 
 
+N_N = "(one file per rank)"  # the file of a finding over files that one rank each reads or writes
+
+
 @dataclass
 class ImbalanceSettings(Settings):
     ratio: float = 2.0         # slowest rank's read/write time over the fastest rank's
@@ -66,7 +69,12 @@ class RankImbalance(Rule):
         s: ImbalanceSettings = self.settings  # type: ignore[assignment]
         out = []
         rw = df[df["op"].isin(RW_OPS)]
-        for file, g in rw.groupby("file", sort=False):
+        groups = [(file, g) for file, g in rw.groupby("file", sort=False) if g["rank"].nunique() >= 2]
+        # files of one rank each (N-N): the ranks compared over all of them together
+        own = rw.groupby("file")["rank"].transform("nunique") == 1
+        if own.any():
+            groups.append((N_N, rw[own]))
+        for file, g in groups:
             if g["rank"].nunique() < 2:
                 continue
             t = g.groupby("rank")["dur"].sum()
@@ -77,7 +85,8 @@ class RankImbalance(Rule):
                 continue
             out.append(self.finding(
                 file, g[g["rank"] == slow],
-                f"rank {slow} spends {t.max():.3f} s in reads/writes of this file, the fastest rank "
+                f"rank {slow} spends {t.max():.3f} s in reads/writes of "
+                f"{'its own files' if file == N_N else 'this file'}, the fastest rank "
                 f"{t.min():.3f} s, the mean of {len(t)} ranks {mean:.3f} s; bytes per rank from {human_bytes(b.min())} to "
                 f"{human_bytes(b.max())}",
                 seconds=float(t.max() - mean),
