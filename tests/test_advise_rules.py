@@ -203,6 +203,9 @@ def test_findings_ranked_by_time_and_config_checked() -> None:
     assert [f.rule for f in advise(t.df())] == ["libver-earliest", "dtype-conversion"]
     with pytest.raises(ValueError, match="no setting"):
         advise(t.df(), {"libver-earliest": {"objects": 5}})
+    with pytest.raises(ValueError, match="wrong kind.*min_objects=1000"):
+        advise(t.df(), {"libver-earliest": {"min_objects": "many"}})
+    assert [f.rule for f in advise(t.df(), {"libver-earliest": {"min_objects": "1001"}})] == ["dtype-conversion"]
     with pytest.raises(ValueError, match="unknown rule"):
         advise(t.df(), only=["nope"])
     with pytest.raises(TraceFormatError, match="h5flow.trace.load"):

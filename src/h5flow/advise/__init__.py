@@ -55,7 +55,11 @@ def rules(config: dict[str, dict[str, Any]] | None = None, only: list[str] | Non
         if bad:
             raise ValueError(f"rule {cls.id} has no setting(s) {', '.join(bad)}; its settings: {', '.join(names)}")
         defaults = cls.settings_class()
-        typed = {k: type(getattr(defaults, k))(v) for k, v in over.items()}
+        try:
+            typed = {k: type(getattr(defaults, k))(v) for k, v in over.items()}
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"rule {cls.id}: a setting has a value of the wrong kind ({e}); the defaults: "
+                             + ", ".join(f"{n}={getattr(defaults, n)!r}" for n in names)) from None
         out.append(cls(dataclasses.replace(defaults, **typed)))
     return out
 

@@ -25,16 +25,17 @@ def print_text(findings: list[Finding], source: str, console: Any = None) -> Non
     from rich.panel import Panel
     from rich.syntax import Syntax
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console(width=max(Console().width, 120))
     if not findings:
-        console.print(f"[green]no finding[/green] in {source}: none of the rules' thresholds was reached")
+        console.print(Text.assemble(("no finding", "green"), f" in {source}: none of the rules' thresholds was reached"))
         return
-    table = Table(title=f"h5flow advise: {len(findings)} finding(s) in {source}, costliest first")
+    table = Table(title=Text(f"h5flow advise: {len(findings)} finding(s) in {source}, costliest first"))
     for col in ("#", "severity", "rule", "file", "time (s)", "calls", "bytes"):
         table.add_column(col, justify="right" if col in ("#", "time (s)", "calls", "bytes") else "left")
     for i, f in enumerate(findings, 1):
-        table.add_row(str(i), f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]", f.rule, f.file,
+        table.add_row(str(i), Text(f.severity, style=SEVERITY_STYLE[f.severity]), f.rule, Text(f.file),
                       f"{f.time_s:.3f}", f"{f.evidence.calls:,}", human_bytes(f.evidence.bytes))
     console.print(table)
     for i, f in enumerate(findings, 1):
@@ -42,8 +43,8 @@ def print_text(findings: list[Finding], source: str, console: Any = None) -> Non
         body = (f"{f.message}\n\nevidence: {ev.calls:,} calls, {ev.seconds:.3f} s, {human_bytes(ev.bytes)}, ranks "
                 f"{_ranks(ev.ranks)}" + (f", objects {', '.join(ev.objects)}" if ev.objects else "") +
                 f"\nsource: {f.source}")
-        console.print(Panel(body, title=f"{i}. [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] {f.rule}: {f.title}",
-                            subtitle=f.file, expand=True))
+        console.print(Panel(Text(body), title=f"{i}. [{SEVERITY_STYLE[f.severity]}]{f.severity}[/] {f.rule}: {f.title}",
+                            subtitle=Text(f.file), expand=True))
         console.print("  fix (h5py):")
         console.print(Syntax(f.fix_h5py, "python", theme="ansi_dark", padding=(0, 4), word_wrap=True))
         console.print("  fix (C):")
