@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,10 @@ def test_trace_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
     nb = nbformat.read(NOTEBOOKS / "trace_mpi.ipynb", as_version=4)
     monkeypatch.setenv("H5FLOW_NOTEBOOK_DIR", str(NOTEBOOKS))
+    monkeypatch.setenv("H5FLOW_NOTEBOOK_WORK", str(tmp_path / "work"))
     monkeypatch.delenv("HDF5_VOL_CONNECTOR", raising=False)
     NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert any("dtype-conversion" in str(o.get("data", o.get("text", ""))) for o in outputs)
-    assert os.environ.get("H5FLOW_NOTEBOOK_DIR") == str(NOTEBOOKS)
+    assert (tmp_path / "work" / "trace" / "rank-3.trace").is_file() and (tmp_path / "work" / "timeline.png").is_file()
