@@ -122,7 +122,7 @@ def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> 
     assert sorted(names[i] for i in recs["obj"]) == sorted(df["obj"])  # type: ignore[index]
 
 
-def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path) -> None:
+def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`h5flow trace -- python prog.py`, then `h5flow trace show`: tables and the timeline PNG."""
     prog = _write(tmp_path, "prog.py", """
         import sys, numpy as np, h5py
@@ -147,13 +147,15 @@ def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path) -> None:
     assert json.loads(df[df["op"] == "file_create"].iloc[0]["props"])["libver"] == ["v114", "v114"]
     assert "attr_write" in set(df["op"]) and "/x/@n" in set(df["obj"])
     # a second run into the same directory is refused (two runs would read as one)
-    again = _h5flow("trace", "--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "p.h5"), env=env)
-    assert again.returncode != 0 and "already holds a trace" in again.stderr
+    from h5flow.trace.cli import main
 
-    show = _h5flow("trace", "show", str(out), "--png", str(tmp_path / "tl.png"), env=env)
-    assert show.returncode == 0, show.stdout + show.stderr
+    assert main(["--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "p.h5")]) == 2
+    assert "already holds a trace" in capsys.readouterr().err
+
+    assert main(["show", str(out), "--png", str(tmp_path / "tl.png")]) == 0
+    shown = capsys.readouterr().out
     for text in ("time per operation", "dataset_write", "top", "/x", "per rank", "imbalance"):
-        assert text in show.stdout, show.stdout
+        assert text in shown, shown
     png = (tmp_path / "tl.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 

@@ -808,9 +808,9 @@ static void build_class(void)
 H5PL_type_t H5PLget_plugin_type(void);
 const void *H5PLget_plugin_info(void);
 
-H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }
+__attribute__((visibility("default"))) H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }
 
-const void *H5PLget_plugin_info(void)
+__attribute__((visibility("default"))) const void *H5PLget_plugin_info(void)
 {
     pthread_once(&g_once, build_class);
     return &g_class;
