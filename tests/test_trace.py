@@ -227,6 +227,31 @@ def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
     assert w["io_actual"] == ""  # HDF5 reports the actual I/O mode only for MPI-IO under native
 
 
+def test_forked_child_does_not_repeat_the_parents_records(tmp_path: Path) -> None:
+    """A child forked after some calls exits normally: the parent's buffered records are written once."""
+    prog = _write(tmp_path, "fork.py", """
+        import os, sys, numpy as np, h5py
+        f = h5py.File(sys.argv[1], "w")
+        f["a"] = np.arange(10)
+        pid = os.fork()
+        if pid == 0:
+            with h5py.File(sys.argv[1] + ".child", "w") as g:
+                g["b"] = np.arange(3)
+            sys.exit(0)          # atexit: HDF5 closes, the child's trace is written
+        assert os.waitpid(pid, 0)[1] == 0
+        f.close()
+        """)
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, str(prog), str(tmp_path / "f.h5")], capture_output=True, text=True,
+                       timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(list(out.glob("rank-0*.trace"))) == 2  # the parent's and the child's (rank-0-<pid>)
+    df = load(out)
+    writes = df[df["op"] == "dataset_write"]
+    assert sorted(writes["obj"]) == ["/a", "/b"], writes[["pid", "obj"]]
+    assert df[df["obj"] == "/a"]["pid"].nunique() == 1
+
+
 def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:
     """A trace that cannot be written is an error at the file open, not a silently missing trace."""
     blocker = tmp_path / "file"
