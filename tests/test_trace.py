@@ -122,7 +122,7 @@ def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> 
     assert sorted(names[i] for i in recs["obj"]) == sorted(df["obj"])  # type: ignore[index]
 
 
-def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path) -> None:
+def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`h5flow trace -- python prog.py`, then `h5flow trace show`: tables and the timeline PNG."""
     prog = _write(tmp_path, "prog.py", """
         import sys, numpy as np, h5py
@@ -147,13 +147,15 @@ def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path) -> None:
     assert json.loads(df[df["op"] == "file_create"].iloc[0]["props"])["libver"] == ["v114", "v114"]
     assert "attr_write" in set(df["op"]) and "/x/@n" in set(df["obj"])
     # a second run into the same directory is refused (two runs would read as one)
-    again = _h5flow("trace", "--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "p.h5"), env=env)
-    assert again.returncode != 0 and "already holds a trace" in again.stderr
+    from h5flow.trace.cli import main
 
-    show = _h5flow("trace", "show", str(out), "--png", str(tmp_path / "tl.png"), env=env)
-    assert show.returncode == 0, show.stdout + show.stderr
+    assert main(["--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "p.h5")]) == 2
+    assert "already holds a trace" in capsys.readouterr().err
+
+    assert main(["show", str(out), "--png", str(tmp_path / "tl.png")]) == 0
+    shown = capsys.readouterr().out
     for text in ("time per operation", "dataset_write", "top", "/x", "per rank", "imbalance"):
-        assert text in show.stdout, show.stdout
+        assert text in shown, shown
     png = (tmp_path / "tl.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 
@@ -223,6 +225,31 @@ def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
     w = df[df["op"] == "dataset_write"].iloc[0]
     assert (w["obj"], w["bytes"], w["file_type"], w["conv"]) == ("/a", 4000, "i32le", False)
     assert w["io_actual"] == ""  # HDF5 reports the actual I/O mode only for MPI-IO under native
+
+
+def test_forked_child_does_not_repeat_the_parents_records(tmp_path: Path) -> None:
+    """A child forked after some calls exits normally: the parent's buffered records are written once."""
+    prog = _write(tmp_path, "fork.py", """
+        import os, sys, numpy as np, h5py
+        f = h5py.File(sys.argv[1], "w")
+        f["a"] = np.arange(10)
+        pid = os.fork()
+        if pid == 0:
+            with h5py.File(sys.argv[1] + ".child", "w") as g:
+                g["b"] = np.arange(3)
+            sys.exit(0)          # atexit: HDF5 closes, the child's trace is written
+        assert os.waitpid(pid, 0)[1] == 0
+        f.close()
+        """)
+    out = tmp_path / "t"
+    r = subprocess.run([sys.executable, str(prog), str(tmp_path / "f.h5")], capture_output=True, text=True,
+                       timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(list(out.glob("rank-0*.trace"))) == 2  # the parent's and the child's (rank-0-<pid>)
+    df = load(out)
+    writes = df[df["op"] == "dataset_write"]
+    assert sorted(writes["obj"]) == ["/a", "/b"], writes[["pid", "obj"]]
+    assert df[df["obj"] == "/a"]["pid"].nunique() == 1
 
 
 def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:

@@ -66,3 +66,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="trace directory (default h5flow-trace-<date>-<time>); must not hold a trace already")
     p.add_argument("command", nargs=argparse.REMAINDER, help="'-- COMMAND [ARGS...]', or 'show DIR ...'")
     p.set_defaults(func=_cmd_trace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``h5flow trace ...`` on its own (``python -m h5flow.trace.cli``)."""
+    p = argparse.ArgumentParser(prog="h5flow")
+    add_commands(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(["trace", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

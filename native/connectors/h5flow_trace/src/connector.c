@@ -785,8 +785,23 @@ static const h5fpt_desc_t g_desc = {
 static H5VL_class_t g_class;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* A forked child (Python's multiprocessing, a program that forks then exits normally) must not write its
+ * parent's buffered records a second time: it drops the inherited writer and opens a trace of its own (named
+ * with its pid) at its next file open. */
+static void forked_child(void)
+{
+    h5ft_writer_abandon(g_writer);
+    g_writer = NULL;
+    g_open_failed = 0;
+    g_pending.dxpl = H5I_INVALID_HID;
+    g_pending.slot = NULL;
+    g_pending.n = 0;
+    pthread_mutex_init(&g_lock, NULL);
+}
+
 static void build_class(void)
 {
+    pthread_atfork(NULL, NULL, forked_child);
     if (h5fpt_class_init(&g_class, &g_desc) < 0)
         return;
     g_class.file_cls.create = tr_file_create;
@@ -808,9 +823,9 @@ static void build_class(void)
 H5PL_type_t H5PLget_plugin_type(void);
 const void *H5PLget_plugin_info(void);
 
-H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }
+__attribute__((visibility("default"))) H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }
 
-const void *H5PLget_plugin_info(void)
+__attribute__((visibility("default"))) const void *H5PLget_plugin_info(void)
 {
     pthread_once(&g_once, build_class);
     return &g_class;

@@ -301,6 +301,16 @@ int h5ft_writer_flush(h5ft_writer *w)
     return rc;
 }
 
+static void writer_free(h5ft_writer *w)
+{
+    for (size_t i = 0; i < w->nslots; i++)
+        free(w->slots[i].s);
+    free(w->slots);
+    free(w->strbuf);
+    free(w->recbuf);
+    free(w);
+}
+
 int h5ft_writer_close(h5ft_writer *w)
 {
     if (!w)
@@ -310,11 +320,15 @@ int h5ft_writer_close(h5ft_writer *w)
         rc = -1;
     if (w->fd_strings >= 0 && close(w->fd_strings) != 0)
         rc = -1;
-    for (size_t i = 0; i < w->nslots; i++)
-        free(w->slots[i].s);
-    free(w->slots);
-    free(w->strbuf);
-    free(w->recbuf);
-    free(w);
+    writer_free(w);
     return rc;
+}
+
+void h5ft_writer_abandon(h5ft_writer *w)
+{
+    if (!w)
+        return;
+    close(w->fd_trace);
+    close(w->fd_strings);
+    writer_free(w);
 }

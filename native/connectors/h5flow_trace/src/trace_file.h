@@ -43,6 +43,8 @@ int h5ft_writer_reserve(h5ft_writer *w, size_t n);
 int h5ft_writer_flush(h5ft_writer *w);
 /* Flushes and closes; frees w. */
 int h5ft_writer_close(h5ft_writer *w);
+/* Forgets w without writing anything (a forked child: its parent writes what was buffered); frees w. */
+void h5ft_writer_abandon(h5ft_writer *w);
 /* Monotonic clock in ns (the clock records use). */
 uint64_t h5ft_monotonic_ns(void);
 
