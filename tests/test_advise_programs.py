@@ -96,12 +96,19 @@ def test_darshan_log_read_through_pydarshan() -> None:
     assert found[0].file == "/global/cscratch1/sd/ssnyder/test123.h5"
 
 
-def test_darshan_log_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_darshan_log_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import darshan.examples.example_logs as logs
 
     log = str(Path(logs.__file__).parent / "ior_hdf5_example.darshan")
     assert h5flow_main(["advise", "--json", log]) == 0
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["rank-imbalance"]
+    config = tmp_path / "thresholds.json"
+    config.write_text(json.dumps({"rank-imbalance": {"ratio": 20}}))  # the log's slowest/fastest is about 13
+    assert h5flow_main(["advise", "--json", "--config", str(config), log]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    config.write_text(json.dumps({"rank-imbalance": {"slowest": 20}}))
+    assert h5flow_main(["advise", "--config", str(config), log]) == 2
+    assert "no setting(s) slowest" in capsys.readouterr().err
     assert h5flow_main(["advise", "--rules", "fill-time", log]) == 2
     assert "applies to a Darshan log" in capsys.readouterr().err
     assert h5flow_main(["advise", "/nonexistent/trace"]) == 2
