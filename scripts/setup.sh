@@ -26,7 +26,10 @@ MPI4PY_VERSION="4.1.2"
 H5PY_VERSION="3.16.0"
 PY_BUILD_REQS=("setuptools>=77" "wheel" "Cython>=3.0.2,<4" "numpy>=2,<3" "pkgconfig")
 ADIOS2_REQ="adios2>=2.12.1,<2.13"   # optional extra: the adios2 transport (PyPI wheel, built without MPI)
-PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pytest>=8" "pytest-timeout>=2.2" "pytest-xdist>=3.5" "pyroaring>=1.0" "hypothesis>=6.100")
+# h5flow advise: Darshan logs as input (PyDarshan, a manylinux wheel with libdarshan-util inside); the trace
+# notebook run by the tests (nbclient, nbformat, ipykernel)
+PY_ADVISE_REQS=("darshan>=3.4" "nbclient>=0.10" "nbformat>=5.9" "ipykernel>=6.29")
+PY_RUNTIME_REQS=("numpy>=2,<3" "pyzmq>=25" "psutil>=5.9" "matplotlib>=3.7" "rich>=13" "pandas>=2" "pytest>=8" "pytest-timeout>=2.2" "pytest-xdist>=3.5" "pyroaring>=1.0" "hypothesis>=6.100")
 THREADSAFE="${H5FLOW_THREADSAFE:-ON}"
 JOBS="${H5FLOW_JOBS:-$(nproc)}"
 APT_PACKAGES=(libmpich-dev mpich cmake ninja-build pkg-config zlib1g-dev libxml2-dev gcc make patch xz-utils ca-certificates curl)
@@ -213,7 +216,8 @@ make_venv() {
   say "creating .venv (h5py/mpi4py from the cached wheels, h5flow editable)"
   rm -rf "$VENV"
   run "create .venv" "$LOGDIR/venv.log" python3 -m venv "$VENV"
-  run "install runtime requirements" "$LOGDIR/venv-reqs.log" "$VENV/bin/pip" install "setuptools>=77" "${PY_RUNTIME_REQS[@]}"
+  run "install runtime requirements" "$LOGDIR/venv-reqs.log" "$VENV/bin/pip" install "setuptools>=77" "${PY_RUNTIME_REQS[@]}" \
+    "${PY_ADVISE_REQS[@]}"
   run "install mpi4py/h5py wheels" "$LOGDIR/venv-wheels.log" "$VENV/bin/pip" install --no-deps --no-index \
     "$WHEELS"/mpi4py-*.whl "$WHEELS"/h5py-*.whl
   run "install h5flow (editable)" "$LOGDIR/venv-h5flow.log" "$VENV/bin/pip" install --no-deps --no-build-isolation -e "$ROOT"

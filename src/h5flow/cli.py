@@ -61,6 +61,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     packing.add_commands(sub)
 
+    from h5flow.trace import cli as trace_cli
+
+    trace_cli.add_commands(sub)
+
+    from h5flow import _advise_cli
+
+    _advise_cli.add_command(sub)
+
     from h5flow.query import cli as query_cli
 
     query_cli.add_commands(sub)

@@ -18,3 +18,14 @@ def csv_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
         return items
 
     return parse
+
+
+def positive_int(v: str) -> int:
+    """An argparse ``type``: a whole number >= 1."""
+    try:
+        x = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"{v!r}: must be >= 1")
+    return x

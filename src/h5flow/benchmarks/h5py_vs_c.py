@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from h5flow.benchmarks._args import positive_int as _positive
 from h5flow.benchmarks.iotest import report, run_data_dir
 from h5flow.benchmarks.iotest.cases import Case
 from h5flow.benchmarks.iotest.runner import BenchError, Launch, Result, StoragePath, run_launch
@@ -48,16 +49,6 @@ def _ranks(v: str) -> list[int]:
     if not out or out[0] < 1:
         raise argparse.ArgumentTypeError(f"{v!r}: process counts must be >= 1")
     return out
-
-
-def _positive(v: str) -> int:
-    try:
-        x = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"{v!r}: must be >= 1")
-    return x
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

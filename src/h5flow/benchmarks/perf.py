@@ -144,8 +144,9 @@ def work_dir(args: argparse.Namespace) -> Path:
 # ---------------------------------------------------------------- running the kernel
 
 
-def kernel_path() -> Path:
-    exe = _paths.native_tool(KERNEL)
+def kernel_path(name: str = KERNEL) -> Path:
+    """The built C kernel ``name`` (``build/native/bin``), or an error that says how to build it."""
+    exe = _paths.native_tool(name)
     if not exe.is_file():
         raise RuntimeError(f"{exe} not found: build the native code (`make setup`, or "
                            f"`cmake --build {_paths.build_dir() / 'native'}`)")
