@@ -21,6 +21,7 @@ from typing import Any
 
 from h5flow.analyses.base import Analysis
 from h5flow.config import AnalysisConfig
+from h5flow.stepview import Step
 
 _counter = itertools.count()
 
@@ -83,8 +84,6 @@ class PythonAnalysis(Analysis):
             init(comm, dict(self.params))
 
     def execute(self, step: Any) -> Any:
-        from h5flow.api import Step
-
         return self.module.execute(step if isinstance(step, Step) else Step(step))
 
     def finalize(self) -> Any:
