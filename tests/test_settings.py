@@ -162,3 +162,117 @@ def test_every_declared_setting_is_documented() -> None:
         for d in declarations(transports.entry(kind).settings):
             assert d.doc, f"{kind}: {d.name} has no doc"
             assert f"| `{d.xml}`" in settings_gen.doc_table(kind)
+
+
+def test_plugin_partitioner_and_analysis_get_typed_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin's SETTINGS class reads its XML attributes and keywords by the same declarations as the built-in
+    ones (line-numbered errors, parsed values); the built-in partitioners and analyses have their own."""
+    from dataclasses import dataclass
+
+    from h5flow import analyses, partitioners
+    from h5flow.analyses import Analysis, AnalysisSettings
+    from h5flow.config import AnalysisConfig, PartitionerConfig
+    from h5flow.partitioners import Partitioner, PartitionerSettings
+    from h5flow.settings import setting
+
+    @dataclass
+    class EveryNthSettings(PartitionerSettings):
+        stride: int = setting(1, "blocks per chunk", minimum=1)
+
+    class EveryNth(Partitioner):
+        SETTINGS = EveryNthSettings
+
+        def __init__(self, stride: int) -> None:
+            self.stride = stride
+
+        @classmethod
+        def from_config(cls, cfg: PartitionerConfig) -> EveryNth:
+            return cls(cfg.settings.stride)
+
+        def owners(self, blocks: Any, n: int) -> list[int]:
+            return [(i // self.stride) % n for i in range(len(blocks))]
+
+    @dataclass
+    class CountSettings(AnalysisSettings):
+        verbose: bool = setting(False, "say more")
+
+    class Count(Analysis):
+        SETTINGS = CountSettings
+
+        def __init__(self, cfg: AnalysisConfig) -> None:
+            self.verbose = cfg.settings.verbose
+
+        def execute(self, step: Any) -> Any:
+            return None
+
+    for registry in (partitioners.registry, analyses.registry):  # registered for this test only
+        registry.names()
+        monkeypatch.setattr(registry, "_items", dict(registry._items))
+    partitioners.register("every-nth", EveryNth)
+    analyses.register("count", Count)
+    cfg = xmlconfig.loads('<sensei>\n<transport type="hdf5" filename="f"><partitioner type="every-nth" '
+                          'stride="3"/></transport>\n<analysis type="count" verbose="FALSE"/></sensei>')
+    assert cfg.transport().partitioner == PartitionerConfig.of("every-nth", stride="3")
+    assert cfg.transport().partitioner.settings == EveryNthSettings(stride=3)
+    assert cfg.analyses[0].settings == CountSettings(verbose=False) and cfg.analyses[0].verbose is False
+    with pytest.raises(ConfigError, match=r"<string>:2: bad value '0' for attribute 'stride' on <partitioner "
+                                          r"type=\"every-nth\">; accepted: an integer >= 1"):
+        xmlconfig.loads('<sensei>\n<transport type="hdf5" filename="f"><partitioner type="every-nth" '
+                        'stride="0"/></transport></sensei>')
+    with pytest.raises(ConfigError, match=r"<string>:1: unknown attribute 'verbos' on <analysis type=\"count\">; "
+                                          r"did you mean 'verbose'\?"):
+        xmlconfig.loads('<sensei><analysis type="count" verbos="1"/></sensei>')
+    with pytest.raises(ValueError, match=r"verbose='maybe': accepted: 0, 1, true, false"):
+        AnalysisConfig.of("count", verbose="maybe")
+    for name in ("block", "planar", "mapped"):
+        assert partitioners.settings_class(name) is not None
+    for name in ("histogram", "python"):
+        assert analyses.settings_class(name).__name__ != "PluginAnalysisSettings"
+
+
+def _import_graph(src: Path) -> dict[str, set[str]]:
+    """Module → the h5flow modules it imports anywhere in its body (type-checking-only imports left out)."""
+    import ast
+
+    mods = {}
+    for p in (src / "h5flow").rglob("*.py"):
+        parts = list(p.relative_to(src).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        tree = ast.parse(p.read_text())
+        typing_only = {id(c) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+                       for c in ast.walk(n)}
+        for n in ast.walk(tree):
+            if id(n) in typing_only or not isinstance(n, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            else:
+                pkg = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
+                base = ".".join(pkg[:len(pkg) - n.level + 1] + [n.module or ""]).strip(".") if n.level else n.module
+                subs = [f"{base}.{a.name}" for a in n.names]
+                names = subs if all(s in mods for s in subs) else [base or "", *subs]
+            for name in names:
+                while name and name not in mods:
+                    name = name.rpartition(".")[0]
+                if name and name != m:
+                    edges[m].add(name)
+    return edges
+
+
+def test_no_import_circle_but_the_documented_ones() -> None:
+    """docs/ARCHITECTURE.md "Import order" names the only circles: lazy loads inside functions."""
+    edges = _import_graph(ROOT / "src")
+    circles = set()
+    for start in edges:  # every module that reaches back to itself, with the modules on the way
+        stack, seen = [start], {start}
+        while stack:
+            for nxt in edges[stack.pop()]:
+                if nxt == start:
+                    circles.add(start)
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+    assert circles == {"h5flow.transports.hdf5.settings", "h5flow.transports.hdf5.writer", "h5flow.query.expr",
+                       "h5flow.query.grammar"}, sorted(circles)

@@ -121,7 +121,7 @@ def test_consumer_block_partitioner() -> None:
 
 def test_consumer_planar_partitioner() -> None:
     t = one_transport('type="hdf5" filename="f"', '<partitioner type="planar" plane_size=" 3"/>')
-    assert t.partitioner == PartitionerConfig(type="planar", plane_size=3)
+    assert t.partitioner == PartitionerConfig.of("planar", plane_size=3)
     assert one_transport('type="hdf5" filename="f"', '<partitioner type="planar"/>').partitioner.plane_size == 1
 
 
@@ -133,7 +133,7 @@ def test_consumer_mapped_partitioner() -> None:
         <block_owner>1,0,1,0</block_owner>
       </partitioner>"""
     t = one_transport('type="hdf5" filename="f"', body)
-    assert t.partitioner == PartitionerConfig(type="mapped", block_ids=[3, 1, 2, 0], block_owners=[1, 0, 1, 0])
+    assert t.partitioner == PartitionerConfig.of("mapped", block_ids=[3, 1, 2, 0], block_owners=[1, 0, 1, 0])
 
 
 def test_mesh_requirements_are_accepted_and_ignored() -> None:
@@ -369,8 +369,8 @@ def test_histogram_analysis(tmp_path: Path) -> None:
             '            file="out/hist" enabled="1"/>\n</sensei>\n')
     cfg = load(write(tmp_path, "histogram.xml", text))
     assert cfg.transports == []
-    assert cfg.analyses == [AnalysisConfig(type="histogram", mesh="mesh", array="data", association="point", bins=32,
-                                           file="out/hist", enabled=True,
+    assert cfg.analyses == [AnalysisConfig.of("histogram", mesh="mesh", array="data", association="point", bins=32,
+                                              file="out/hist", enabled=True,
                                            source=f"{tmp_path / 'histogram.xml'}:2")]
 
 

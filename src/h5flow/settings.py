@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from h5flow.xmlnode import SIZE_UNITS, SIZE_UNITS_TEXT, XmlNode
 
-__all__ = ["Conflict", "Declaration", "Settings", "declarations", "setting"]
+__all__ = ["Conflict", "Declaration", "Settings", "declarations", "free", "setting"]
 
 SIDES = ("producer", "consumer", "both")
 _INTEGER = re.compile(r"[+]?[0-9]+")
@@ -80,6 +80,12 @@ def setting(default: Any, doc: str = "", *, side: str = "both", minimum: float |
         if value is not None:
             meta[key] = value
     return field(default=default, metadata=meta)
+
+
+def free(default_factory: Any, doc: str = "") -> Any:
+    """A field that is not a declared setting: the settings class reads it (``from_xml``) and checks it
+    (``check()``) itself, e.g. a list given as child elements."""
+    return field(default_factory=default_factory, metadata={"free": True, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -216,9 +222,12 @@ def declarations(cls: type) -> list[Declaration]:
     hints = typing.get_type_hints(cls)
     found = []
     for f in fields(cls):
-        if not f.init:
-            continue
+        if not f.init or f.metadata.get("free"):
+            continue  # "free": a field the class reads and checks itself (a mapped partitioner's lists)
         meta, kind_type = f.metadata, hints.get(f.name)
+        optional = typing.get_args(kind_type)
+        if len(optional) == 2 and type(None) in optional:  # str | None: None is the default, "not given"
+            kind_type = next(t for t in optional if t is not type(None))
         unit = meta.get("unit", "")
         if kind_type is bool:
             kind = "bool"
@@ -271,6 +280,10 @@ class Settings:
     XML_EXTRA: ClassVar[frozenset[str]] = frozenset()
     #: attribute → why it is refused (shown in the error when the attribute is given)
     XML_NOTES: ClassVar[dict[str, str]] = {}
+    #: child elements ``from_xml`` reads (none: a child is refused)
+    XML_CHILDREN: ClassVar[tuple[str, ...]] = ()
+    #: True: every attribute is accepted (``from_xml`` keeps the undeclared ones, e.g. a script's parameters)
+    XML_ANY: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -350,6 +363,16 @@ class Settings:
         except (TypeError, ValueError) as e:
             raise node.error(f"settings refused on {node.describe()}: {e}",
                              f"accepted attributes: {', '.join(sorted(cls.xml_attributes()))}") from None
+
+    @classmethod
+    def from_element(cls, node: XmlNode, common: frozenset[str]) -> Any:
+        """Read ``node`` whole: no attribute but ``common`` and its own (unless ``XML_ANY``), no child but
+        ``XML_CHILDREN`` (read by its :meth:`from_xml`)."""
+        if not cls.XML_ANY:
+            node.check_attributes(common | cls.xml_attributes(), cls.XML_NOTES)
+        if not cls.XML_CHILDREN:
+            node.children(())
+        return cls.from_xml(node)
 
     @classmethod
     def from_xml(cls, node: XmlNode) -> Any:

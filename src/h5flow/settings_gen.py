@@ -128,9 +128,28 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _other_table(what: str, name: str) -> str:
+    """The table of a partitioner's or an analysis' attributes (``what``: partitioner | analysis)."""
+    from h5flow import analyses, partitioners
+
+    cls: type[Settings] | None = (partitioners.settings_class(name) if what == "partitioner"
+                                  else analyses.settings_class(name))
+    rows = ["| attribute | meaning | default | accepted values |", "|---|---|---|---|",
+            f"| `type` | the {what} | (required) | `{name}` |"]
+    if what == "analysis":
+        rows.append(f"| `enabled` | run this {what} | `1` | boolean |")
+    for d in declarations(cls) if cls is not None else ():
+        rows.append(f"| `{d.xml}` | {_cell(d.doc)} | {_cell(_default_doc(d))} | {_cell(d.accepted_doc)} |")
+    return "\n".join(rows) + "\n"
+
+
 def doc_table(kind: str) -> str:
-    """The markdown table of transport ``kind``'s attributes (its settings class's declarations)."""
+    """The markdown table of ``kind``'s attributes (its settings class's declarations): a transport's name, or
+    ``partitioner:NAME`` / ``analysis:NAME``."""
     from h5flow import transports
+
+    if ":" in kind:
+        return _other_table(*kind.split(":", 1))
 
     cls = transports.entry(kind).settings
     with_c = kind == "hdf5"

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from h5flow._registry import Registry
-from h5flow.config import TransportConfig
 from h5flow.transports.base import (BeginStepResult, PublishInfo, Reader, ReadStep, StepStatus, TransportError,
                                     Writer)
 from h5flow.transports.plugin import TransportEntry, TransportSettings, WriterReader, as_entry
+
+if TYPE_CHECKING:
+    from h5flow.config import TransportConfig
 
 #: name → :class:`TransportEntry` (or, from an entry point, a ``(writer, reader)`` pair or a function
 #: returning either); use :func:`entry` to look one up
