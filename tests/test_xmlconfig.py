@@ -404,7 +404,7 @@ def test_histogram_unknown_attribute() -> None:
 def test_unknown_analysis_type() -> None:
     msg = error_of('<sensei>\n<analysis type="catalyst" pipeline="x.py"/></sensei>')
     assert msg.startswith("bad.xml:2: bad value 'catalyst' for attribute 'type'")
-    assert "accepted: adios1, adios2, hdf5, histogram, python, socket" in msg
+    assert "accepted: adios1, adios2, hdf5, histogram, null, python, socket" in msg
 
 
 def test_plugin_analysis_gets_params(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -416,7 +416,7 @@ def test_plugin_analysis_gets_params(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_histogram_on_transport_is_refused() -> None:
     msg = error_of('<sensei><transport type="histogram"/></sensei>')
-    assert "'histogram'" in msg and "accepted: adios1, adios2, hdf5, socket" in msg and "<analysis>" in msg
+    assert "'histogram'" in msg and "accepted: adios1, adios2, hdf5, null, socket" in msg and "<analysis>" in msg
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -458,7 +458,7 @@ def test_filename_and_file_name_together() -> None:
 def test_missing_type(tag: str) -> None:
     msg = error_of(f'<sensei>\n\n<{tag} filename="f"/></sensei>')
     assert msg.startswith(f"bad.xml:3: missing attribute 'type' on <{tag}>")
-    assert "accepted: adios1, adios2, hdf5, socket" in msg
+    assert "accepted: adios1, adios2, hdf5, null, socket" in msg
 
 
 def test_unknown_elements() -> None:
