@@ -238,8 +238,7 @@ def declarations(cls: type) -> list[Declaration]:
         elif kind_type is str:
             kind = "choice" if meta.get("choices") else "pattern" if meta.get("pattern") else "string"
         else:
-            raise TypeError(f"{cls.__name__}.{f.name}: a setting must be bool, int, float or str (got {kind_type!r}); "
-                            "override from_xml to read it and check it in check()")
+            continue  # not a setting it can declare (a list, a dict): the class reads and checks it itself
         minimum = meta.get("minimum", 0 if kind in ("int", "bytes") else None)
         if kind in ("seconds", "float"):
             minimum = -math.inf if minimum is None else minimum
