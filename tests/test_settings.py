@@ -67,6 +67,7 @@ BAD = [
     ("queue_limit", -1, "queue_limit", "-1"),
     ("queue_limit", "2x", "queue_limit", "2x"),
     ("queue_limit", 2.5, "queue_limit", "2.5"),
+    ("queue_limit", 2**62 + 1, "queue_limit", str(2**62 + 1)),  # past what the C library holds
     ("heartbeat", 1e-9, "heartbeat", "1e-9"),
     ("heartbeat", math.nan, "heartbeat", "nan"),
     ("collective", "maybe", "collective", "maybe"),

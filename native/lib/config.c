@@ -113,10 +113,11 @@ typedef struct {
 static int parse_integer(const char *v, const h5fl_setting *s, int64_t *out)
 {
     const char *p = v + (*v == '+');
-    if (!*p || strspn(p, "0123456789") != strlen(p) || strlen(p) > 18)
+    if (!*p || strspn(p, "0123456789") != strlen(p))
         return -1;
+    errno = 0;
     long long x = strtoll(p, NULL, 10);
-    if ((double)x < s->minimum || (double)x > s->maximum)
+    if (errno || x < (long long)s->minimum || x > (long long)s->maximum) /* both within 64 bits for integers */
         return -1;
     *out = x;
     return 0;
