@@ -9,6 +9,7 @@ import pytest
 from h5flow import analyses
 from h5flow.config import AnalysisConfig, PartitionerConfig, SenseiConfig, TransportConfig
 from h5flow.xmlconfig import ConfigError, load, loads
+from h5flow.transports.hdf5.settings import Hdf5Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "config"
 
@@ -28,9 +29,8 @@ method="FLEXPATH" enabled="1 "/>
 </sensei>
 """
 
-HDF5_ACCEPTED = ("async_write, collective, dead_consumer, driver, enabled, file_name, filename, group, heartbeat, keep, layout, "
-                 "map_reads, method, poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, read_threads, "
-                 "type")
+#: what every <transport type="hdf5"> accepts: the shared attributes and its settings' declared ones
+HDF5_ACCEPTED = ", ".join(sorted({"type", "enabled", "filename"} | Hdf5Settings.xml_attributes()))
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -208,7 +208,6 @@ def test_all_extensions() -> None:
 
 
 def test_extension_defaults() -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     t = one_transport('type="hdf5" filename="f"')
     assert t.settings == TransportConfig().settings == Hdf5Settings()
@@ -224,7 +223,6 @@ SHARED_ONLY = [('collective="true"', {"collective": True}), ('method="sc"', {"me
 
 @pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
 def test_shared_file_settings_imply_n_1_when_layout_is_left_out(attr: str, keywords: dict[str, object]) -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     assert one_transport('type="hdf5" filename="f"').settings.layout == "n-n"  # the default without them
     assert one_transport(f'type="hdf5" filename="f" {attr}').settings.layout == "n-1"
@@ -238,7 +236,6 @@ def test_shared_file_settings_imply_n_1_when_layout_is_left_out(attr: str, keywo
 @pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
 def test_shared_file_settings_with_another_layout_are_refused(attr: str, keywords: dict[str, object],
                                                               layout: str) -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     msg = hdf5_error(f'layout="{layout}" {attr}')
     assert msg.startswith("bad.xml:2: "), msg
