@@ -239,26 +239,35 @@ def _import_graph(src: Path) -> dict[str, set[str]]:
     for p in (src / "h5flow").rglob("*.py"):
         parts = list(p.relative_to(src).with_suffix("").parts)
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
-    edges: dict[str, set[str]] = {m: set() for m in mods}
+
+    class Imports(ast.NodeVisitor):
+        def __init__(self, module: str, package: list[str]) -> None:
+            self.module, self.package, self.names = module, package, []
+
+        def visit_If(self, node: ast.If) -> None:  # noqa: N802 - ast's name
+            if getattr(node.test, "id", getattr(node.test, "attr", "")) != "TYPE_CHECKING":
+                self.generic_visit(node)
+
+        def visit_Import(self, node: ast.Import) -> None:  # noqa: N802
+            self.names += [a.name for a in node.names]
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
+            pkg = self.package
+            base = (".".join(pkg[:len(pkg) - node.level + 1] + [node.module or ""]).strip(".") if node.level
+                    else node.module or "")
+            subs = [f"{base}.{a.name}" for a in node.names]
+            self.names += subs if all(s in mods for s in subs) else [base, *subs]
+
+    edges: dict[str, set[str]] = {}
     for m, p in mods.items():
-        tree = ast.parse(p.read_text())
-        typing_only = {id(c) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                       for c in ast.walk(n)}
-        for n in ast.walk(tree):
-            if id(n) in typing_only or not isinstance(n, ast.Import | ast.ImportFrom):
-                continue
-            if isinstance(n, ast.Import):
-                names = [a.name for a in n.names]
-            else:
-                pkg = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
-                base = ".".join(pkg[:len(pkg) - n.level + 1] + [n.module or ""]).strip(".") if n.level else n.module
-                subs = [f"{base}.{a.name}" for a in n.names]
-                names = subs if all(s in mods for s in subs) else [base or "", *subs]
-            for name in names:
-                while name and name not in mods:
-                    name = name.rpartition(".")[0]
-                if name and name != m:
-                    edges[m].add(name)
+        found = Imports(m, m.split(".") if p.name == "__init__.py" else m.split(".")[:-1])
+        found.visit(ast.parse(p.read_text()))
+        edges[m] = set()
+        for name in found.names:
+            while name and name not in mods:
+                name = name.rpartition(".")[0]
+            if name and name != m:
+                edges[m].add(name)
     return edges
 
 
