@@ -28,7 +28,7 @@ def _config(text: str):  # noqa: ANN202
     from h5flow.config import PartitionerConfig, TransportConfig
 
     d = json.loads(text)
-    part = PartitionerConfig(**d.pop("partitioner", {}))
+    part = PartitionerConfig.of(**d.pop("partitioner", {}))
     return TransportConfig.of(partitioner=part, **d)
 
 

@@ -53,7 +53,7 @@ def test_xml_python_analysis_and_registered_names(tmp_path: Path, monkeypatch: p
     script = tmp_path / "a.py"
     script.write_text("def execute(step):\n    return step.step\n")
     cfg = loads(f'<sensei><analysis type="python" script="{script}" array="t" out="x.txt"/></sensei>')
-    assert cfg.analyses[0].params == {"script": str(script), "array": "t", "out": "x.txt"}
+    assert (cfg.analyses[0].script, cfg.analyses[0].params) == (str(script), {"array": "t", "out": "x.txt"})
     a = make_analysis(cfg.analyses[0])
     assert a.params == {"array": "t", "out": "x.txt"}
     with pytest.raises(ConfigError, match="missing attribute 'script'"):

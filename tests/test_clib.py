@@ -174,7 +174,7 @@ def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
     ("missing-dir", "does not exist: create it"),
     ("socket", 'the C library writes the hdf5 transport only; this transport is type="socket"'),
     ("subfiling", 'driver="subfiling" is not offered by the C library'),
-    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: type, enabled, filename"),
+    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: async_write, collective, dead_consumer, driver, enabled, file_name, filename"),
     ("heartbeat", "bad value '0.001' for attribute 'heartbeat' on <transport type=\"hdf5\">; accepted: a number of "
                   "seconds from 0.05 to 3600"),
     ("not-xml", "not a well-formed XML file"),
@@ -262,7 +262,7 @@ def test_c_producer_refuses_collective_with_layout_n_n(tmp_path: Path, attr: str
     xml.write_text(f'<sensei>\n<transport type="hdf5" filename="{stream}" layout="n-n" {attr}/>\n</sensei>\n')
     res = _run(["mpiexec", "-n", "1", str(HEAT_C), str(xml), "--steps", "1", "--shape", "4", "4"], tmp_path)
     assert res.returncode != 0
-    assert 'only act on a shared file (layout="n-1"), but layout="n-n" writes one file per producer rank' in res.stderr
+    assert 'only acts on a shared file (layout="n-1"), but layout="n-n" writes one file per producer rank' in res.stderr
     assert 'give layout="n-1" (or leave layout out' in res.stderr, res.stderr
     assert f"{xml}:2" in res.stderr, res.stderr  # the element's line
     assert not Path(f"{stream}.h5flow").exists()

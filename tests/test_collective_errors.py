@@ -131,7 +131,7 @@ def test_h5flow_consume_loop_fails_every_consumer_rank_with_the_reason(comm, mpi
                           "        raise ZeroDivisionError('the analysis divided by zero')\n")
     sub.Barrier()
     cfg = SenseiConfig(transports=[h5flow.config.TransportConfig.of("hdf5", name, heartbeat=0.5)],
-                       analyses=[AnalysisConfig(type="python", params={"script": str(script)})])
+                       analyses=[AnalysisConfig.of("python", script=str(script))])
     try:
         consume(sub, cfg, timeout=30, quiet=True)
         mine = ""

@@ -204,14 +204,14 @@ def test_metadata_errors_are_clear() -> None:
 
 def test_make_analysis_and_registry() -> None:
     assert "histogram" in analyses.registry.names()
-    h = make_analysis(AnalysisConfig("histogram", "m", "a", "POINT", 12, "out/h"))
+    h = make_analysis(AnalysisConfig.of("histogram", mesh="m", array="a", association="POINT", bins=12, file="out/h"))
     assert isinstance(h, Histogram) and h.name == "histogram"
     assert (h.mesh, h.array, h.association, h.bins, h.file) == ("m", "a", "point", 12, "out/h")
     for bad in (0, -3):
-        with pytest.raises(ValueError, match="bins must be an integer >= 1"):
-            make_analysis(AnalysisConfig(bins=bad))
-    with pytest.raises(ValueError, match="association must be 'cell' or 'point'"):
-        make_analysis(AnalysisConfig(association="face"))
+        with pytest.raises(ValueError, match=f"bins={bad}: accepted: an integer >= 1"):
+            make_analysis(AnalysisConfig.of(bins=bad))
+    with pytest.raises(ValueError, match="association='face': accepted: cell, point"):
+        make_analysis(AnalysisConfig.of(association="face"))
     with pytest.raises(UnknownPluginError, match=r"unknown analysis 'catalyst'; known: .*histogram"):
         make_analysis(AnalysisConfig("catalyst"))
 
@@ -222,7 +222,8 @@ def test_three_ranks_reduce_to_rank_zero(comm, mpi_tmp_path: Path) -> None:
     part = MappedPartitioner([0, 1, 2, 3, 4, 5, 6], [1, 0, 0, 1, 1, 0, 1])  # rank 2 holds no block
     mesh = MeshMeta("mesh", "image", [BlockMeta.of(b, 0) for b in blocks], image_arrays())
     mine = part.assign(mesh, comm.size, comm.rank)
-    analysis = make_analysis(AnalysisConfig("histogram", "mesh", "data", "cell", 13, str(mpi_tmp_path / "h")))
+    analysis = make_analysis(AnalysisConfig.of("histogram", mesh="mesh", array="data", association="cell", bins=13,
+                                                       file=str(mpi_tmp_path / "h")))
     analysis.initialize(comm)
     res = analysis.execute(FakeStep(0, 1.5, {"mesh": blocks}, {"mesh": mine}, {"mesh": image_arrays()}))
     mpi_assert(comm, (res is not None) == (comm.rank == 0), "only rank 0 holds the result")

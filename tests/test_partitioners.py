@@ -93,7 +93,7 @@ def test_planar_examples_and_bad_plane_size() -> None:
         with pytest.raises(PartitionError, match=r"plane_size must be an integer >= 1"):
             PlanarPartitioner(bad)
     with pytest.raises(PartitionError, match="plane_size"):
-        make_partitioner(PartitionerConfig("planar", plane_size=0))
+        make_partitioner(PartitionerConfig.of("planar", plane_size=0))
 
 
 def test_mapped_follows_the_lists_in_any_order() -> None:
@@ -127,7 +127,7 @@ def test_mapped_list_errors_at_construction() -> None:
     with pytest.raises(PartitionError, match=r"block id -2 is negative"):
         MappedPartitioner([0, -2], [0, 0])
     with pytest.raises(PartitionError, match=r"needs block_ids and block_owners; block_owners not given"):
-        make_partitioner(PartitionerConfig("mapped", block_ids=[0, 1]))
+        make_partitioner(PartitionerConfig.of("mapped", block_ids=[0, 1]))
 
 
 def test_n_consumers_must_be_positive() -> None:
@@ -141,9 +141,9 @@ def test_n_consumers_must_be_positive() -> None:
 def test_make_partitioner_builds_each_type_from_its_config() -> None:
     block = make_partitioner(PartitionerConfig())
     assert isinstance(block, BlockPartitioner) and block.name == "block"
-    planar = make_partitioner(PartitionerConfig("Planar", plane_size=4))
+    planar = make_partitioner(PartitionerConfig.of("Planar", plane_size=4))
     assert isinstance(planar, PlanarPartitioner) and planar.plane_size == 4 and planar.name == "planar"
-    mapped = make_partitioner(PartitionerConfig("mapped", block_ids=[1, 0], block_owners=[0, 1]))
+    mapped = make_partitioner(PartitionerConfig.of("mapped", block_ids=[1, 0], block_owners=[0, 1]))
     assert isinstance(mapped, MappedPartitioner) and mapped.owners(make_blocks(2), 2) == [1, 0]
 
 

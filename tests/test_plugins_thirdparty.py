@@ -94,7 +94,7 @@ def test_plugin_settings_are_checked_with_file_and_line(tmp_path: Path, register
 def test_registered_names_are_listed_in_type_errors(tmp_path: Path, registered: None) -> None:
     from h5flow.xmlconfig import ConfigError, loads
 
-    with pytest.raises(ConfigError, match=r"accepted: adios1, adios2, dirstream, hdf5, socket"):
+    with pytest.raises(ConfigError, match=r"accepted: adios1, adios2, dirstream, hdf5, null, socket"):
         loads('<sensei><transport type="dirstreem" filename="x"/></sensei>')
     with pytest.raises(ConfigError, match=r"\(partitioner type\); accepted: block, mapped, planar, reverse$"):
         loads('<sensei><transport type="hdf5" filename="x"><partitioner type="revers"/></transport></sensei>')

@@ -9,6 +9,7 @@ import pytest
 from h5flow import analyses
 from h5flow.config import AnalysisConfig, PartitionerConfig, SenseiConfig, TransportConfig
 from h5flow.xmlconfig import ConfigError, load, loads
+from h5flow.transports.hdf5.settings import Hdf5Settings
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "config"
 
@@ -28,9 +29,8 @@ method="FLEXPATH" enabled="1 "/>
 </sensei>
 """
 
-HDF5_ACCEPTED = ("async_write, collective, dead_consumer, driver, enabled, file_name, filename, group, heartbeat, keep, layout, "
-                 "map_reads, method, poll_max, poll_min, queue_limit, queue_policy, quota, raw_reads, read_threads, "
-                 "type")
+#: what every <transport type="hdf5"> accepts: the shared attributes and its settings' declared ones
+HDF5_ACCEPTED = ", ".join(sorted({"type", "enabled", "filename"} | Hdf5Settings.xml_attributes()))
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -121,7 +121,7 @@ def test_consumer_block_partitioner() -> None:
 
 def test_consumer_planar_partitioner() -> None:
     t = one_transport('type="hdf5" filename="f"', '<partitioner type="planar" plane_size=" 3"/>')
-    assert t.partitioner == PartitionerConfig(type="planar", plane_size=3)
+    assert t.partitioner == PartitionerConfig.of("planar", plane_size=3)
     assert one_transport('type="hdf5" filename="f"', '<partitioner type="planar"/>').partitioner.plane_size == 1
 
 
@@ -133,7 +133,7 @@ def test_consumer_mapped_partitioner() -> None:
         <block_owner>1,0,1,0</block_owner>
       </partitioner>"""
     t = one_transport('type="hdf5" filename="f"', body)
-    assert t.partitioner == PartitionerConfig(type="mapped", block_ids=[3, 1, 2, 0], block_owners=[1, 0, 1, 0])
+    assert t.partitioner == PartitionerConfig.of("mapped", block_ids=[3, 1, 2, 0], block_owners=[1, 0, 1, 0])
 
 
 def test_mesh_requirements_are_accepted_and_ignored() -> None:
@@ -208,7 +208,6 @@ def test_all_extensions() -> None:
 
 
 def test_extension_defaults() -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     t = one_transport('type="hdf5" filename="f"')
     assert t.settings == TransportConfig().settings == Hdf5Settings()
@@ -224,7 +223,6 @@ SHARED_ONLY = [('collective="true"', {"collective": True}), ('method="sc"', {"me
 
 @pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
 def test_shared_file_settings_imply_n_1_when_layout_is_left_out(attr: str, keywords: dict[str, object]) -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     assert one_transport('type="hdf5" filename="f"').settings.layout == "n-n"  # the default without them
     assert one_transport(f'type="hdf5" filename="f" {attr}').settings.layout == "n-1"
@@ -238,7 +236,6 @@ def test_shared_file_settings_imply_n_1_when_layout_is_left_out(attr: str, keywo
 @pytest.mark.parametrize(("attr", "keywords"), SHARED_ONLY, ids=["collective", "method-sc", "subfiling"])
 def test_shared_file_settings_with_another_layout_are_refused(attr: str, keywords: dict[str, object],
                                                               layout: str) -> None:
-    from h5flow.transports.hdf5.settings import Hdf5Settings
 
     msg = hdf5_error(f'layout="{layout}" {attr}')
     assert msg.startswith("bad.xml:2: "), msg
@@ -369,8 +366,8 @@ def test_histogram_analysis(tmp_path: Path) -> None:
             '            file="out/hist" enabled="1"/>\n</sensei>\n')
     cfg = load(write(tmp_path, "histogram.xml", text))
     assert cfg.transports == []
-    assert cfg.analyses == [AnalysisConfig(type="histogram", mesh="mesh", array="data", association="point", bins=32,
-                                           file="out/hist", enabled=True,
+    assert cfg.analyses == [AnalysisConfig.of("histogram", mesh="mesh", array="data", association="point", bins=32,
+                                              file="out/hist", enabled=True,
                                            source=f"{tmp_path / 'histogram.xml'}:2")]
 
 
@@ -404,7 +401,7 @@ def test_histogram_unknown_attribute() -> None:
 def test_unknown_analysis_type() -> None:
     msg = error_of('<sensei>\n<analysis type="catalyst" pipeline="x.py"/></sensei>')
     assert msg.startswith("bad.xml:2: bad value 'catalyst' for attribute 'type'")
-    assert "accepted: adios1, adios2, hdf5, histogram, python, socket" in msg
+    assert "accepted: adios1, adios2, hdf5, histogram, null, python, socket" in msg
 
 
 def test_plugin_analysis_gets_params(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -416,7 +413,7 @@ def test_plugin_analysis_gets_params(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_histogram_on_transport_is_refused() -> None:
     msg = error_of('<sensei><transport type="histogram"/></sensei>')
-    assert "'histogram'" in msg and "accepted: adios1, adios2, hdf5, socket" in msg and "<analysis>" in msg
+    assert "'histogram'" in msg and "accepted: adios1, adios2, hdf5, null, socket" in msg and "<analysis>" in msg
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -458,7 +455,7 @@ def test_filename_and_file_name_together() -> None:
 def test_missing_type(tag: str) -> None:
     msg = error_of(f'<sensei>\n\n<{tag} filename="f"/></sensei>')
     assert msg.startswith(f"bad.xml:3: missing attribute 'type' on <{tag}>")
-    assert "accepted: adios1, adios2, hdf5, socket" in msg
+    assert "accepted: adios1, adios2, hdf5, null, socket" in msg
 
 
 def test_unknown_elements() -> None:

@@ -1,6 +1,10 @@
 /* libh5flow: the producer settings of an XML configuration (the hdf5 transport's attributes of
- * docs/CONFIG.md), read with libxml2, checked as strictly as h5flow's Python reader (xmlconfig.py). */
+ * docs/CONFIG.md), read with libxml2. Every attribute is checked by the rule of its declaration in Python
+ * (Hdf5Settings), which config_table.h holds (generated: python -m h5flow.settings_gen), with the same
+ * messages; the library uses the producer settings, accepts the consumers' and refuses what the table's
+ * c_refused lists, with the reason. */
 #define _DEFAULT_SOURCE
+#include "h5flow.h"
 #include "h5flow_util.h"
 
 #include <ctype.h>
@@ -13,27 +17,21 @@
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <regex.h>
+
+#include "config_table.h"
 
 void h5fl_config_defaults(h5fl_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->layout_nn = 1; /* n-n: the default layout (docs/STREAM.md, "Layouts"), as in Python's Hdf5Settings */
+    cfg->async_write = 1;
     cfg->heartbeat = 1.0;
     cfg->poll_min = 0.0005;
     cfg->poll_max = 0.02;
 }
 
-#define HEARTBEAT_MIN 0.05
-#define HEARTBEAT_MAX 3600.0
-#define POLL_MIN 1e-5
-#define POLL_MAX 60.0
-
 static const char *const TRANSPORT_TYPES[] = {"adios1", "adios2", "hdf5", "socket"};
-static const char *const HDF5_ATTRS[] = {"type", "enabled", "filename", "file_name", "queue_limit", "queue_policy",
-                                         "group", "heartbeat", "poll_min", "poll_max", "method", "collective",
-                                         "layout", "driver", "quota", "keep", "dead_consumer"};
-#define N_HDF5_ATTRS (sizeof HDF5_ATTRS / sizeof HDF5_ATTRS[0])
-
 typedef struct {
     const char *path;
     char *err;
@@ -93,89 +91,6 @@ static int get_bool(ctx_t *c, xmlNodePtr node, const char *name, int def, int *o
     return rc;
 }
 
-static int get_seconds(ctx_t *c, xmlNodePtr node, const char *name, double lo, double hi, double *out)
-{
-    char *v = attr(node, name);
-    if (!v)
-        return 0;
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    int rc = 0;
-    if (end == v || *end || errno || !isfinite(x) || x < lo || x > hi) {
-        char hint[120];
-        snprintf(hint, sizeof hint, "accepted: a number of seconds from %g to %g", lo, hi);
-        rc = bad_value(c, node, name, v, hint);
-    } else {
-        *out = x;
-    }
-    xmlFree(v);
-    return rc;
-}
-
-static int get_choice(ctx_t *c, xmlNodePtr node, const char *name, const char *const *choices, int n, int *out)
-{
-    char *v = attr(node, name);
-    if (!v)
-        return 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcasecmp(v, choices[i])) {
-            *out = i;
-            xmlFree(v);
-            return 0;
-        }
-    }
-    char hint[200] = "accepted: ";
-    for (int i = 0; i < n; i++) {
-        strncat(hint, choices[i], sizeof hint - strlen(hint) - 1);
-        if (i + 1 < n)
-            strncat(hint, ", ", sizeof hint - strlen(hint) - 1);
-    }
-    int rc = bad_value(c, node, name, v, hint);
-    xmlFree(v);
-    return rc;
-}
-
-static int get_bytes(ctx_t *c, xmlNodePtr node, const char *name, uint64_t *out)
-{
-    static const char *const units[] = {"", "b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"};
-    static const double scale[] = {1, 1, 1e3, 1e6, 1e9, 1e12, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
-    char *v = attr(node, name);
-    if (!v)
-        return 0;
-    const char *p = v;
-    int digits = 0;
-    while (isdigit((unsigned char)*p)) {
-        p++;
-        digits++;
-    }
-    if (*p == '.') {
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            p++;
-            digits++;
-        }
-    }
-    const char *unit = p;
-    while (*unit == ' ' || *unit == '\t')
-        unit++;
-    int ok = digits > 0 && (p == v || *v != '+');
-    int k = -1;
-    for (int i = 0; ok && i < (int)(sizeof units / sizeof units[0]); i++)
-        if (!strcasecmp(unit, units[i]))
-            k = i;
-    if (!ok || k < 0) {
-        int rc = bad_value(c, node, name, v,
-                           "accepted: a byte count, optionally with a unit: B, kB, MB, GB, TB (powers of 1000) or "
-                           "KiB, MiB, GiB, TiB (powers of 1024), e.g. 512MiB, 2GiB, 100MB; 0 = unlimited");
-        xmlFree(v);
-        return rc;
-    }
-    *out = (uint64_t)(strtod(v, NULL) * scale[k]);
-    xmlFree(v);
-    return 0;
-}
-
 static int is_transport_type(const char *t)
 {
     for (size_t i = 0; i < sizeof TRANSPORT_TYPES / sizeof TRANSPORT_TYPES[0]; i++)
@@ -184,23 +99,206 @@ static int is_transport_type(const char *t)
     return 0;
 }
 
-static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
+/* One value of setting `s` as its declaration reads it (h5flow.settings.Declaration.parse): 0, or -1 with the
+ * message Python gives. */
+typedef struct {
+    const char *attr; /* the attribute it came from, NULL when absent */
+    char *text;       /* xmlFree it */
+    int flag;         /* bool */
+    int64_t integer;  /* int, bytes */
+    double number;    /* seconds, float */
+    int choice;       /* choice: index into s->choices */
+} value_t;
+
+static int parse_integer(const char *v, const h5fl_setting *s, int64_t *out)
 {
-    for (xmlAttrPtr a = node->properties; a; a = a->next) {
-        int known = 0;
-        for (size_t i = 0; i < N_HDF5_ATTRS; i++)
-            known |= !strcmp((const char *)a->name, HDF5_ATTRS[i]);
-        if (!known) {
-            char list[400] = "";
-            for (size_t i = 0; i < N_HDF5_ATTRS; i++) {
-                strncat(list, HDF5_ATTRS[i], sizeof list - strlen(list) - 1);
-                if (i + 1 < N_HDF5_ATTRS)
-                    strncat(list, ", ", sizeof list - strlen(list) - 1);
-            }
-            return fail(c, node, "unknown attribute '%s' on <%s type=\"hdf5\">; accepted: %s", (const char *)a->name,
-                        (const char *)node->name, list);
+    const char *p = v + (*v == '+');
+    if (!*p || strspn(p, "0123456789") != strlen(p))
+        return -1;
+    errno = 0;
+    long long x = strtoll(p, NULL, 10);
+    if (errno || x < (long long)s->minimum || x > (long long)s->maximum) /* both within 64 bits for integers */
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_bytes(const char *v, const h5fl_setting *s, int64_t *out)
+{
+    static const char *const units[] = {"", "b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"};
+    static const double scale[] = {1, 1, 1e3, 1e6, 1e9, 1e12, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
+    const char *p = v;
+    int digits = 0;
+    while (isdigit((unsigned char)*p))
+        p++, digits++;
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p))
+            p++, digits++;
+    }
+    const char *unit = p;
+    while (isspace((unsigned char)*unit))
+        unit++;
+    if (!digits)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (!strcasecmp(unit, units[i])) {
+            double x = strtod(v, NULL) * scale[i];
+            if (x < s->minimum || x > s->maximum)
+                return -1;
+            *out = (int64_t)x;
+            return 0;
         }
     }
+    return -1;
+}
+
+static int parse_number(const char *v, const h5fl_setting *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < s->minimum || x > s->maximum)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int matches(const char *pattern, const char *v)
+{
+    regex_t re;
+    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0)
+        return 0;
+    int ok = regexec(&re, v, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok;
+}
+
+static int parse_value(ctx_t *c, xmlNodePtr node, const h5fl_setting *s, value_t *val)
+{
+    const char *v = val->text;
+    for (size_t i = 0; i < s->n_refused; i++)
+        if (!strcasecmp(v, s->refused[i].value))
+            return bad_value(c, node, val->attr, v, s->refused[i].reason);
+    int ok = 0;
+    switch (s->kind) {
+    case H5FL_BOOL:
+        ok = !strcmp(v, "1") || !strcasecmp(v, "true") || !strcmp(v, "0") || !strcasecmp(v, "false");
+        val->flag = !strcmp(v, "1") || !strcasecmp(v, "true");
+        break;
+    case H5FL_INT:
+        ok = parse_integer(v, s, &val->integer) == 0;
+        break;
+    case H5FL_BYTES:
+        ok = parse_bytes(v, s, &val->integer) == 0;
+        break;
+    case H5FL_SECONDS:
+    case H5FL_FLOAT:
+        ok = parse_number(v, s, &val->number) == 0;
+        break;
+    case H5FL_CHOICE:
+        for (size_t i = 0; i < s->n_choices && !ok; i++)
+            if (!strcasecmp(v, s->choices[i]))
+                ok = 1, val->choice = (int)i;
+        break;
+    case H5FL_PATTERN:
+        ok = matches(s->pattern, v);
+        break;
+    case H5FL_STRING:
+        ok = *v != '\0';
+        break;
+    }
+    if (!ok)
+        return bad_value(c, node, val->attr, v, s->accepted);
+    for (size_t i = 0; i < s->n_c_refused; i++)
+        if (!strcasecmp(v, s->c_refused[i].value))
+            return bad_value(c, node, val->attr, v, s->c_refused[i].reason);
+    return 0;
+}
+
+/* What the producer does with setting `s` (present, parsed): 0, or -1 for a declared producer setting this
+ * library does not know (config_table.h regenerated from a newer declaration than config.c handles). */
+static int use_value(ctx_t *c, xmlNodePtr node, h5fl_config *cfg, const h5fl_setting *s, const value_t *v)
+{
+    const char *n = s->name;
+    if (!strcmp(n, "queue_limit"))
+        cfg->queue_limit = v->integer;
+    else if (!strcmp(n, "queue_policy"))
+        cfg->discard = v->choice;
+    else if (!strcmp(n, "heartbeat"))
+        cfg->heartbeat = v->number;
+    else if (!strcmp(n, "poll_min"))
+        cfg->poll_min = v->number;
+    else if (!strcmp(n, "poll_max"))
+        cfg->poll_max = v->number;
+    else if (!strcmp(n, "dead_consumer"))
+        cfg->dead_consumer = v->choice;
+    else if (!strcmp(n, "method"))
+        cfg->method_collective = tolower((unsigned char)v->text[1]) == 'c';
+    else if (!strcmp(n, "collective"))
+        cfg->collective = v->flag, cfg->collective_given = 1;
+    else if (!strcmp(n, "layout"))
+        cfg->layout_nn = !strcmp(s->choices[v->choice], "n-n"), cfg->layout_given = 1;
+    else if (!strcmp(n, "driver"))
+        ; /* mpio: the only driver left once c_refused has spoken */
+    else if (!strcmp(n, "quota_bytes"))
+        cfg->quota = (uint64_t)v->integer;
+    else if (!strcmp(n, "keep"))
+        cfg->keep_all = !strcmp(s->choices[v->choice], "all");
+    else if (!strcmp(n, "async_write"))
+        cfg->async_write = v->flag; /* recorded; the library writes each step inside h5flow_end_step */
+    else if (s->side != H5FL_CONSUMER)
+        return fail(c, node, "the setting '%s' is declared for the hdf5 transport but this C library does not "
+                             "handle it; rebuild libh5flow from the same h5flow tree as the Python package", n);
+    return 0; /* a consumer setting: accepted, the consumers' business */
+}
+
+static int known_attribute(const char *name)
+{
+    static const char *const common[] = {"type", "enabled", "filename"};
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        if (!strcmp(name, common[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof H5FL_EXTRA_ATTRS / sizeof H5FL_EXTRA_ATTRS[0]; i++)
+        if (!strcmp(name, H5FL_EXTRA_ATTRS[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof H5FL_SETTINGS / sizeof H5FL_SETTINGS[0]; i++)
+        if (!strcmp(name, H5FL_SETTINGS[i].xml) || (H5FL_SETTINGS[i].alias && !strcmp(name, H5FL_SETTINGS[i].alias)))
+            return 1;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int unknown_attribute(ctx_t *c, xmlNodePtr node, const char *name)
+{
+    enum { N_TABLE = sizeof H5FL_SETTINGS / sizeof H5FL_SETTINGS[0] };
+    const char *names[2 * N_TABLE + 8];
+    size_t n = 0;
+    names[n++] = "type", names[n++] = "enabled", names[n++] = "filename";
+    for (size_t i = 0; i < sizeof H5FL_EXTRA_ATTRS / sizeof H5FL_EXTRA_ATTRS[0] && n < 8; i++)
+        names[n++] = H5FL_EXTRA_ATTRS[i];
+    for (size_t i = 0; i < N_TABLE; i++) {
+        names[n++] = H5FL_SETTINGS[i].xml;
+        if (H5FL_SETTINGS[i].alias)
+            names[n++] = H5FL_SETTINGS[i].alias;
+    }
+    qsort(names, n, sizeof names[0], by_name);
+    char list[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
+        if (i + 1 < n)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    return fail(c, node, "unknown attribute '%s' on <%s type=\"hdf5\">; accepted: %s", name,
+                (const char *)node->name, list);
+}
+
+static int read_filename(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
+{
     char *fn = attr(node, "filename"), *fn2 = attr(node, "file_name");
     int rc = 0;
     if (fn && fn2)
@@ -219,90 +317,77 @@ static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
         xmlFree(fn);
     if (fn2)
         xmlFree(fn2);
-    if (rc)
-        return rc;
+    return rc;
+}
 
-    int from_method = 0;
-    char *method = attr(node, "method");
-    if (method) {
-        if (!*method || tolower((unsigned char)method[0]) != 's') {
-            rc = bad_value(c, node, "method", method,
-                           "h5flow only streams; accepted: a value starting with 's': stream, s, sc (a second "
-                           "character 'c' asks for collective transfers)");
-            xmlFree(method);
-            return rc;
-        }
-        from_method = strlen(method) > 1 && tolower((unsigned char)method[1]) == 'c';
-        xmlFree(method);
-    }
-    char *coll = attr(node, "collective");
-    if (get_bool(c, node, "collective", from_method, &cfg->collective)) {
-        xmlFree(coll);
-        return -1;
-    }
-    if (from_method && coll && !cfg->collective)
-        rc = fail(c, node, "method asks for collective transfers but collective=\"%s\" refuses them; drop one of the "
-                           "two, or make them agree", coll);
-    if (coll)
-        xmlFree(coll);
-    if (rc)
-        return rc;
-
+/* The combinations Hdf5Settings.check and from_xml refuse, with their messages. */
+static int check_combinations(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
+{
+    char *method = attr(node, "method"), *coll = attr(node, "collective");
+    int rc = 0;
+    if (cfg->method_collective && cfg->collective_given && !cfg->collective)
+        rc = fail(c, node, "method=\"%s\" asks for collective transfers but collective=\"%s\" refuses them on <%s "
+                           "type=\"hdf5\">; drop one of the two, or make them agree", method, coll,
+                  (const char *)node->name);
+    else if (cfg->poll_min > cfg->poll_max)
+        rc = fail(c, node, "poll_min %g s is larger than poll_max %g s (on <%s type=\"hdf5\">); give poll_min <= "
+                           "poll_max (defaults 0.0005 and 0.02)", cfg->poll_min, cfg->poll_max,
+                  (const char *)node->name);
+    if (!rc && cfg->method_collective)
+        cfg->collective = 1;
     /* collective transfers only act on a shared file: left out, the layout is then n-1 (else the default n-n);
      * an explicit layout="n-n" with them is refused, as in Python (a setting is never silently ignored) */
-    static const char *const layouts[] = {"n-1", "n-n"};
-    char *layout = attr(node, "layout");
-    cfg->layout_nn = !cfg->collective;
-    if (get_choice(c, node, "layout", layouts, 2, &cfg->layout_nn)) {
-        xmlFree(layout);
-        return -1;
+    if (!rc && !cfg->layout_given)
+        cfg->layout_nn = !cfg->collective;
+    else if (!rc && cfg->layout_nn && cfg->collective) {
+        char what[64];
+        if (cfg->method_collective)
+            snprintf(what, sizeof what, "method=\"%s\"", method);
+        else
+            snprintf(what, sizeof what, "collective=\"true\"");
+        rc = fail(c, node, "%s only acts on a shared file (layout=\"n-1\"), but layout=\"n-n\" writes one file per "
+                           "producer rank, written independently, where it would be ignored (on <%s type=\"hdf5\">); "
+                           "give layout=\"n-1\" (or leave layout out: %s then implies it), or drop %s to keep "
+                           "layout=\"n-n\"", what, (const char *)node->name, what, what);
     }
-    if (layout && cfg->layout_nn && cfg->collective)
-        rc = fail(c, node, "collective transfers (collective=\"true\" or method=\"sc\") only act on a shared file "
-                           "(layout=\"n-1\"), but layout=\"%s\" writes one file per producer rank, where they would "
-                           "be ignored; give layout=\"n-1\" (or leave layout out: collective transfers then imply "
-                           "it), or drop the collective request to keep layout=\"%s\"", layout, layout);
-    if (layout)
-        xmlFree(layout);
-    if (rc)
-        return rc;
-    static const char *const drivers[] = {"mpio", "subfiling"};
-    int driver = 0;
-    if (get_choice(c, node, "driver", drivers, 2, &driver))
+    if (method)
+        xmlFree(method);
+    if (coll)
+        xmlFree(coll);
+    return rc;
+}
+
+static int read_hdf5(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
+{
+    for (xmlAttrPtr a = node->properties; a; a = a->next)
+        if (!known_attribute((const char *)a->name))
+            return unknown_attribute(c, node, (const char *)a->name);
+    if (read_filename(c, node, cfg))
         return -1;
-    if (driver != 0)
-        return fail(c, node, "driver=\"subfiling\" is not offered by the C library; use driver=\"mpio\" or leave the "
-                             "attribute out, or write subfiling from Python");
-    if (get_bytes(c, node, "quota", &cfg->quota))
-        return -1;
-    static const char *const keeps[] = {"released", "all"};
-    if (get_choice(c, node, "keep", keeps, 2, &cfg->keep_all))
-        return -1;
-    char *ql = attr(node, "queue_limit");
-    if (ql) {
-        const char *p = ql + (*ql == '+');
-        int ok = *p != '\0' && strspn(p, "0123456789") == strlen(p) && strlen(p) < 18;
-        if (!ok) {
-            rc = bad_value(c, node, "queue_limit", ql, "accepted: an integer >= 0");
-            xmlFree(ql);
-            return rc;
+    for (size_t i = 0; i < sizeof H5FL_SETTINGS / sizeof H5FL_SETTINGS[0]; i++) {
+        const h5fl_setting *s = &H5FL_SETTINGS[i];
+        value_t v = {0};
+        char *main_text = attr(node, s->xml), *alias_text = s->alias ? attr(node, s->alias) : NULL;
+        int rc = 0;
+        if (main_text && alias_text)
+            rc = fail(c, node, "both '%s' and '%s' on <%s type=\"hdf5\">; give one of them (%s, %s name the same "
+                               "setting)", s->alias, s->xml, (const char *)node->name, s->xml, s->alias);
+        else if (main_text || alias_text) {
+            v.attr = main_text ? s->xml : s->alias;
+            v.text = main_text ? main_text : alias_text;
+            rc = parse_value(c, node, s, &v);
+            if (!rc)
+                rc = use_value(c, node, cfg, s, &v);
         }
-        cfg->queue_limit = strtoll(p, NULL, 10);
-        xmlFree(ql);
+        if (main_text)
+            xmlFree(main_text);
+        if (alias_text)
+            xmlFree(alias_text);
+        if (rc)
+            return rc;
     }
-    static const char *const policies[] = {"block", "discard"};
-    if (get_choice(c, node, "queue_policy", policies, 2, &cfg->discard))
+    if (check_combinations(c, node, cfg))
         return -1;
-    static const char *const dead[] = {"wait", "drop", "error"};
-    if (get_choice(c, node, "dead_consumer", dead, 3, &cfg->dead_consumer))
-        return -1;
-    if (get_seconds(c, node, "heartbeat", HEARTBEAT_MIN, HEARTBEAT_MAX, &cfg->heartbeat) ||
-        get_seconds(c, node, "poll_min", POLL_MIN, POLL_MAX, &cfg->poll_min) ||
-        get_seconds(c, node, "poll_max", POLL_MIN, POLL_MAX, &cfg->poll_max))
-        return -1;
-    if (cfg->poll_min > cfg->poll_max)
-        return fail(c, node, "poll_min %g s is larger than poll_max %g s; give poll_min <= poll_max (defaults 0.0005 "
-                             "and 0.02)", cfg->poll_min, cfg->poll_max);
     /* group, <mesh> and <partitioner> concern consumers: accepted, not used by a producer */
     snprintf(cfg->source, sizeof cfg->source, "%s:%ld", c->path, (long)xmlGetLineNo(node));
     return 0;
@@ -384,5 +469,24 @@ int h5fl_config_from_xml(h5fl_config *cfg, const char *path, char *err, size_t e
     rc = read_hdf5(&c, chosen, cfg);
 done:
     xmlFreeDoc(doc);
+    return rc;
+}
+
+int h5flow_config_check(const char *path, char *msg, size_t len)
+{
+    h5fl_config *cfg = malloc(sizeof *cfg);
+    char err[H5FL_MSG_MAX] = "";
+    int rc = H5FLOW_ERR_CONFIG;
+    if (!cfg)
+        snprintf(err, sizeof err, "h5flow_config_check: out of memory");
+    else if (!path)
+        snprintf(err, sizeof err, "h5flow_config_check: no path given; give an XML configuration file");
+    else {
+        h5fl_config_defaults(cfg);
+        rc = h5fl_config_from_xml(cfg, path, err, sizeof err) ? H5FLOW_ERR_CONFIG : 0;
+    }
+    free(cfg);
+    if (msg && len)
+        snprintf(msg, len, "%s", rc ? err : "");
     return rc;
 }

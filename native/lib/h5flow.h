@@ -26,6 +26,7 @@
 #define H5FLOW_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -108,6 +109,11 @@ H5FLOW_API void h5flow_writer_abort(h5flow_writer *w);
 
 /* The message of the last error on this writer ("" when none). Valid until the next call on w. */
 H5FLOW_API const char *h5flow_errmsg(const h5flow_writer *w);
+
+/* Check the XML file `path` as h5flow_writer_open reads it, without MPI and without touching the stream:
+ * 0 when the library accepts it, else H5FLOW_ERR_CONFIG with what is wrong and what to do in msg (cut to
+ * len bytes; msg may be NULL). Not collective. */
+H5FLOW_API int h5flow_config_check(const char *path, char *msg, size_t len);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,10 @@ typedef struct h5fl_config {
     char filename[H5FL_PATH_MAX]; /* the stream's name: staged in <filename>.h5flow/ */
     char source[H5FL_PATH_MAX + 32]; /* "file.xml:3" or "" */
     int collective;
+    int collective_given;  /* collective= was given (a contradiction with method="sc" is refused) */
+    int method_collective; /* method's second character is 'c' */
+    int layout_given;
+    int async_write; /* recorded only: the library writes each step inside h5flow_end_step */
     int layout_nn; /* layout: 1 n-n (one file per rank, the default), 0 n-1 (one shared file per step) */
     int64_t queue_limit;
     int discard; /* queue_policy: 0 block, 1 discard */

@@ -9,13 +9,45 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class _SettingsView:
+    """Reading a settings field through the config that holds it: ``cfg.plane_size`` is ``cfg.settings.plane_size``."""
+
+    def __getattr__(self, name: str) -> Any:
+        settings = self.__dict__.get("settings")
+        if not name.startswith("_") and settings is not None and hasattr(settings, name):
+            return getattr(settings, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+
 @dataclass
-class PartitionerConfig:
+class PartitionerConfig(_SettingsView):
+    """Which partitioner a consumer uses: its ``type`` and ``settings``, the partitioner's own settings dataclass
+    (:class:`h5flow.partitioners.base.PartitionerSettings`: ``PlanarSettings(plane_size=2)``, ...), read as
+    ``cfg.settings.plane_size`` (or ``cfg.plane_size``). Left out, ``settings`` is the partitioner's defaults.
+    A plugin partitioner without a settings class gets its XML attributes as strings in ``params``.
+    """
+
     type: str = "block"  # block | planar | mapped | a registered partitioner's name
-    plane_size: int = 1  # planar: blocks per round-robin chunk
-    block_ids: list[int] | None = None  # mapped: the blocks listed ...
-    block_owners: list[int] | None = None  # ... and the consumer rank of each
-    params: dict[str, str] = field(default_factory=dict)  # a registered partitioner's own XML attributes
+    settings: Any = None  # the partitioner's settings (its SETTINGS dataclass); None: its defaults
+    params: dict[str, str] = field(default_factory=dict)  # a plugin partitioner without SETTINGS: its attributes
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            from h5flow.partitioners import settings_class
+
+            cls = settings_class(self.type)
+            self.settings = cls() if cls is not None else None
+
+    @classmethod
+    def of(cls, type: str = "block", **keywords: Any) -> PartitionerConfig:  # noqa: A002 - the XML attribute
+        """A partitioner config built in code: ``PartitionerConfig.of("planar", plane_size=2)``; the keywords go to
+        its settings class (a plugin partitioner without one gets them, as strings, in ``params``)."""
+        from h5flow.partitioners import settings_class
+
+        settings_cls = settings_class(type)
+        if settings_cls is None:
+            return cls(type=type, params={k: str(v) for k, v in keywords.items()})
+        return cls(type=type, settings=settings_cls.from_keywords(keywords))
 
 
 @dataclass
@@ -75,16 +107,32 @@ class TransportConfig:
 
 
 @dataclass
-class AnalysisConfig:
+class AnalysisConfig(_SettingsView):
+    """One ``<analysis>``: its ``type`` and ``settings``, the analysis' own settings dataclass
+    (:class:`h5flow.analyses.base.AnalysisSettings`: ``HistogramSettings(mesh=..., bins=...)``, ...), read as
+    ``cfg.settings.bins`` (or ``cfg.bins``). Left out, ``settings`` is the analysis' defaults; in code use
+    :meth:`of`: ``AnalysisConfig.of("histogram", array="temperature", bins=32)``.
+    """
+
     type: str = "histogram"
-    mesh: str = "mesh"
-    array: str = "data"
-    association: str = "cell"  # cell | point
-    bins: int = 10
-    file: str | None = None  # histogram: write <file>_<mesh>_<array>_<step>.txt (SENSEI's format)
     enabled: bool = True
-    params: dict[str, str] = field(default_factory=dict)  # further attributes of other analyses
     source: str = ""
+    settings: Any = None  # the analysis' settings (its SETTINGS dataclass); None: its defaults
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            from h5flow.analyses import settings_class
+
+            self.settings = settings_class(self.type)()
+
+    @classmethod
+    def of(cls, type: str = "histogram", *, enabled: bool = True, source: str = "",  # noqa: A002
+           **keywords: Any) -> AnalysisConfig:
+        """An analysis config built in code; the keywords go to its settings class (``from_keywords``)."""
+        from h5flow.analyses import settings_class
+
+        return cls(type=type, enabled=enabled, source=source,
+                   settings=settings_class(type).from_keywords(keywords))
 
 
 @dataclass

@@ -170,7 +170,7 @@ def _time_reads(step: Any) -> list[float]:
 
 
 def default_analysis() -> AnalysisConfig:
-    return AnalysisConfig(type="histogram", mesh="mesh", array="data", association="cell", bins=10)
+    return AnalysisConfig.of("histogram", mesh="mesh", array="data", association="cell", bins=10)
 
 
 def consume(comm: Any, config: SenseiConfig, timeout: float = 60.0, record: str | None = None,

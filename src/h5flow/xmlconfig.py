@@ -17,7 +17,6 @@ Every mistake raises :class:`ConfigError` with ``"<file>:<line>: <what is wrong>
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from h5flow.config import AnalysisConfig, PartitionerConfig, SenseiConfig, TransportConfig
@@ -44,9 +43,6 @@ _TRANSPORT_CHILD_NOTES = {
 }
 _ADIOS1_METHODS = ("flexpath",)
 _BUILTIN_PARTITIONERS = ("block", "mapped", "planar")
-_PARTITIONER_ATTRS = {"block": {"type"}, "planar": {"type", "plane_size"}, "mapped": {"type"}}
-_HISTOGRAM_ATTRS = {"type", "enabled", "mesh", "array", "association", "bins", "file"}
-_PLUGIN_ANALYSIS_FIELDS = ("mesh", "array", "association")
 
 
 def _transport_types() -> list[str]:
@@ -122,64 +118,22 @@ def _transport_children(node: _Node, cfg: TransportConfig) -> None:
 
 
 def _partitioner(node: _Node) -> PartitionerConfig:
-    from h5flow.partitioners import registry
+    from h5flow.partitioners import make_partitioner, registry, settings_class
 
     known = registry.names()  # the built-in ones and every registered one (entry points included)
     kind = node.require("type", f"accepted: {', '.join(known)}")
     if kind.lower() not in known:
         raise node.bad_value("type", f"accepted: {', '.join(known)}", what=" (partitioner type)")
     kind = kind.lower()
-    if kind not in _BUILTIN_PARTITIONERS:
-        return _plugin_partitioner(node, kind)
-    node.check_attributes(_PARTITIONER_ATTRS[kind], {
-        "cycle_size": "SENSEI's header documents cycle_size but its code reads plane_size; use plane_size"})
-    cfg = PartitionerConfig(type=kind)
-    if kind == "planar":
-        cfg.plane_size = node.integer("plane_size", cfg.plane_size, minimum=1)
-    if kind != "mapped":
+    settings_cls = settings_class(kind)
+    if settings_cls is None:  # a plugin partitioner that reads its attributes from params
         node.children(())
-        return cfg
-    lists: dict[str, tuple[_Node, list[tuple[int, int]]]] = {}
-    for child in node.children(("block_id", "block_owner")):
-        tag = child.el.tag
-        if tag in lists:
-            raise child.error(f"a second <{tag}> inside {node.describe()}",
-                              f"list all values in one <{tag}> (the first is on line {lists[tag][0].el.line})")
-        child.check_attributes(())
-        for grandchild in child.el.children:
-            raise ConfigError(f"{node.path}:{grandchild.line}: unknown element <{grandchild.tag}> inside <{tag}>; "
-                              f"<{tag}> holds only integers separated by spaces or commas",
-                              path=node.path, line=grandchild.line)
-        lists[tag] = (child, _int_list(child))
-    for tag in ("block_id", "block_owner"):
-        if tag not in lists:
-            raise node.error(f"missing <{tag}> inside {node.describe()}",
-                             "a mapped partitioner needs <block_id>0 1 2</block_id> and "
-                             "<block_owner>0 1 0</block_owner> of equal length")
-    (ids_node, ids), (owners_node, owners) = lists["block_id"], lists["block_owner"]
-    if len(ids) != len(owners):
-        raise owners_node.error(f"<block_owner> lists {len(owners)} ranks but <block_id> (line {ids_node.el.line}) "
-                                f"lists {len(ids)} blocks inside {node.describe()}",
-                                "give one owner rank per block id", line=owners_node.el.text_line or None)
-    seen: dict[int, int] = {}
-    for block, line in ids:
-        if block in seen:
-            raise ids_node.error(f"block id {block} is listed twice in <block_id> (first on line {seen[block]})",
-                                 "list each block once, with its owner at the same position in <block_owner>",
-                                 line=line)
-        seen[block] = line
-    cfg.block_ids, cfg.block_owners = [b for b, _ in ids], [r for r, _ in owners]
-    return cfg
-
-
-def _plugin_partitioner(node: _Node, kind: str) -> PartitionerConfig:
-    """A registered partitioner: its attributes go to ``params``; it is built once here, so that the
-    settings it refuses are reported with this element's line."""
-    from h5flow.partitioners import make_partitioner
-
-    node.children(())
-    cfg = PartitionerConfig(type=kind, params={k: v.strip() for k, v in node.el.attrs.items() if k != "type"})
-    try:
+        cfg = PartitionerConfig(type=kind, params={k: v.strip() for k, v in node.el.attrs.items() if k != "type"})
+    else:  # its own settings class reads and checks its attributes (and children)
+        cfg = PartitionerConfig(type=kind, settings=settings_cls.from_element(node, frozenset({"type"})))
+    if kind in _BUILTIN_PARTITIONERS:
+        return cfg  # whether a mapped partitioner's lists fit a step is known only when it runs
+    try:  # built once here, so that the settings it refuses are reported with this element's line
         make_partitioner(cfg)
     except (ValueError, TypeError) as e:  # PartitionError is a ValueError
         raise node.error(f"{node.describe()} refused its settings: {e}",
@@ -188,57 +142,15 @@ def _plugin_partitioner(node: _Node, kind: str) -> PartitionerConfig:
     return cfg
 
 
-def _int_list(node: _Node) -> list[tuple[int, int]]:
-    """The integers of ``<block_id>``/``<block_owner>``, each with the line it is on."""
-    text = node.el.text
-    first = len(text) - len(text.lstrip())
-    values = []
-    for m in re.finditer(r"[^\s,]+", text):
-        token, line = m.group(), (node.el.text_line or node.el.line) + text.count("\n", first, m.start())
-        if not token.isdigit() or not token.isascii():
-            raise node.error(f"bad value {token!r} in <{node.el.tag}>",
-                             "accepted: integers >= 0 separated by spaces or commas", line=line)
-        values.append((int(token), line))
-    if not values:
-        raise node.error(f"empty <{node.el.tag}>", "list integers >= 0 separated by spaces or commas")
-    return values
-
-
 def _analysis(node: _Node, kind: str) -> AnalysisConfig:
-    if kind == "histogram":
-        node.check_attributes(_HISTOGRAM_ATTRS)
-        node.children(())
-        cfg = AnalysisConfig(type=kind, source=node.source, enabled=node.boolean("enabled", True))
-        cfg.mesh = node.string("mesh", cfg.mesh)
-        cfg.array = node.string("array", cfg.array)
-        cfg.association = node.choice("association", cfg.association, ("cell", "point"))
-        cfg.bins = node.integer("bins", cfg.bins, minimum=1)
-        file = node.get("file")
-        if file is not None:
-            cfg.file = node.string("file", "")
-        return cfg
-    # an analysis registered by a plugin: its own attributes go to ``params`` for it to check
-    from h5flow.analyses import registry
+    from h5flow.analyses import registry, settings_class
 
     if kind not in registry:
         known = sorted(set(_transport_types()) | set(registry.names()))
         raise node.bad_value("type", f"accepted: {', '.join(known)}", what=" (analysis type)")
-    cfg = AnalysisConfig(type=kind, source=node.source, enabled=node.boolean("enabled", True))
-    node.children(())
-    if kind == "python":  # SENSEI's Python adaptor: every other attribute goes to the script's params
-        from h5flow.analyses._python import resolve_script
-
-        script = node.require("script", "give script=\"my_analysis.py\" (a script defining execute(step))")
-        if not resolve_script(script, node.source).is_file():
-            raise node.bad_value("script", "the script does not exist; give a path relative to the working "
-                                           "directory or to this XML file")
-        cfg.params = {k: v.strip() for k, v in node.el.attrs.items() if k not in ("type", "enabled")}
-        return cfg
-    for name in _PLUGIN_ANALYSIS_FIELDS:
-        setattr(cfg, name, node.string(name, getattr(cfg, name)))
-    cfg.params = {k: v.strip() for k, v in node.el.attrs.items()
-                  if k not in ("type", "enabled", *_PLUGIN_ANALYSIS_FIELDS)}
-    return cfg
+    enabled = node.boolean("enabled", True)
+    settings = settings_class(kind).from_element(node, frozenset({"type", "enabled"}))
+    return AnalysisConfig(type=kind, source=node.source, enabled=enabled, settings=settings)
 
 
 def _config(root: _Element, path: str) -> SenseiConfig:

@@ -119,12 +119,12 @@ _BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
 _INTEGER = re.compile(r"[+]?[0-9]+")
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)")
-_SIZE_UNITS = {
+SIZE_UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_SIZE_UNITS_TEXT = "a byte count, optionally with a unit: B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB " \
+SIZE_UNITS_TEXT = "a byte count, optionally with a unit: B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB " \
                    "(powers of 1024), e.g. 512MiB, 2GiB, 100MB; 0 = unlimited"
 
 
@@ -268,9 +268,9 @@ class XmlNode:
         if value is None:
             return default
         m = _SIZE.fullmatch(value)
-        if m is None or m.group(2).lower() not in _SIZE_UNITS:
-            raise self.bad_value(name, f"accepted: {_SIZE_UNITS_TEXT}")
-        return int(Fraction(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+        if m is None or m.group(2).lower() not in SIZE_UNITS:
+            raise self.bad_value(name, f"accepted: {SIZE_UNITS_TEXT}")
+        return int(Fraction(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
 
 
 _Node = XmlNode  # the name xmlconfig used

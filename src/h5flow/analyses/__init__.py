@@ -11,10 +11,13 @@ with its ``from_config(cfg)`` classmethod when it has one, else by calling the c
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from h5flow._registry import Registry
-from h5flow.analyses.base import Analysis
-from h5flow.config import AnalysisConfig
+from h5flow._registry import Registry, UnknownPluginError
+from h5flow.analyses.base import Analysis, AnalysisSettings, PluginAnalysisSettings
+
+if TYPE_CHECKING:
+    from h5flow.config import AnalysisConfig
 
 registry: Registry[type[Analysis]] = Registry("analysis", "h5flow.analyses")
 
@@ -39,8 +42,10 @@ registry.register("python", _load_python)
 
 def register(name: str, analysis: type[Analysis] | Callable[[], type[Analysis]], *, replace: bool = False) -> None:
     """Make ``<analysis type="name" .../>`` run ``analysis`` (an :class:`Analysis` subclass, or a function
-    returning one, called on first use). Its XML attributes other than ``type`` and ``enabled`` arrive in
-    ``cfg.params`` (``mesh``, ``array``, ``association`` in their fields); it is built with
+    returning one, called on first use). Its XML attributes other than ``type`` and ``enabled`` are the fields
+    of its ``SETTINGS`` dataclass (an :class:`AnalysisSettings`), given as ``cfg.settings``; without
+    ``SETTINGS`` they arrive in :class:`PluginAnalysisSettings` (``cfg.mesh``, ``cfg.array``,
+    ``cfg.association``, the rest as strings in ``cfg.params``). It is built with
     ``analysis.from_config(cfg)`` when it has that classmethod, else ``analysis(cfg)``.
 
     The name only exists in this process: ``h5flow consume``/``h5flow run`` see analyses registered through
@@ -58,6 +63,21 @@ def register(name: str, analysis: type[Analysis] | Callable[[], type[Analysis]],
         raise TypeError(f"register({name!r}, ...): give an Analysis subclass or a function returning one")
 
 
+def settings_class(name: str) -> type[AnalysisSettings]:
+    """The settings dataclass of analysis ``name``: its ``SETTINGS``, else :class:`PluginAnalysisSettings` (also
+    for a name not registered, which :func:`make_analysis` refuses)."""
+    try:
+        cls = registry.get(name)
+    except UnknownPluginError:
+        return PluginAnalysisSettings
+    settings = getattr(cls, "SETTINGS", None)
+    if settings is None:
+        return PluginAnalysisSettings
+    if not (isinstance(settings, type) and issubclass(settings, AnalysisSettings)):
+        raise TypeError(f"analysis {name!r}: SETTINGS must be an AnalysisSettings dataclass, not {settings!r}")
+    return settings
+
+
 def make_analysis(cfg: AnalysisConfig) -> Analysis:
     """The analysis ``cfg.type`` names, built from ``cfg`` (call ``initialize(comm)`` on it next).
 
@@ -72,4 +92,5 @@ def make_analysis(cfg: AnalysisConfig) -> Analysis:
     return analysis
 
 
-__all__ = ["Analysis", "make_analysis", "register", "registry"]
+__all__ = ["Analysis", "AnalysisSettings", "PluginAnalysisSettings", "make_analysis", "register", "registry",
+           "settings_class"]

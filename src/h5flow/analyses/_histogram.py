@@ -28,14 +28,17 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from h5flow.analyses.base import Analysis
-from h5flow.config import AnalysisConfig
+from h5flow.analyses.base import Analysis, AnalysisSettings, mesh_setting
 from h5flow.model import Association
+from h5flow.settings import setting
 from h5flow.transports.base import ReadStep
+
+if TYPE_CHECKING:
+    from h5flow.config import AnalysisConfig
 
 #: the relative width of the binning range of a constant field (SENSEI's failure threshold, made relative)
 CONSTANT_FIELD_WIDTH = 1e-6
@@ -186,10 +189,23 @@ def histogram_of(values: np.ndarray, bins: int) -> tuple[float, float, np.ndarra
     return lo, hi, merge_extra_slot(slot_counts(v, lo, hi, bins))
 
 
+@dataclass
+class HistogramSettings(AnalysisSettings):
+    """``<analysis type="histogram" .../>`` (SENSEI's histogram)."""
+
+    mesh: str = mesh_setting()
+    array: str = setting("data", "the array to histogram")
+    association: str = setting("cell", "where the array lives", choices=("cell", "point"))
+    bins: int = setting(10, "number of bins", minimum=1)
+    file: str | None = setting(None, "write `<file>_<mesh>_<array>_<step>.txt` (SENSEI's format); absent = no files",
+                               default_doc="none", accepted_doc="a non-empty path prefix")
+
+
 class Histogram(Analysis):
     """The histogram of one array of one mesh, over all consumer ranks; rank 0 holds the result."""
 
     name = "histogram"
+    SETTINGS = HistogramSettings
 
     def __init__(self, mesh: str = "mesh", array: str = "data", association: Association = "cell",
                  bins: int = 10, file: str | os.PathLike[str] | None = None) -> None:
@@ -207,11 +223,8 @@ class Histogram(Analysis):
 
     @classmethod
     def from_config(cls, cfg: AnalysisConfig) -> Histogram:
-        assoc = cfg.association.lower()
-        if assoc not in ("cell", "point"):
-            raise ValueError(f"{cfg.source or 'histogram'}: association must be 'cell' or 'point', "
-                             f"got {cfg.association!r}")
-        return cls(cfg.mesh, cfg.array, "cell" if assoc == "cell" else "point", cfg.bins, cfg.file)
+        s: HistogramSettings = cfg.settings  # parsed and checked by its declarations
+        return cls(s.mesh, s.array, "cell" if s.association == "cell" else "point", s.bins, s.file)
 
     def _check_meta(self, step: ReadStep) -> None:
         """Checks on the step's global metadata, so every rank raises the same error (no rank left waiting)."""

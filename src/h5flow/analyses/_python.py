@@ -15,12 +15,18 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from h5flow.analyses.base import Analysis
-from h5flow.config import AnalysisConfig
+from h5flow.analyses.base import Analysis, AnalysisSettings
+from h5flow.settings import free, setting
+from h5flow.stepview import Step
+from h5flow.xmlnode import XmlNode
+
+if TYPE_CHECKING:
+    from h5flow.config import AnalysisConfig
 
 _counter = itertools.count()
 
@@ -59,8 +65,31 @@ def load_script(path: Path) -> ModuleType:
     return module
 
 
+@dataclass
+class PythonSettings(AnalysisSettings):
+    """``<analysis type="python" script="my_analysis.py" .../>``: the script, and every other attribute (stripped)
+    in ``params``, which the script's ``initialize(comm, params)`` receives."""
+
+    XML_ANY: ClassVar[bool] = True
+
+    script: str = setting("", "the script defining `execute(step)` (a path relative to the working directory or "
+                              "to the XML file)", default_doc="(required)")
+    params: dict[str, str] = free(dict, "every other attribute, stripped")
+
+    @classmethod
+    def from_xml(cls, node: XmlNode) -> PythonSettings:
+        script = node.require("script", "give script=\"my_analysis.py\" (a script defining execute(step))")
+        if not resolve_script(script, node.source).is_file():
+            raise node.bad_value("script", "the script does not exist; give a path relative to the working "
+                                           "directory or to this XML file")
+        params = {k: v.strip() for k, v in node.el.attrs.items() if k not in ("type", "enabled", "script")}
+        settings: PythonSettings = cls.build_from_xml(node, {"script": script, "params": params})
+        return settings
+
+
 class PythonAnalysis(Analysis):
     name = "python"
+    SETTINGS = PythonSettings
 
     def __init__(self, script: str | Path, params: dict[str, str] | None = None, source: str = "") -> None:
         self.path = resolve_script(str(script), source)
@@ -69,8 +98,8 @@ class PythonAnalysis(Analysis):
 
     @classmethod
     def from_config(cls, cfg: AnalysisConfig) -> PythonAnalysis:
-        params = dict(cfg.params)
-        script = params.pop("script", "")
+        params = dict(cfg.settings.params)
+        script = cfg.settings.script or params.pop("script", "")
         if not script:
             raise ValueError(f"{cfg.source or 'analysis'}: <analysis type=\"python\"> needs script=\"file.py\" "
                              "(a script defining execute(step))")
@@ -83,8 +112,6 @@ class PythonAnalysis(Analysis):
             init(comm, dict(self.params))
 
     def execute(self, step: Any) -> Any:
-        from h5flow.api import Step
-
         return self.module.execute(step if isinstance(step, Step) else Step(step))
 
     def finalize(self) -> Any:

@@ -34,7 +34,7 @@ def transport_config(text: str) -> Any:
     from h5flow.config import PartitionerConfig, TransportConfig
 
     d = json.loads(text)
-    return TransportConfig.of(partitioner=PartitionerConfig(**d.pop("partitioner", {})), **d)
+    return TransportConfig.of(partitioner=PartitionerConfig.of(**d.pop("partitioner", {})), **d)
 
 
 def oscillator(args: argparse.Namespace) -> Any:

@@ -10,7 +10,7 @@ counted, on either side: docs/STREAM.md). In the same run it measures the refere
 
 * ``adios2-sst-plain`` / ``adios2-bp5-plain``: a plain ADIOS2 writer/reader pair moving the same bytes per
   step with no h5flow code in between (:mod:`h5flow.benchmarks.adios2_plain`), M writers and N readers;
-* the null transport: the oscillator and the analysis in one job of M ranks, the analysis reading the
+* the null transport (``h5flow.transports.null``): the oscillator and the analysis in one job of M ranks, the analysis reading the
   producer's blocks in place (zero copies, nothing moved), the fastest of at least three runs; every row's
   time to solution ÷ this;
 * the physical bound: a raw POSIX write + read of the same bytes in the same directory, one new file per
@@ -389,43 +389,40 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
     return record
 
 
-# -- the null transport: producer and analysis in one job ---------------------------------------------
-
-class _NullStep:
-    """A step whose blocks are the producer's own arrays (the analysis reads them in place)."""
-
-    def __init__(self, step: int, time_: float, meta: Any, blocks: list[Any]) -> None:
-        self.step, self.time, self.meta = step, time_, meta
-        self._blocks = blocks
-
-    def my_block_ids(self, mesh: str) -> list[int]:
-        return [b.block_id for b in self._blocks] if mesh == "mesh" else []
-
-    def blocks(self, mesh: str, arrays: Any = (), association: str = "cell") -> list[Any]:
-        return list(self._blocks) if mesh == "mesh" else []
-
+# -- the null transport (h5flow.transports.null): producer and analysis in one job -----------------------
 
 def null_job(shape: tuple[int, int, int], steps: int) -> dict[str, Any]:
-    """One rank of the null run (under ``mpiexec -n M``): oscillator step, then the histogram on its blocks."""
+    """One rank of the null run (under ``mpiexec -n M``): oscillator step, then the histogram on its blocks,
+    handed over by the null transport (the producer's own arrays, in this process)."""
     from mpi4py import MPI
 
     from h5flow.analyses import make_analysis
+    from h5flow.config import TransportConfig
     from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
     from h5flow.runner import default_analysis
-    from h5flow.transports._common import StepPuts
+    from h5flow.transports import StepStatus, open_reader, open_writer
 
     comm = MPI.COMM_WORLD
     start = time.time()
     sim = Simulation(OscillatorConfig(shape=shape, nblocks=comm.size, ghost=0, steps=steps), comm.rank, comm.size)
     analysis = make_analysis(default_analysis())
     analysis.initialize(comm)
+    cfg = TransportConfig(type="null", filename="bench-transit-null")
+    writer = open_writer(comm, cfg)
+    reader = open_reader(comm, cfg)
     for s in range(sim.num_steps()):
         t = sim.advance(s)
-        blocks = sim.blocks()
-        puts = StepPuts()
-        for b in blocks:
-            puts.add("mesh", b)
-        analysis.execute(_NullStep(s, t, puts.gather(comm, s, t), blocks))  # type: ignore[arg-type]
+        writer.begin_step(s, t)
+        for b in sim.blocks():
+            writer.put("mesh", b)
+        writer.end_step()
+        got = reader.begin_step(0)
+        if got.status is not StepStatus.OK or got.step is None:
+            raise RuntimeError(f"null transport: step {s} not delivered ({got.status.value}: {got.reason})")
+        analysis.execute(got.step)
+        reader.release()
+    writer.close()
+    reader.close()
     analysis.finalize()
     import resource
 

@@ -12,10 +12,13 @@ builds it with its ``from_config(cfg)`` classmethod when it has one, else with n
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from h5flow._registry import Registry
-from h5flow.config import PartitionerConfig
-from h5flow.partitioners.base import PartitionError, Partitioner
+from h5flow._registry import Registry, UnknownPluginError
+from h5flow.partitioners.base import PartitionError, Partitioner, PartitionerSettings
+
+if TYPE_CHECKING:
+    from h5flow.config import PartitionerConfig
 
 registry: Registry[type[Partitioner]] = Registry("partitioner", "h5flow.partitioners")
 
@@ -48,7 +51,9 @@ def register(name: str, partitioner: type[Partitioner] | Callable[[], type[Parti
     """Make ``<partitioner type="name" .../>`` (and ``h5flow.open(..., partitioner="name")``) use
     ``partitioner`` (a :class:`Partitioner` subclass, or a function returning one, called on first use).
 
-    Its XML attributes other than ``type`` arrive as strings in ``cfg.params``; it is built with
+    Its XML attributes other than ``type`` are the fields of its ``SETTINGS`` dataclass (a
+    :class:`PartitionerSettings`), checked by their declarations and given as ``cfg.settings``; a partitioner
+    without ``SETTINGS`` gets them as strings in ``cfg.params``. It is built with
     ``partitioner.from_config(cfg)`` when it has that classmethod, else ``partitioner()``. The XML reader
     builds it once while loading, so a ``ValueError`` (:class:`PartitionError`) it raises for bad settings
     is reported with the file and line. The name only exists in this process: ``h5flow consume``/``run``
@@ -66,6 +71,19 @@ def register(name: str, partitioner: type[Partitioner] | Callable[[], type[Parti
         raise TypeError(f"register({name!r}, ...): give a Partitioner subclass or a function returning one")
 
 
+def settings_class(name: str) -> type[PartitionerSettings] | None:
+    """The settings dataclass of partitioner ``name`` (``None``: a plugin that reads ``cfg.params``, or a name not
+    registered, refused when the partitioner is made)."""
+    try:
+        cls = registry.get(name)
+    except UnknownPluginError:
+        return None
+    settings = getattr(cls, "SETTINGS", None)
+    if settings is not None and not (isinstance(settings, type) and issubclass(settings, PartitionerSettings)):
+        raise TypeError(f"partitioner {name!r}: SETTINGS must be a PartitionerSettings dataclass, not {settings!r}")
+    return settings
+
+
 def make_partitioner(cfg: PartitionerConfig) -> Partitioner:
     """The partitioner ``cfg.type`` names, built from ``cfg``.
 
@@ -80,4 +98,5 @@ def make_partitioner(cfg: PartitionerConfig) -> Partitioner:
     return part
 
 
-__all__ = ["PartitionError", "Partitioner", "make_partitioner", "register", "registry"]
+__all__ = ["PartitionError", "Partitioner", "PartitionerSettings", "make_partitioner", "register", "registry",
+           "settings_class"]

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from h5flow.config import PartitionerConfig
 from h5flow.model import BlockMeta
-from h5flow.partitioners.base import PartitionError, Partitioner
+from h5flow.partitioners.base import PartitionError, Partitioner, PartitionerSettings
+
+if TYPE_CHECKING:
+    from h5flow.config import PartitionerConfig
+
+
+@dataclass
+class BlockSettings(PartitionerSettings):
+    """``<partitioner type="block"/>`` takes no attributes."""
 
 
 def block_range(num_blocks: int, n_consumers: int, rank: int) -> range:
@@ -25,6 +34,7 @@ class BlockPartitioner(Partitioner):
     """Contiguous ranges of blocks, in block-id order, sizes differing by at most one."""
 
     name = "block"
+    SETTINGS = BlockSettings
 
     @classmethod
     def from_config(cls, cfg: PartitionerConfig) -> BlockPartitioner:

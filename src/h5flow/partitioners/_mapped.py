@@ -2,12 +2,80 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from h5flow.config import PartitionerConfig
 from h5flow.model import BlockMeta
-from h5flow.partitioners.base import PartitionError, Partitioner
+from h5flow.partitioners.base import PartitionError, Partitioner, PartitionerSettings
+from h5flow.settings import free
+from h5flow.xmlnode import ConfigError, XmlNode
+
+if TYPE_CHECKING:
+    from h5flow.config import PartitionerConfig
+
+_LISTS = ("block_id", "block_owner")
+
+
+@dataclass
+class MappedSettings(PartitionerSettings):
+    """``<partitioner type="mapped">`` with ``<block_id>`` and ``<block_owner>`` children (SENSEI's lists)."""
+
+    XML_CHILDREN: ClassVar[tuple[str, ...]] = _LISTS
+
+    block_ids: list[int] | None = free(lambda: None, "the blocks listed (<block_id>)")
+    block_owners: list[int] | None = free(lambda: None, "the consumer rank of each (<block_owner>)")
+
+    @classmethod
+    def from_xml(cls, node: XmlNode) -> MappedSettings:
+        lists: dict[str, tuple[XmlNode, list[tuple[int, int]]]] = {}
+        for child in node.children(_LISTS):
+            tag = child.el.tag
+            if tag in lists:
+                raise child.error(f"a second <{tag}> inside {node.describe()}",
+                                  f"list all values in one <{tag}> (the first is on line {lists[tag][0].el.line})")
+            child.check_attributes(())
+            for grandchild in child.el.children:
+                raise ConfigError(f"{node.path}:{grandchild.line}: unknown element <{grandchild.tag}> inside <{tag}>; "
+                                  f"<{tag}> holds only integers separated by spaces or commas",
+                                  path=node.path, line=grandchild.line)
+            lists[tag] = (child, _int_list(child))
+        for tag in _LISTS:
+            if tag not in lists:
+                raise node.error(f"missing <{tag}> inside {node.describe()}",
+                                 "a mapped partitioner needs <block_id>0 1 2</block_id> and "
+                                 "<block_owner>0 1 0</block_owner> of equal length")
+        (ids_node, ids), (owners_node, owners) = lists["block_id"], lists["block_owner"]
+        if len(ids) != len(owners):
+            raise owners_node.error(f"<block_owner> lists {len(owners)} ranks but <block_id> (line "
+                                    f"{ids_node.el.line}) lists {len(ids)} blocks inside {node.describe()}",
+                                    "give one owner rank per block id", line=owners_node.el.text_line or None)
+        seen: dict[int, int] = {}
+        for block, line in ids:
+            if block in seen:
+                raise ids_node.error(f"block id {block} is listed twice in <block_id> (first on line {seen[block]})",
+                                     "list each block once, with its owner at the same position in <block_owner>",
+                                     line=line)
+            seen[block] = line
+        return cls(block_ids=[b for b, _ in ids], block_owners=[r for r, _ in owners])
+
+
+def _int_list(node: XmlNode) -> list[tuple[int, int]]:
+    """The integers of ``<block_id>``/``<block_owner>``, each with the line it is on."""
+    text = node.el.text
+    first = len(text) - len(text.lstrip())
+    values = []
+    for m in re.finditer(r"[^\s,]+", text):
+        token, line = m.group(), (node.el.text_line or node.el.line) + text.count("\n", first, m.start())
+        if not token.isdigit() or not token.isascii():
+            raise node.error(f"bad value {token!r} in <{node.el.tag}>",
+                             "accepted: integers >= 0 separated by spaces or commas", line=line)
+        values.append((int(token), line))
+    if not values:
+        raise node.error(f"empty <{node.el.tag}>", "list integers >= 0 separated by spaces or commas")
+    return values
 
 
 def _ids(values: Sequence[int]) -> str:
@@ -25,6 +93,7 @@ class MappedPartitioner(Partitioner):
     """
 
     name = "mapped"
+    SETTINGS = MappedSettings
 
     def __init__(self, block_ids: Sequence[int], block_owners: Sequence[int]) -> None:
         ids, owners = [int(b) for b in block_ids], [int(o) for o in block_owners]
@@ -50,11 +119,12 @@ class MappedPartitioner(Partitioner):
 
     @classmethod
     def from_config(cls, cfg: PartitionerConfig) -> MappedPartitioner:
-        if cfg.block_ids is None or cfg.block_owners is None:
-            missing = " and ".join(n for n, v in (("block_ids", cfg.block_ids), ("block_owners", cfg.block_owners))
+        s = cfg.settings
+        if s.block_ids is None or s.block_owners is None:
+            missing = " and ".join(n for n, v in (("block_ids", s.block_ids), ("block_owners", s.block_owners))
                                    if v is None)
             raise PartitionError(f"mapped partitioner needs block_ids and block_owners; {missing} not given")
-        return cls(cfg.block_ids, cfg.block_owners)
+        return cls(s.block_ids, s.block_owners)
 
     def owners(self, blocks: Sequence[BlockMeta], n_consumers: int) -> list[int]:
         if n_consumers < 1:

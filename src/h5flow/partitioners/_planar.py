@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from h5flow.config import PartitionerConfig
 from h5flow.model import BlockMeta
-from h5flow.partitioners.base import PartitionError, Partitioner
+from h5flow.partitioners.base import PartitionError, Partitioner, PartitionerSettings
+from h5flow.settings import setting
+
+if TYPE_CHECKING:
+    from h5flow.config import PartitionerConfig
+
+
+@dataclass
+class PlanarSettings(PartitionerSettings):
+    """``<partitioner type="planar" plane_size="..."/>``."""
+
+    XML_NOTES: ClassVar[dict[str, str]] = {
+        "cycle_size": "SENSEI's header documents cycle_size but its code reads plane_size; use plane_size"}
+
+    plane_size: int = setting(1, "blocks per round-robin chunk", minimum=1)
 
 
 class PlanarPartitioner(Partitioner):
@@ -17,6 +32,7 @@ class PlanarPartitioner(Partitioner):
     """
 
     name = "planar"
+    SETTINGS = PlanarSettings
 
     def __init__(self, plane_size: int = 1) -> None:
         if isinstance(plane_size, bool) or not isinstance(plane_size, int) or plane_size < 1:
@@ -25,7 +41,7 @@ class PlanarPartitioner(Partitioner):
 
     @classmethod
     def from_config(cls, cfg: PartitionerConfig) -> PlanarPartitioner:
-        return cls(cfg.plane_size)
+        return cls(cfg.settings.plane_size)
 
     def owners(self, blocks: Sequence[BlockMeta], n_consumers: int) -> list[int]:
         if n_consumers < 1:

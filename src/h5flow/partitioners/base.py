@@ -9,12 +9,31 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from h5flow.model import BlockMeta, MeshMeta
+from h5flow.settings import Settings
 
 
 class PartitionError(ValueError):
     """The partitioner's parameters do not fit the step (for example a mapped owner out of range)."""
+
+
+@dataclass
+class PartitionerSettings(Settings):
+    """Base of a partitioner's settings: its fields are the attributes of ``<partitioner type="...">`` besides
+    ``type`` (declared as a transport's are, :mod:`h5flow.settings`), reaching it as ``cfg.settings``."""
+
+    WHAT: ClassVar[str] = "partitioner setting"
+
+    def _parse_fields(self) -> None:
+        try:
+            super()._parse_fields()
+        except PartitionError:
+            raise
+        except ValueError as e:  # a partitioner's settings refused: a PartitionError, as its own checks raise
+            raise PartitionError(str(e)) from None
 
 
 class Partitioner(ABC):
@@ -22,6 +41,8 @@ class Partitioner(ABC):
 
     #: the name used in XML: ``<partitioner type="...">``
     name: str = ""
+    #: its settings dataclass; ``None``: a partitioner that reads its XML attributes from ``cfg.params``
+    SETTINGS: ClassVar[type[PartitionerSettings] | None] = None
 
     @abstractmethod
     def owners(self, blocks: Sequence[BlockMeta], n_consumers: int) -> list[int]:

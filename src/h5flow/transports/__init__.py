@@ -2,7 +2,7 @@
 
 Each transport lives in its own module or folder of this package and registers a
 :class:`~h5flow.transports.plugin.TransportEntry` in :data:`registry` under a lower-case name (``hdf5``,
-``socket``, ``adios2``): its writer and reader, its settings dataclass (which reads and checks its own XML
+``socket``, ``adios2``, ``null``): its writer and reader, its settings dataclass (which reads and checks its own XML
 attributes) and its cleanup of stale state. Third parties add transports with :func:`register` or through
 the ``h5flow.transports`` entry-point group (docs/CONFIG.md, "Writing a transport"); a registered name
 works in XML, in :func:`h5flow.open` and in ``h5flow run`` like a built-in one. Data flows one way:
@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from h5flow._registry import Registry
-from h5flow.config import TransportConfig
 from h5flow.transports.base import (BeginStepResult, PublishInfo, Reader, ReadStep, StepStatus, TransportError,
                                     Writer)
 from h5flow.transports.plugin import TransportEntry, TransportSettings, WriterReader, as_entry
+
+if TYPE_CHECKING:
+    from h5flow.config import TransportConfig
 
 #: name → :class:`TransportEntry` (or, from an entry point, a ``(writer, reader)`` pair or a function
 #: returning either); use :func:`entry` to look one up
 registry: Registry[Any] = Registry("transport", "h5flow.transports")
 
-BUILTIN = ("adios2", "hdf5", "socket")
+BUILTIN = ("adios2", "hdf5", "null", "socket")
 
 
 def _builtin(name: str) -> Callable[[], TransportEntry]:

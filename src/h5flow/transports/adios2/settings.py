@@ -3,15 +3,16 @@ cleanup of a finished run's announcement and stream files."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING
 
-from h5flow.config import TransportConfig
-from h5flow.transports.plugin import QUEUE_ATTRIBUTES, TransportEntry, TransportSettings, WriterReader, read_group
-from h5flow.xmlnode import XmlNode
+from h5flow.settings import setting
+from h5flow.transports.plugin import (TransportEntry, TransportSettings, WriterReader, group_setting,
+                                      queue_limit_setting, queue_policy_setting)
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    from h5flow.config import TransportConfig
+
 ENGINES = ("sst", "bp5")
 
 
@@ -19,40 +20,18 @@ ENGINES = ("sst", "bp5")
 class Adios2Settings(TransportSettings):
     """``<transport type="adios2">`` (docs/CONFIG.md); ``config.settings`` of its TransportConfig."""
 
-    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | {"engine", "buffer_size", "buffer_mode"}
-
-    engine: str = "sst"  # sst | bp5 ("" also means sst)
-    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
-    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
-    group: str = "default"  # consumer group name (each group sees every step)
+    engine: str = setting("sst", "the ADIOS2 engine", choices=ENGINES,
+                          accepted_doc="`sst`, `bp5` (any case); `BP4` is refused: use `bp5`",
+                          refused={"bp4": "BP4 is not offered; use bp5 (or sst for memory-to-memory streaming)"})
+    queue_limit: int = queue_limit_setting(
+        "most unreleased steps staged at once, SST `QueueLimit` (SENSEI's `buffer_size`; give one spelling); "
+        "0 = unlimited", aliases=("buffer_size",))
+    queue_policy: str = queue_policy_setting(
+        "what a full queue does, SST `QueueFullPolicy` (SENSEI's `buffer_mode`; give one spelling): the producer "
+        "waits, or the new step is dropped", aliases=("buffer_mode",))
+    group: str = group_setting("accepted for symmetry; ADIOS2 has no consumer groups here (one reader per stream)")
     poll_min: float = field(default=0.0005, init=False)  # consumer polling (s), doubled up to poll_max; not a setting
     poll_max: float = field(default=0.02, init=False)
-
-    @classmethod
-    def from_xml(cls, node: XmlNode) -> Adios2Settings:
-        s = cls()
-        engine = node.get("engine")
-        if engine is not None and engine.lower() == "bp4":
-            raise node.bad_value("engine", "BP4 is not offered; use bp5 (or sst for memory-to-memory streaming)")
-        s.engine = node.choice("engine", s.engine, ENGINES)
-        s.queue_limit = _either(node, "buffer_size", "queue_limit",
-                                lambda n: node.integer(n, s.queue_limit, minimum=0), s.queue_limit)
-        s.queue_policy = _either(node, "buffer_mode", "queue_policy",
-                                 lambda n: node.choice(n, s.queue_policy, ("block", "discard")), s.queue_policy)
-        read_group(node, s)
-        return s
-
-
-def _either(node: XmlNode, sensei: str, h5flow: str, read: Callable[[str], _T], default: _T) -> _T:
-    """Read SENSEI's spelling ``sensei`` or h5flow's ``h5flow`` of one setting, refusing both at once."""
-    if sensei in node.el.attrs and h5flow in node.el.attrs:
-        raise node.error(f"both '{sensei}' and '{h5flow}' on {node.describe()}",
-                         f"give one of them ({sensei} is SENSEI's name for h5flow's {h5flow})", attr=h5flow)
-    if sensei in node.el.attrs:
-        return read(sensei)
-    if h5flow in node.el.attrs:
-        return read(h5flow)
-    return default
 
 
 def _load() -> WriterReader:

@@ -3,49 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING
 
-from h5flow.config import TransportConfig
-from h5flow.transports.plugin import (LIVENESS_ATTRIBUTES, POLLING_ATTRIBUTES, QUEUE_ATTRIBUTES, TransportEntry,
-                                      TransportSettings, WriterReader, check_dead_consumer, read_liveness,
-                                      read_polling, read_queue)
-from h5flow.xmlnode import XmlNode
+from h5flow.settings import setting
+from h5flow.transports.plugin import StreamSettings, TransportEntry, WriterReader
+
+if TYPE_CHECKING:
+    from h5flow.config import TransportConfig
 
 
 @dataclass
-class SocketSettings(TransportSettings):
+class SocketSettings(StreamSettings):
     """``<transport type="socket">`` (docs/SOCKET.md); ``config.settings`` of its TransportConfig."""
 
-    XML_ATTRIBUTES: ClassVar[frozenset[str] | None] = QUEUE_ATTRIBUTES | POLLING_ATTRIBUTES | LIVENESS_ATTRIBUTES | {"interface", "quota", "cma"}
-
-    interface: str = ""  # address, host or interface name the producers listen on ("*": all); "" = 127.0.0.1
-    quota_bytes: int = 0  # max staged bytes of unreleased steps; 0 = unlimited
-    queue_limit: int = 0  # max unreleased steps staged; 0 = unlimited
-    queue_policy: str = "block"  # block (producer waits) | discard (the new step is dropped)
-    group: str = "default"  # consumer group name (each group sees every step)
-    # heartbeat period (s) of producer ranks and consumer groups; one is lost after 1.5x this without one
-    heartbeat: float = 1.0
-    # producer blocked on a consumer group that stopped beating: wait (say so) | drop (go on without it) | error
-    dead_consumer: str = "wait"
-    poll_min: float = 0.0005  # consumer polling: first interval (s), doubled up to poll_max
-    poll_max: float = 0.02
-    # same-node consumers copy the blocks straight out of the producer's memory (Cross Memory Attach,
-    # docs/SOCKET.md); false: every byte goes over the socket. Producer: offer it; consumer: use it
-    cma: bool = True
-
-    def __post_init__(self) -> None:
-        check_dead_consumer(self.dead_consumer)
-
-    @classmethod
-    def from_xml(cls, node: XmlNode) -> SocketSettings:
-        s = cls()
-        read_queue(node, s)
-        read_polling(node, s)
-        read_liveness(node, s)
-        s.interface = node.string("interface", s.interface)
-        s.quota_bytes = node.nbytes("quota", s.quota_bytes)
-        s.cma = node.boolean("cma", s.cma)
-        return s
+    interface: str = setting(
+        "", "where the producers listen: an IP address, host name, network interface name, or `*` for all",
+        side="producer", default_doc="127.0.0.1", accepted_doc="a non-empty string, e.g. `*`, `ib0`, `10.1.2.3`")
+    quota_bytes: int = setting(0, "most payload bytes of unreleased steps held in producer memory; 0 = unlimited",
+                               side="producer", unit="bytes", xml="quota")
+    cma: bool = setting(
+        True, "a consumer rank on its producer rank's node copies the blocks out of the producer's memory (Cross "
+              "Memory Attach, `process_vm_readv`), the socket carrying only control messages; `false`: every byte "
+              "over the socket (docs/SOCKET.md). Producer: offer it; consumer: use it")
 
 
 def _load() -> WriterReader:
