@@ -21,7 +21,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports import _mapped, _ownership, _safefile
 from h5flow.transports._buffers import ReadBuffers
-from h5flow.transports._common import assemble_blocks, check_association
+from h5flow.transports._common import assemble_blocks, check_association, dtype_of
 from h5flow.transports._grouplock import GroupLock
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
 from h5flow.transports._phases import Phases
@@ -201,7 +201,7 @@ class Hdf5ReadStep(ReadStep):
         ids = sorted(self.my_block_ids(mesh))
         wanted = check_association(m, arrays, association)
         values = {a.name: self._read(m, f"{a.association}/{a.name}", a.association, ids, a.components,
-                                     np.dtype(a.dtype)) for a in wanted}
+                                     dtype_of(a.dtype)) for a in wanted}
         positions = (self._read(m, "geometry/positions", "point", ids, 3, np.dtype("<f8"))
                      if m.kind == "particles" else {})
         return assemble_blocks(m, ids, wanted, values, positions)
