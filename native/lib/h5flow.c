@@ -754,8 +754,8 @@ static int announce(h5flow_writer *w, double created)
     char text[512];
     int n = snprintf(text, sizeof text,
                      "{\"run_id\": \"%s\", \"producers\": %d, \"layout\": \"%s\", \"driver\": \"mpio\", \"heartbeat\": "
-                     "%s, \"created\": %s, \"format\": \"h5flow-stream\", \"version\": 1}",
-                     w->run_id, w->size, w->cfg.layout_nn ? "n-n" : "n-1", hb, cr);
+                     "%s, \"created\": %s, \"keep\": \"%s\", \"format\": \"h5flow-stream\", \"version\": 1}",
+                     w->run_id, w->size, w->cfg.layout_nn ? "n-n" : "n-1", hb, cr, w->cfg.keep_all ? "all" : "released");
     int e = h5fl_atomic_write(p, text, (size_t)n);
     if (e)
         return set_err(w, H5FLOW_ERR_IO, "cannot announce the stream in %s: %s", w->root, strerror(e));

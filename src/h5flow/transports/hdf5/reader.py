@@ -470,6 +470,11 @@ class Hdf5Reader(Reader):
             self._wait(delay)
             delay = min(delay * 2, cfg.poll_max)
 
+    def _keeps_all(self) -> bool:
+        """Whether released steps stay: this consumer's ``keep="all"``, or the producer's, recorded in stream.json
+        (a consumer may keep more than the producer asks, never less)."""
+        return self.settings.keep == "all" or (self.info is not None and self.info.keep == "all")
+
     def _collect(self) -> None:
         """Rank 0: delete the released steps every consumer group has released.
 
@@ -610,7 +615,7 @@ class Hdf5Reader(Reader):
             assert self._state is not None and self.info is not None
             self._state.released_seq, self._state.released_step = step.seq, step.step
             self._save_group()
-            if self.settings.keep != "all" and e is not None:
+            if not self._keeps_all() and e is not None:
                 # steps a producer's write thread (or its wait for room) deleted meanwhile are off the list
                 self._garbage = [g for g in self._garbage if self.staging.step_path(g.step).exists()]
                 self._garbage.append(e)

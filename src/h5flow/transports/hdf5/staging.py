@@ -196,6 +196,9 @@ class StreamInfo:
     driver: str
     heartbeat: float
     created: float
+    #: the producer's ``keep``: "all" keeps every step for good, and no consumer deletes one ("released" when
+    #: a stream.json has no such key, as those written before it)
+    keep: str = "released"
     format: str = FORMAT
     version: int = VERSION
 
@@ -205,6 +208,8 @@ class StreamInfo:
         if d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"{path}: not an h5flow stream of format version {VERSION} (found {d.get('format')} "
                              f"version {d.get('version')})")
+        if d.get("keep", "released") not in ("released", "all"):
+            raise ValueError(f"{path}: keep {d.get('keep')!r}; accepted: released, all")
         return StreamInfo(**d)
 
 

@@ -138,7 +138,7 @@ class Hdf5Writer(StepWriter):
         info = None
         error = ""
         if comm.rank == 0:
-            info = StreamInfo(new_run_id(), comm.size, s.layout, s.driver, s.heartbeat, time.time())
+            info = StreamInfo(new_run_id(), comm.size, s.layout, s.driver, s.heartbeat, time.time(), keep=s.keep)
             try:
                 self.staging.reset(info.run_id)
             except (OSError, RuntimeError) as e:
