@@ -382,9 +382,11 @@ class Hdf5Reader(Reader):
                        for e in entries)
 
     def _save_group(self) -> None:
-        """Write the group file. Reading needs no free space: on a full file system the group reads on and
-        retries at its next release (until then the producer counts the group at its previous state,
-        or, not registered yet, not at all, so steps it deletes are reported as ``missed``)."""
+        """Write the group file. Reading needs no free space: on a full file system the group reads on, deletes
+        the steps it released that every other group released too (its own releases counted from memory:
+        :meth:`_collect`), and retries at each release and while it waits for a step (until then the producer
+        counts the group at its previous state, or, not registered yet, not at all, so steps it deletes are
+        reported as ``missed``)."""
         assert self._state is not None
         try:
             self.staging.save_group(self.settings.group, self._state)
@@ -397,8 +399,8 @@ class Hdf5Reader(Reader):
                 raise
             if not self._unsaved:
                 print(f"h5flow: consumer group '{self.settings.group}' cannot save its state in "
-                      f"{self.staging.consumers} ({e.strerror}); reading on, retrying at each release",
-                      file=sys.stderr, flush=True)
+                      f"{self.staging.consumers} ({e.strerror}); reading on, deleting the steps it released and "
+                      "retrying at each release and while it waits", file=sys.stderr, flush=True)
             self._unsaved = True
 
     def _scan(self) -> _Found | None:
@@ -485,7 +487,12 @@ class Hdf5Reader(Reader):
         only unreleased steps, and a producer short of room collects released steps itself."""
         if self._garbage and self.info is not None:
             garbage, self._garbage = self._garbage, []
-            self.staging.collect_garbage(self.info.run_id, garbage)
+            # a state not saved (full file system): its releases count all the same, so the steps it released
+            # free the room that saving it, and the producer's next step, need
+            own = (self.settings.group, self._state.released_seq) if self._unsaved and self._state else None
+            self.staging.collect_garbage(self.info.run_id, garbage, own)
+            if self._unsaved:
+                self._save_group()
 
     def _wait(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less: until the staging directory changes (a step published, the index
@@ -494,6 +501,8 @@ class Hdf5Reader(Reader):
         if self._garbage:
             self._collect()
             return  # polled again at once: the deletion took time in which the next step may have come
+        if self._unsaved:  # retried while it waits too: room freed by others lets the producer count it again
+            self._save_group()
         if self._watch is None and self.staging.root.is_dir():
             self._watch = DirWatch(self.staging.root)
         if self._watch is None:
