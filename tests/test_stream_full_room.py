@@ -11,6 +11,7 @@ fills mid-stream:
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,6 +19,9 @@ from pathlib import Path
 import pytest
 
 from test_stream_faults_storage import can_mount, rc, run_scenario, text
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAT_C = Path(os.environ.get("H5FLOW_NATIVE_BUILD", ROOT / "build" / "native")) / "bin" / "h5flow-heat2d"
 
 PRODUCER = """
 import sys, numpy as np, h5flow
@@ -34,11 +38,13 @@ CONSUMER = """
 import sys, time, numpy as np, h5flow
 from mpi4py import MPI
 name, pause, hold_at, hold = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+array = sys.argv[5] if len(sys.argv) > 5 else "x"
 n = 0
 with h5flow.open(name, "r", comm=MPI.COMM_SELF, type="hdf5", group="g", heartbeat=0.5) as s:
     for st in s.steps(timeout=25):
-        sh = st.read("x")  # the loop keeps the last step's share while it waits for the next one
-        assert float(sh.array()[0]) == st.step and float(sh.array()[-1]) == st.step, st.step
+        sh = st.read(array)  # the loop keeps the last step's share while it waits for the next one
+        if array == "x":
+            assert float(sh.array()[0]) == st.step and float(sh.array()[-1]) == st.step, st.step
         n += 1
         time.sleep(hold if st.step == hold_at else pause)
 print("CONSUMED", n, flush=True)
@@ -48,17 +54,24 @@ STEP = 262144  # bytes of payload a step
 
 
 def _scenario(tmp_path: Path, size: str, steps: int, pause: float, fill: bool = False, hold_at: int = -1,
-              hold: float = 0.0, heartbeat: float = 0.5) -> Path:
+              hold: float = 0.0, heartbeat: float = 0.5, c_producer: bool = False) -> Path:
     if not can_mount():
         pytest.skip("needs a private mount namespace (unshare -m) to fill a tmpfs of its own")
     (tmp_path / "stage").mkdir()
     (tmp_path / "prod.py").write_text(PRODUCER)
     (tmp_path / "cons.py").write_text(CONSUMER)
     py = shlex.quote(sys.executable)
-    body = (f"(timeout 40 {py} {tmp_path}/prod.py $STAGE/s {steps} {STEP} {heartbeat} > $OUT/prod.out "
-            f"2> $OUT/prod.err; echo $? > $OUT/prod.rc) &\n"
-            f"(timeout 40 {py} {tmp_path}/cons.py $STAGE/s {pause} {hold_at} {hold} > $OUT/cons.out 2> $OUT/cons.err; "
-            "echo $? > $OUT/cons.rc) &\n")
+    if c_producer:  # libh5flow's example: a 256 x 128 float64 plate a step (256 KiB)
+        assert HEAT_C.exists(), f"{HEAT_C} is missing: run `make setup`"
+        (tmp_path / "p.xml").write_text(f'<sensei><transport type="hdf5" filename="{tmp_path}/stage/s" '
+                                        f'queue_policy="block" heartbeat="{heartbeat}"/></sensei>\n')
+        prod = f"{HEAT_C} {tmp_path}/p.xml --steps {steps} --shape 256 128"
+        array = "temperature"
+    else:
+        prod, array = f"{py} {tmp_path}/prod.py $STAGE/s {steps} {STEP} {heartbeat}", "x"
+    body = (f"(timeout 40 {prod} > $OUT/prod.out 2> $OUT/prod.err; echo $? > $OUT/prod.rc) &\n"
+            f"(timeout 40 {py} {tmp_path}/cons.py $STAGE/s {pause} {hold_at} {hold} {array} > $OUT/cons.out "
+            "2> $OUT/cons.err; echo $? > $OUT/cons.rc) &\n")
     if fill:  # once the consumer registered and the producer waits for room, another file takes every byte left
         body += ("for i in $(seq 400); do test -e $STAGE/s.h5flow/consumers/g.json && grep -q 'waiting for room' "
                  "$OUT/prod.err 2>/dev/null && break; sleep 0.05; done\n"
@@ -87,11 +100,18 @@ def test_a_consumer_that_cannot_save_its_state_frees_the_steps_it_released(tmp_p
     assert "CONSUMED 10" in cons and "state saved again" in cons, cons
 
 
-def test_a_producer_waiting_for_room_says_who_holds_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("producer", ["python", "c"])
+def test_a_producer_waiting_for_room_says_who_holds_it(tmp_path: Path, producer: str) -> None:
     """A consumer that holds its steps (a long analysis of step 1): after ten heartbeats (2 s at least) the
-    producer names the group, the steps it has not released and their bytes, and what lies outside the stream."""
-    out = _scenario(tmp_path, "1m", steps=5, pause=0.0, hold_at=1, hold=3.0, heartbeat=0.2)
+    producer names the group, the steps it has not released and their bytes, and what lies outside the stream
+    (the Python producer and the C library alike)."""
+    out = _scenario(tmp_path, "1m", steps=5, pause=0.0, hold_at=1, hold=3.0, heartbeat=0.2,
+                    c_producer=producer == "c")
     prod = text(out, "prod")
     assert rc(out, "prod") == 0 and rc(out, "cons") == 0, prod + text(out, "cons")
-    assert "s for room in" in prod and "consumer group 'g' has not released" in prod, prod
-    assert "bytes are outside this stream's published steps" in prod, prod
+    assert "s for room in" in prod, prod
+    if producer == "c":
+        assert "consumer groups g hold" in prod and "unreleased steps" in prod, prod
+    else:
+        assert "consumer group 'g' has not released" in prod, prod
+        assert "bytes are outside this stream's published steps" in prod, prod

@@ -1713,7 +1713,7 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
     path_of(w, space, ".space");
     parent_dir(w, parent);
     double t0 = h5fl_now(), delay = w->cfg.poll_min;
-    int announced = 0;
+    int announced = 0, reported = 0;
     for (;;) {
         unlink(space);
         int fd = open(space, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -1750,7 +1750,21 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
             announced = 1;
             int64_t u;
             uint64_t s;
-            queue_state(w, &u, &s, NULL, 0);
+            char names[1024];
+            queue_state(w, &u, &s, names, sizeof names);
+            double bound = 10 * w->cfg.heartbeat > 2.0 ? 10 * w->cfg.heartbeat : 2.0; /* as the Python producer */
+            if (!reported && h5fl_now() - t0 >= bound) { /* once per wait: who holds the room */
+                reported = 1;
+                int64_t free_now = h5fl_free_bytes(w->root), used = cap >= 0 && free_now >= 0 ? cap - free_now : -1;
+                int64_t other = used > (int64_t)s ? used - (int64_t)s : 0;
+                fprintf(stderr, "h5flow: step %lld has waited %.0f s for room in %s: %s%s%s %lld unreleased steps "
+                        "(%llu bytes of payload); %lld of the file system's %lld bytes are in use, %lld of them by "
+                        "other files in %s or elsewhere on it and the stream's own (index, reserve, file overhead); "
+                        "still waiting (queue_policy='block')\n", (long long)w->step, h5fl_now() - t0, w->root,
+                        names[0] ? "consumer groups " : "no consumer group has registered yet: ", names,
+                        names[0] ? " hold" : " published steps hold", (long long)u, (unsigned long long)s,
+                        (long long)used, (long long)cap, (long long)other, parent);
+            }
             h5fl_sleep(delay);
             delay = delay * 2 < (w->cfg.poll_max > 0.05 ? w->cfg.poll_max : 0.05) ? delay * 2
                     : (w->cfg.poll_max > 0.05 ? w->cfg.poll_max : 0.05);
