@@ -32,15 +32,20 @@ def test_a_step_left_open_and_a_write_after_the_end_are_errors(comm, mpi_tmp_pat
             st.write("x", np.arange(3.0))
         with pytest.raises(ValueError, match=r"write\('x'\): step 0 has ended"):
             st.write("x", np.arange(3.0))  # after the block: refused, not dropped
-        ctx = s.step(1)
+        with s.step(1) as st:
+            st.write("y", np.zeros(2, np.int32), offset=(0,), global_shape=(4,))
+            with pytest.raises(ValueError, match=r"wrote a piece of 'y' as int32 in step 1, and this one is int64"):
+                st.write("y", np.zeros(2, np.int64), offset=(2,), global_shape=(4,))
+            st.write("y", np.zeros(2, np.int32), offset=(2,), global_shape=(4,))
+        ctx = s.step(2)
         ctx.__enter__().write("x", np.arange(3.0))  # entered, never exited
-        with pytest.raises(ValueError, match=r"step\(2\): step 1 is still open"):
-            s.step(2)
+        with pytest.raises(ValueError, match=r"step\(3\): step 2 is still open"):
+            s.step(3)
         ctx.__exit__(None, None, None)  # ends it: published
-        with s.step(2) as st:
+        with s.step(3) as st:
             st.write("x", np.arange(3.0))
     with h5flow.open(name, "r", comm=comm, keep="all") as r:
-        assert [st.step for st in r.steps(timeout=10)] == [0, 1, 2]
+        assert [st.step for st in r.steps(timeout=10)] == [0, 1, 2, 3]
     # leaving the stream with a step open: an error, and no end-of-stream mark
     with pytest.raises(h5flow.RankFailed, match=r"producer rank 0 failed: ValueError: closing the stream: step 0 is "
                                                  r"still open"):

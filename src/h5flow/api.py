@@ -197,6 +197,10 @@ class StepWriter:
                 raise ValueError(f"write({name!r}): axis {ax}: the piece covers [{o}, {o + n}) but the global "
                                  f"array has {g} there; check offset={off} and global_shape={gshape}")
         self.stream._check_dtype(self.step, name, arr.dtype)
+        same = next((p.data.dtype for p in self._pieces if p.name == name), arr.dtype)
+        if dtype_text(same) != dtype_text(arr.dtype):
+            raise ValueError(f"write({name!r}): this rank wrote a piece of {name!r} as {same} in step {self.step}, "
+                             f"and this one is {arr.dtype}; every piece of an array has its dtype")
         if arr.size:
             _check_no_overlap(self.step, name, [((p.offset, p.data.shape), "") for p in self._pieces
                                                 if p.name == name and p.data.size], (off, arr.shape))
