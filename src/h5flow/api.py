@@ -170,7 +170,9 @@ class StepWriter:
 
         ``offset`` is where the piece starts in the global array and ``global_shape`` the whole array's shape
         (the same on every rank). On one rank both may be left out (the piece is the whole array). A rank may
-        write several pieces of one array, or none.
+        write several pieces of one array, or none; an array whose pieces are empty on every rank is still
+        published (shape (0, ...)). ``data``'s dtype: docs/API.md "Supported dtypes"; an array keeps its dtype
+        for the whole stream. Raises ``ValueError`` after the step's ``with`` block ended.
         """
         if self._ended:
             raise ValueError(f"write({name!r}): step {self.step} has ended (its `with` block is over); write inside "
