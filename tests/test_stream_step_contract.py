@@ -150,3 +150,15 @@ def _check_supported_dtypes(comm, mpi_tmp_path: Path) -> None:  # noqa: ANN001
                 with pytest.raises(ValueError, match="cannot be streamed"):
                     st.write("a", bad)
             st.write("a", np.zeros(2, [("code", "<i4"), ("sub", [("v", "<f4", (2,))])]))  # nested fields of numbers
+    # the block-level writer checks the same rule when the step ends (it was an I/O error "... bytes free")
+    from h5flow.config import TransportConfig
+    from h5flow.model import ParticleBlock
+    from h5flow.transports import open_writer
+    from h5flow.transports.base import RankFailed
+
+    with pytest.raises(RankFailed, match=r"producer rank 0 failed: .*array 'tag': arrays of dtype object cannot be "
+                                         r"streamed"):
+        with open_writer(comm, TransportConfig.of("hdf5", str(mpi_tmp_path / "b"))) as w:
+            w.begin_step(0, 0.0)
+            w.put("p", ParticleBlock(0, np.zeros((2, 3)), {"tag": np.array([None, "x"], dtype=object)}))
+            w.end_step()

@@ -40,8 +40,8 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.transports import open_reader, open_writer
-from h5flow.transports._common import (Box, boxes_overlap, check_name, dtype_of as _dtype_of, dtype_text,
-                                       first_overlap, step_ranges)
+from h5flow.transports._common import (Box, boxes_overlap, check_name, dtype_of as _dtype_of, dtype_problem,
+                                       dtype_text, first_overlap, step_ranges)
 from h5flow.transports.base import (PublishInfo, RankFailed, Reader, ReadStep, StepStatus, StreamError,
                                     TransportError, Writer, agree, check_step, describe)
 
@@ -131,24 +131,9 @@ class _Piece:
     global_shape: tuple[int, ...]
 
 
-_KINDS = "biufc"  # the numpy kinds write() takes (docs/API.md), alone or as the fields of a structured dtype
-
-
-def _plain_fields(dtype: np.dtype) -> bool:
-    """Whether every field of a structured dtype (nested ones and sub-arrays included) is of a kind in _KINDS."""
-    if dtype.fields is None:
-        return dtype.subdtype is None and dtype.kind in _KINDS or \
-            dtype.subdtype is not None and _plain_fields(dtype.subdtype[0])
-    return all(_plain_fields(f[0]) for f in dtype.fields.values())
-
-
 def _check_dtype_streams(name: str, dtype: np.dtype, writer: Writer) -> None:
     """write()'s dtype rule (docs/API.md "Supported dtypes"), then the transport's own refusals."""
-    if not (_plain_fields(dtype) if dtype.fields is not None else dtype.kind in _KINDS):
-        raise ValueError(f"write({name!r}): arrays of dtype {dtype} cannot be streamed; give booleans, integers, "
-                         "floats or complex numbers (numpy kinds b, i, u, f, c), or a structured dtype whose fields "
-                         "are such numbers")
-    why = writer.dtype_refused(dtype)
+    why = dtype_problem(dtype) or writer.dtype_refused(dtype)
     if why:
         raise ValueError(f"write({name!r}): {why}")
 

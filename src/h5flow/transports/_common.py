@@ -36,6 +36,29 @@ def dtype_text(dtype: np.dtype) -> str:
     return json.dumps(np.lib.format.dtype_to_descr(dtype))
 
 
+#: the numpy kinds every transport's step metadata and rank files carry, alone or as a record's fields
+STREAM_KINDS = "biufc"
+
+
+def _plain_fields(dtype: np.dtype) -> bool:
+    """Whether a dtype is of a kind in STREAM_KINDS, or a record (nested ones and sub-arrays included) whose
+    every field is."""
+    if dtype.fields is not None:
+        return all(_plain_fields(f[0]) for f in dtype.fields.values())
+    if dtype.subdtype is not None:
+        return _plain_fields(dtype.subdtype[0])
+    return dtype.kind in STREAM_KINDS
+
+
+def dtype_problem(dtype: np.dtype) -> str:
+    """Why arrays of ``dtype`` cannot be streamed by any transport ("" when they can: docs/API.md "Supported
+    dtypes")."""
+    if _plain_fields(np.dtype(dtype)):
+        return ""
+    return (f"arrays of dtype {dtype} cannot be streamed; give booleans, integers, floats or complex numbers "
+            "(numpy kinds b, i, u, f, c), or a structured dtype whose fields are such numbers")
+
+
 def _descr(value: Any) -> Any:
     """JSON lists back into the tuples numpy's descr has."""
     if isinstance(value, list):
@@ -98,8 +121,12 @@ def array_sig(block: Block) -> list[tuple[str, str, str, int]]:
                 raise TransportError(f"particle block {block.block_id}: array {name!r} has {arr.shape[0]} entries "
                                      f"for {n} particles")
             out.append((name, "point", dtype_text(arr.dtype), arr.size // n if n else 1))
+    arrays = block.arrays("cell") | block.arrays("point") if isinstance(block, ImageBlock) else block.arrays
     for name, *_ in out:
         check_name("array", name)
+        why = dtype_problem(arrays[name].dtype)
+        if why:
+            raise TransportError(f"block {block.block_id}: array {name!r}: {why}")
     return sorted(out)
 
 
