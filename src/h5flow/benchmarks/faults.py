@@ -167,8 +167,9 @@ def trial_params(kind: str, transport: str, rng: random.Random, producers: int, 
     if kind == "full":
         return {"steps_fit": rng.choice([2, 3, 4, 5])}
     if kind == "full-mid-stream":
-        return {"steps_fit": rng.choice([4, 5, 6]), "after_step": rng.randrange(0, steps - 3),
-                "delay": round(rng.uniform(0, 0.3), 3), "sleep": rng.choice([0.05, 0.3])}
+        # at least 4 steps are left to write after the fill (0.1 s apart at least), so the producer meets it
+        return {"steps_fit": rng.choice([4, 5, 6]), "after_step": rng.randrange(0, steps - 4),
+                "delay": round(rng.uniform(0, 0.2), 3), "sleep": rng.choice([0.05, 0.3])}
     if kind == "foreign-owner":
         return {"mode": rng.choice(["0777", "0755"])}
     if kind == "hostile":
