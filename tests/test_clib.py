@@ -222,7 +222,8 @@ def test_c_producer_default_layout_is_n_n_and_collective_implies_n_1(tmp_path: P
     res = _run(["mpiexec", "-n", "2", str(HEAT_C), str(xml), "--steps", "1", "--shape", "6", "4"], tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     root = Path(f"{stream}.h5flow")
-    assert json.loads((root / "stream.json").read_text())["layout"] == layout
+    info = json.loads((root / "stream.json").read_text())
+    assert info["layout"] == layout and info["keep"] == "all"  # the producer's retention, for every consumer
     assert sorted(p.name for p in (root / "step-000000000").iterdir()) == files
     if layout == "n-n":  # where HDF5 put each rank's data, as the Python producer records it (raw reads)
         import h5py

@@ -180,6 +180,53 @@ def test_a_kill_that_finds_its_target_exited_is_not_tested(tmp_path: Path, monke
     assert o.outcome == "not tested" and "had already exited" in o.detail, o
 
 
+def test_another_users_artefact_must_be_refused(tmp_path: Path) -> None:
+    """foreign-owner: a refusal is the one acceptable outcome; a stream that ran, or failed for another reason,
+    used the other user's artefact."""
+    def out(outcome: str, messages: list[str]) -> faults.Outcome:
+        return faults.judge_foreign(faults.Outcome("foreign-owner", "socket", 0, 1, outcome, "f", "d", 1.0,
+                                                   messages=messages))
+
+    refused = "consumer-g0: TransportError: x.socket.json: refusing the stream's contact file: it is owned by nobody"
+    assert out("clear error", [refused]).outcome == "clear error"
+    assert out("ok", []).outcome == "trusted"
+    assert out("clear error", ["consumer-g0: TransportError: producer lost"]).outcome == "trusted"
+    assert out("hang", []).outcome == "hang"
+
+
+def test_a_file_system_filled_mid_stream_by_another_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """full-mid-stream: the file takes the room once the step was published (and the delay passed), is removed
+    once a producer said who holds the room, and a trial in which nothing met the full file system is not
+    tested. (The file is written here with 3 blocks instead of filling the temporary directory's disk.)"""
+    def fill(path: Path) -> int:
+        path.write_bytes(b"\0" * 3 * 512)
+        return 3 * 512
+
+    monkeypatch.setattr(faults, "_fill", fill)
+    filler = faults._Filler(tmp_path / "filler", {"after_step": 1, "delay": 0.0})
+    prod = _proc(tmp_path, "producer", "PUBLISHED 0 1\n")
+
+    class Running:
+        @staticmethod
+        def poll() -> None:
+            return None
+
+    prod.popen = Running()
+    assert filler.poll(0.0, prod, [prod]) == "" and filler.filled < 0  # step 1 not published yet
+    assert "never filled" in filler.not_tested([prod])
+    prod = _proc(tmp_path, "producer", PUBLISHED)
+    prod.popen = Running()
+    filler.poll(1.0, prod, [prod])
+    filler.poll(1.0, prod, [prod])  # the delay (0) passed: filled
+    assert filler.filled == 1536 and (tmp_path / "filler").exists() and "after step 1 was published" in filler.fault
+    assert "nothing wrote" in filler.not_tested([prod])
+    waiting = _proc(tmp_path, "producer", PUBLISHED, "h5flow: step 3 was not published: no room for it in /x\n"
+                    "h5flow: step 3 has waited 5 s for room in /x: consumer group 'g0' has not released ...\n")
+    filler.poll(2.0, prod, [waiting])
+    assert filler.removed and not (tmp_path / "filler").exists() and "said who holds" in filler.fault
+    assert filler.not_tested([waiting]) == ""
+
+
 def test_full_storage_that_never_filled_or_was_full_at_once_is_not_tested(tmp_path: Path) -> None:
     never = [_proc(tmp_path, "producer", PUBLISHED)]
     assert faults._not_filled(never) == "the file system never filled"
@@ -234,12 +281,19 @@ def test_quick_subset_runs_every_fault_and_every_row_is_acceptable(tmp_path: Pat
     assert hostile["outcome"] == "ok" and "hostile requests sent" in hostile["detail"], hostile
     full = next(t for t in doc["trials"] if t["kind"] == "full")
     assert full["published"], full  # it filled mid-stream: steps were published before
+    if doc["mount"]:  # another file took the room mid-stream; the stream went on or stopped clearly
+        mid = next(t for t in doc["trials"] if t["kind"] == "full-mid-stream")
+        assert mid["published"] and "another file took the" in mid["fault"], mid
+    for t in (t for t in doc["trials"] if t["kind"] == "foreign-owner" and t["outcome"] != "not tested"):
+        assert t["outcome"] == "clear error" and "refusing the stream" in t["detail"], t
     assert "clear errors" in proc.stdout and "not tested" in proc.stdout and "not run: full on socket" in proc.stdout
 
 
 @pytest.mark.parametrize("argv, message", [(["--trials", "0"], "accepted 1-10000"),
                                            (["--deadline", "1"], "accepted 5-3600"),
-                                           (["--kinds", "kill,nope"], "accepted kill, full, duplicate, hostile, dead-consumer, rank-error")])
+                                           (["--kinds", "kill,nope"], "accepted kill, full, full-mid-stream, "
+                                                                       "foreign-owner, duplicate, hostile, dead-consumer, "
+                                                                       "rank-error")])
 def test_bad_arguments_say_what_is_accepted(argv: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "faults", *argv], capture_output=True,
                           text=True, timeout=60)

@@ -79,7 +79,8 @@ def test_the_block_level_writer_checks_the_same(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("data", [np.array([{"a": 1}, None], dtype=object), np.array(["ab", "cd"]),
-                                  np.zeros(2, dtype=[("a", "<f8")])], ids=["object", "unicode", "struct"])
+                                  np.zeros(2, dtype=[("a", "<f8"), ("s", "U2")])],
+                         ids=["object", "unicode", "struct-with-a-string"])
 def test_arrays_no_transport_streams_are_refused_at_write(hdf5_stream, data: np.ndarray) -> None:  # noqa: ANN001
     with hdf5_stream.step(0) as st:
         with pytest.raises(ValueError, match=r"write\('x'\): arrays of dtype .* cannot be streamed; give booleans"):

@@ -46,8 +46,8 @@ def stream(tmp_path: Path) -> str:
     return str(tmp_path / "stage" / "s")
 
 
-def run_scenario(tmp_path: Path, body: str, timeout: float = 90) -> tuple[Path, bool]:
-    """Run ``body`` (sh) with $STAGE (tmp_path/stage) a 1 MiB tmpfs (or a plain directory, the fallback)
+def run_scenario(tmp_path: Path, body: str, timeout: float = 90, size: str = "1m") -> tuple[Path, bool]:
+    """Run ``body`` (sh) with $STAGE (tmp_path/stage) a tmpfs of ``size`` (or a plain directory, the fallback)
     and $OUT = tmp_path/out."""
     out = tmp_path / "out"
     out.mkdir()
@@ -55,7 +55,7 @@ def run_scenario(tmp_path: Path, body: str, timeout: float = 90) -> tuple[Path, 
     mounted = can_mount()
     head = f"set -u\nSTAGE={_q(str(stage))}\nOUT={_q(str(out))}\n"
     if mounted:
-        head += "mount -t tmpfs -o size=1m tmpfs \"$STAGE\" || exit 99\n"
+        head += f"mount -t tmpfs -o size={size} tmpfs \"$STAGE\" || exit 99\n"
     script = tmp_path / "scenario.sh"
     script.write_text(head + body)
     cmd = ["unshare", "-m", "sh", str(script)] if mounted else ["sh", str(script)]

@@ -14,6 +14,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,15 +41,19 @@ def _produce(name: str, steps: int = 1, **settings: object) -> None:
                 st.write("x", _values(t))
 
 
-def _read(name: str, group: str = "g", **settings: object) -> list[np.ndarray]:
+def _read(name: str, group: str = "g", array: str | tuple[str, ...] = "x", **settings: object) -> list[Any]:
+    """Every step's ``array`` (or, for a tuple of names, a list of those arrays per step)."""
     from mpi4py import MPI
 
     import h5flow
 
-    out = []
+    out: list[Any] = []
     with h5flow.open(name, "r", comm=MPI.COMM_SELF, type="hdf5", group=group, **settings) as s:
         for st in s.steps(timeout=20):
-            out.append(st.read("x").array().copy())
+            if isinstance(array, tuple):
+                out.append([st.read(a).array().copy() for a in array])
+            else:
+                out.append(st.read(array).array().copy())
     return out
 
 
@@ -393,15 +398,22 @@ def _build_c(tmp_path: Path) -> Path:
     return exe
 
 
-@pytest.mark.parametrize(("mode", "ranks"), [("overlap-same", 1), ("overlap-ranks", 2)])
-def test_the_c_library_refuses_overlapping_pieces(tmp_path: Path, mode: str, ranks: int) -> None:
+@pytest.mark.parametrize(("mode", "ranks"), [("overlap-same", 1), ("overlap-ranks", 2), ("type-change", 2),
+                                            ("empty", 2)])
+def test_the_c_library_refuses_overlapping_pieces_and_type_changes(tmp_path: Path, mode: str, ranks: int) -> None:
+    """... and publishes an array with no element on any rank as an array of shape (0,)."""
     exe = _build_c(tmp_path)
     res = subprocess.run(["mpiexec", "-n", str(ranks), str(exe), mode, str(tmp_path / "s")], capture_output=True,
                          text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     from h5flow.transports.hdf5.staging import read_index
 
-    assert not [e for e in read_index(tmp_path / "s.h5flow" / "index") if e.kind == "P"]  # nothing published
+    published = [e.step for e in read_index(tmp_path / "s.h5flow" / "index") if e.kind == "P"]
+    assert published == ([0] if mode in ("type-change", "empty") else []), published  # none past the error
+    if mode == "empty":
+        got = _read(str(tmp_path / "s"), array=("p", "x"))
+        assert [(a.dtype, a.shape) for a in got[0]] == [(np.int32, (0,)), (np.float64, (4,))], got
+        assert got[0][1].tolist() == [0.0, 1.0, 2.0, 3.0], got
 
 
 # -- consumer groups are explicit ----------------------------------------------------------------------------

@@ -46,6 +46,12 @@ typedef struct {
     double period;
 } heartbeat_t;
 
+/* An array seen in an earlier step and its element type: an array keeps its type for the whole stream. */
+typedef struct {
+    char name[NAME_LEN + 1];
+    int32_t type;
+} known_t;
+
 /* A piece's description, gathered from every rank as raw bytes. */
 typedef struct {
     char name[NAME_LEN + 1];
@@ -90,6 +96,8 @@ struct h5flow_writer {
     size_t npieces, cap;
     published_t *pub;
     size_t npub, cappub;
+    known_t *known; /* every array of the steps published so far, with its type */
+    size_t nknown, capknown;
     int64_t next_seq;
     char told[2048];    /* rank 0: consumer groups said to have stopped beating ("name\n" each; dead_consumer) */
     char dropped[2048]; /* rank 0: consumer groups dropped (dead_consumer="drop"), "name\n" each */
@@ -754,8 +762,8 @@ static int announce(h5flow_writer *w, double created)
     char text[512];
     int n = snprintf(text, sizeof text,
                      "{\"run_id\": \"%s\", \"producers\": %d, \"layout\": \"%s\", \"driver\": \"mpio\", \"heartbeat\": "
-                     "%s, \"created\": %s, \"format\": \"h5flow-stream\", \"version\": 1}",
-                     w->run_id, w->size, w->cfg.layout_nn ? "n-n" : "n-1", hb, cr);
+                     "%s, \"created\": %s, \"keep\": \"%s\", \"format\": \"h5flow-stream\", \"version\": 1}",
+                     w->run_id, w->size, w->cfg.layout_nn ? "n-n" : "n-1", hb, cr, w->cfg.keep_all ? "all" : "released");
     int e = h5fl_atomic_write(p, text, (size_t)n);
     if (e)
         return set_err(w, H5FLOW_ERR_IO, "cannot announce the stream in %s: %s", w->root, strerror(e));
@@ -902,6 +910,38 @@ static int write_error(h5flow_writer *w, int code, const char *fmt, ...)
     return code;
 }
 
+/* The type array `name` had in earlier steps, or -1 for an array not seen before. */
+static int known_type(const h5flow_writer *w, const char *name)
+{
+    for (size_t i = 0; i < w->nknown; i++)
+        if (!strcmp(w->known[i].name, name))
+            return w->known[i].type;
+    return -1;
+}
+
+#define TYPE_CHANGED "array \"%s\" was %s in earlier steps and is %s now; an array keeps its type for the whole " \
+                     "stream (convert it, or write it under another name)"
+
+/* Remember the types of a step's arrays (every rank alike, after build_meshes agreed). */
+static int remember_types(h5flow_writer *w, const mesh_t *m, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (known_type(w, m[k].name) >= 0)
+            continue;
+        if (w->nknown == w->capknown) {
+            size_t cap = w->capknown ? 2 * w->capknown : 8;
+            known_t *p = realloc(w->known, cap * sizeof *p);
+            if (!p)
+                return set_err(w, H5FLOW_ERR_NOMEM, "step %lld: out of memory", (long long)w->step);
+            w->known = p;
+            w->capknown = cap;
+        }
+        snprintf(w->known[w->nknown].name, sizeof w->known[w->nknown].name, "%s", m[k].name);
+        w->known[w->nknown++].type = m[k].type;
+    }
+    return 0;
+}
+
 int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims, const uint64_t *global_dims,
                  const uint64_t *offset, const uint64_t *count, const void *buffer)
 {
@@ -920,6 +960,10 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
                            "(0) to H5FLOW_UINT8 (%d)", name, (int)type, NTYPES - 1);
     if (ndims < 1 || ndims > 3)
         return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\"): ndims %d; accepted: 1 to 3", name, ndims);
+    int was = known_type(w, name);
+    if (was >= 0 && was != (int)type)
+        return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\") in step %lld: " TYPE_CHANGED, name,
+                           (long long)w->step, name, TYPES[was].dtype, TYPES[type].dtype);
     if (!global_dims || !offset || !count)
         return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\"): global_dims, offset and count must not be "
                            "NULL", name);
@@ -935,9 +979,7 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
                                "2^40", name, a, (unsigned long long)global_dims[a]);
         elements *= count[a];
     }
-    if (elements == 0)
-        return H5FLOW_OK; /* an empty piece: nothing to publish (as the Python API) */
-    if (!buffer)
+    if (!buffer && elements)
         return write_error(w, H5FLOW_ERR_ARGUMENT, "h5flow_write(\"%s\"): buffer is NULL for %llu elements", name,
                            (unsigned long long)elements);
     piece_desc desc = {0};
@@ -950,7 +992,7 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
         desc.off[a] = k >= 0 ? offset[k] : 0;
         desc.cnt[a] = k >= 0 ? count[k] : 1;
     }
-    for (size_t i = 0; i < w->npieces; i++) { /* each element once per step: at the call, on this rank */
+    for (size_t i = 0; i < w->npieces && elements; i++) { /* each element once per step: at the call, on this rank */
         const piece_desc *old = &w->pieces[i].d;
         if (!strcmp(old->name, name) && old->ndims == ndims && pieces_overlap(old, &desc)) {
             char a[160], b[160];
@@ -973,7 +1015,7 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
     }
     piece_t *p = &w->pieces[w->npieces];
     memset(p, 0, sizeof *p);
-    p->data = malloc(nbytes);
+    p->data = malloc(nbytes ? nbytes : 1); /* an empty piece is kept until end_step (see drop_empty) */
     if (!p->data)
         return write_error(w, H5FLOW_ERR_NOMEM, "h5flow_write(\"%s\"): out of memory for a copy of %zu bytes", name,
                            nbytes);
@@ -981,6 +1023,41 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
     p->d = desc;
     w->npieces++;
     return H5FLOW_OK;
+}
+
+static uint64_t piece_elements(const piece_desc *d)
+{
+    return d->cnt[0] * d->cnt[1] * d->cnt[2];
+}
+
+/* Every rank alike, after the gather: empty pieces are dropped, except the first one of an array that has no
+ * element on any rank (a particle code's step without particles), so consumers still find that array, of shape
+ * (0, ...), as the Python API publishes it. Compacts `all` and `owner` and this rank's own pieces. */
+static void drop_empty(h5flow_writer *w, piece_desc *all, int *owner, size_t *total, size_t first_mine)
+{
+    size_t n = *total, out = 0, mine = 0;
+    for (size_t i = 0; i < n; i++) {
+        int keep = piece_elements(&all[i]) != 0;
+        if (!keep) {
+            keep = 1;
+            for (size_t j = 0; j < n && keep; j++)
+                if (j != i && !strcmp(all[j].name, all[i].name) && (piece_elements(&all[j]) || j < i))
+                    keep = 0; /* the array has elements, or an earlier empty piece stands for it */
+        }
+        if (i >= first_mine && i < first_mine + w->npieces) { /* one of this rank's own pieces */
+            piece_t *p = &w->pieces[i - first_mine];
+            if (keep)
+                w->pieces[mine++] = *p;
+            else
+                free(p->data);
+        }
+        if (keep) {
+            all[out] = all[i];
+            owner[out++] = owner[i];
+        }
+    }
+    w->npieces = mine;
+    *total = out;
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -1071,6 +1148,14 @@ static int build_meshes(h5flow_writer *w, const piece_desc *all, const int *owne
                                  m[k].owner[a], ta, m[k].owner[b], tb);
                 }
     }
+    for (size_t k = 0; k < n && !rc; k++) { /* every rank alike: a rank that wrote no piece of it checks too */
+        int was = known_type(w, m[k].name);
+        if (was >= 0 && was != m[k].type)
+            rc = set_err(w, H5FLOW_ERR_ARGUMENT, "step %lld: " TYPE_CHANGED, (long long)w->step, m[k].name,
+                         TYPES[was].dtype, TYPES[m[k].type].dtype);
+    }
+    if (!rc)
+        rc = remember_types(w, m, n);
     free(names); /* the names themselves live in `all` */
     return rc;
 }
@@ -1102,12 +1187,13 @@ static void step_json(const h5flow_writer *w, const piece_desc *all, const mesh_
             uint64_t points = (d->cnt[0] + 1) * (d->cnt[1] + 1) * (d->cnt[2] + 1);
             h5fl_buf_printf(b,
                             "%s{\"block_id\":%zu,\"owner\":%d,\"kind\":\"image\",\"num_cells\":%llu,\"num_points\":%llu,"
-                            "\"extent\":[%llu,%llu,%llu,%llu,%llu,%llu],\"origin\":[0.0,0.0,0.0],\"spacing\":[1.0,%s,%s],"
+                            "\"extent\":[%lld,%lld,%lld,%lld,%lld,%lld],\"origin\":[0.0,0.0,0.0],\"spacing\":[1.0,%s,%s],"
                             "\"ghost\":0}",
                             i ? "," : "", i, m[k].owner[i], (unsigned long long)cells, (unsigned long long)points,
-                            (unsigned long long)d->off[2], (unsigned long long)(d->off[2] + d->cnt[2] - 1),
-                            (unsigned long long)d->off[1], (unsigned long long)(d->off[1] + d->cnt[1] - 1),
-                            (unsigned long long)d->off[0], (unsigned long long)(d->off[0] + d->cnt[0] - 1),
+                            /* an empty piece ends one below where it starts on its empty axis */
+                            (long long)d->off[2], (long long)d->off[2] + (long long)d->cnt[2] - 1,
+                            (long long)d->off[1], (long long)d->off[1] + (long long)d->cnt[1] - 1,
+                            (long long)d->off[0], (long long)d->off[0] + (long long)d->cnt[0] - 1,
                             m[k].ndims >= 2 ? "1.0" : "0.0", m[k].ndims == 3 ? "1.0" : "0.0");
         }
         h5fl_buf_printf(b, "],\"arrays\":[{\"name\":\"%s\",\"association\":\"cell\",\"dtype\":\"%s\",\"components\":1}],"
@@ -1627,7 +1713,7 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
     path_of(w, space, ".space");
     parent_dir(w, parent);
     double t0 = h5fl_now(), delay = w->cfg.poll_min;
-    int announced = 0;
+    int announced = 0, reported = 0;
     for (;;) {
         unlink(space);
         int fd = open(space, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -1664,7 +1750,21 @@ static int reserve_room(h5flow_writer *w, uint64_t need)
             announced = 1;
             int64_t u;
             uint64_t s;
-            queue_state(w, &u, &s, NULL, 0);
+            char names[1024];
+            queue_state(w, &u, &s, names, sizeof names);
+            double bound = 10 * w->cfg.heartbeat > 2.0 ? 10 * w->cfg.heartbeat : 2.0; /* as the Python producer */
+            if (!reported && h5fl_now() - t0 >= bound) { /* once per wait: who holds the room */
+                reported = 1;
+                int64_t free_now = h5fl_free_bytes(w->root), used = cap >= 0 && free_now >= 0 ? cap - free_now : -1;
+                int64_t other = used > (int64_t)s ? used - (int64_t)s : 0;
+                fprintf(stderr, "h5flow: step %lld has waited %.0f s for room in %s: %s%s%s %lld unreleased steps "
+                        "(%llu bytes of payload); %lld of the file system's %lld bytes are in use, %lld of them by "
+                        "other files in %s or elsewhere on it and the stream's own (index, reserve, file overhead); "
+                        "still waiting (queue_policy='block')\n", (long long)w->step, h5fl_now() - t0, w->root,
+                        names[0] ? "consumer groups " : "no consumer group has registered yet: ", names,
+                        names[0] ? " hold" : " published steps hold", (long long)u, (unsigned long long)s,
+                        (long long)used, (long long)cap, (long long)other, parent);
+            }
             h5fl_sleep(delay);
             delay = delay * 2 < (w->cfg.poll_max > 0.05 ? w->cfg.poll_max : 0.05) ? delay * 2
                     : (w->cfg.poll_max > 0.05 ? w->cfg.poll_max : 0.05);
@@ -1734,6 +1834,7 @@ int h5flow_end_step(h5flow_writer *w, int *published)
     for (int r = 0, i = 0; r < w->size; r++)
         for (size_t k = 0; k < (size_t)counts[r] / sizeof(piece_desc); k++)
             owner[i++] = r;
+    drop_empty(w, all, owner, &total, (size_t)displs[w->rank] / sizeof(piece_desc));
     rc = agree(w, build_meshes(w, all, owner, total, &meshes, &nmeshes)); /* deterministic: same on every rank */
     if (rc)
         goto out;
@@ -1888,6 +1989,7 @@ static void leave(h5flow_writer *w)
     free_pieces(w);
     free(w->pieces);
     free(w->pub);
+    free(w->known);
     if (w->comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->comm);
     free(w);

@@ -28,6 +28,7 @@ The block-level API (:func:`h5flow.transports.open_writer`/``open_reader``) stay
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ from h5flow.config import TransportConfig
 from h5flow.model import ImageBlock
 from h5flow.stepview import Piece, Share, Step, as_stream_error
 from h5flow.transports import open_reader, open_writer
-from h5flow.transports._common import Box, boxes_overlap, check_name, first_overlap, step_ranges
+from h5flow.transports._common import (Box, boxes_overlap, check_name, dtype_of as _dtype_of, dtype_problem,
+                                       dtype_text, first_overlap, step_ranges)
 from h5flow.transports.base import (PublishInfo, RankFailed, Reader, StepStatus, StreamError,
                                     TransportError, Writer, agree, check_step, describe)
 
@@ -130,7 +132,11 @@ class _Piece:
     global_shape: tuple[int, ...]
 
 
-_KINDS = "biufc"  # the numpy kinds write() takes (docs/API.md)
+def _check_dtype_streams(name: str, dtype: np.dtype, writer: Writer) -> None:
+    """write()'s dtype rule (docs/API.md "Supported dtypes"), then the transport's own refusals."""
+    why = dtype_problem(dtype) or writer.dtype_refused(dtype)
+    if why:
+        raise ValueError(f"write({name!r}): {why}")
 
 
 class StepWriter:
@@ -142,6 +148,7 @@ class StepWriter:
         self.time = time
         self.info: PublishInfo | None = None  # set once published
         self._pieces: list[_Piece] = []
+        self._ended = False  # the step's ``with`` block ended (published, or left on an error)
 
     def write(self, name: str, data: Any, offset: Sequence[int] | None = None,
               global_shape: Sequence[int] | None = None) -> None:
@@ -149,13 +156,16 @@ class StepWriter:
 
         ``offset`` is where the piece starts in the global array and ``global_shape`` the whole array's shape
         (the same on every rank). On one rank both may be left out (the piece is the whole array). A rank may
-        write several pieces of one array, or none.
+        write several pieces of one array, or none; an array whose pieces are empty on every rank is still
+        published (shape (0, ...)). ``data``'s dtype: docs/API.md "Supported dtypes"; an array keeps its dtype
+        for the whole stream. Raises ``ValueError`` after the step's ``with`` block ended.
         """
+        if self._ended:
+            raise ValueError(f"write({name!r}): step {self.step} has ended (its `with` block is over); write inside "
+                             f"`with s.step({self.step}) as st:`, before the block ends")
         arr = np.ascontiguousarray(data)
         check_name("array", name)
-        if arr.dtype.kind not in _KINDS:
-            raise ValueError(f"write({name!r}): arrays of dtype {arr.dtype} cannot be streamed; give booleans, "
-                             "integers, floats or complex numbers (numpy kinds b, i, u, f, c)")
+        _check_dtype_streams(name, arr.dtype, self.stream.writer)
         if arr.ndim not in (1, 2, 3):
             raise ValueError(f"write({name!r}): a {arr.ndim}-D array; give a 1-D, 2-D or 3-D numpy array")
         comm = self.stream.comm
@@ -174,10 +184,14 @@ class StepWriter:
             if o < 0 or o + n > g:
                 raise ValueError(f"write({name!r}): axis {ax}: the piece covers [{o}, {o + n}) but the global "
                                  f"array has {g} there; check offset={off} and global_shape={gshape}")
-        if arr.size == 0:
-            return
-        _check_no_overlap(self.step, name, [((p.offset, p.data.shape), "") for p in self._pieces if p.name == name],
-                          (off, arr.shape))
+        self.stream._check_dtype(self.step, name, arr.dtype)
+        same = next((p.data.dtype for p in self._pieces if p.name == name), arr.dtype)
+        if dtype_text(same) != dtype_text(arr.dtype):
+            raise ValueError(f"write({name!r}): this rank wrote a piece of {name!r} as {same} in step {self.step}, "
+                             f"and this one is {arr.dtype}; every piece of an array has its dtype")
+        if arr.size:
+            _check_no_overlap(self.step, name, [((p.offset, p.data.shape), "") for p in self._pieces
+                                                if p.name == name and p.data.size], (off, arr.shape))
         self._pieces.append(_Piece(name, arr, off, gshape))
 
     def _publish(self, error: str = "") -> PublishInfo:
@@ -186,7 +200,7 @@ class StepWriter:
         allgather, so agreeing costs no collective of its own."""
         w = self.stream.writer
         comm = self.stream.comm
-        mine = [(p.name, p.global_shape, p.data.dtype.str, p.offset, p.data.shape) for p in self._pieces]
+        mine = [(p.name, p.global_shape, dtype_text(p.data.dtype), p.offset, p.data.shape) for p in self._pieces]
         every = agree(comm, "producer", f"end_step {self.step}", error, mine)
         shapes: dict[str, set[tuple[tuple[int, ...], str]]] = {}
         for rank_pieces in every:
@@ -196,14 +210,21 @@ class StepWriter:
             if len(seen) > 1:
                 raise ValueError(f"step {self.step}: ranks disagree on array {name!r}: (global_shape, dtype) "
                                  f"{sorted(seen)}; every rank must give the same global_shape and dtype")
-        _check_ranks_disjoint(self.step, every)
+        # every rank alike: an array keeps its dtype from step to step (a rank that did not write it checks too)
+        for name, seen in sorted(shapes.items()):
+            self.stream._check_dtype(self.step, name, np.dtype(_dtype_of(next(iter(seen))[1])), every_rank=True)
+        _check_ranks_disjoint(self.step, [[p for p in rank_pieces if math.prod(p[4])] for rank_pieces in every])
+        published = _published_pieces(every)
         # block ids 0..n-1 per array, in rank order
         first: dict[str, int] = {}
-        for rank_pieces in every[: comm.rank]:
-            for name, *_ in rank_pieces:
+        for rank in range(comm.rank):
+            for i in published[rank]:
+                name = every[rank][i][0]
                 first[name] = first.get(name, 0) + 1
+        for name, seen in shapes.items():
+            self.stream._dtypes[name] = next(iter(seen))[1]
         w.begin_step(self.step, self.time)
-        for p in self._pieces:
+        for p in (self._pieces[i] for i in published[comm.rank]):
             bid = first.get(p.name, 0)
             first[p.name] = bid + 1
             z, y, x = _pad3(p.offset)
@@ -214,6 +235,23 @@ class StepWriter:
             w.put(p.name, block)
         self.info = w.end_step()
         return self.info
+
+
+def _published_pieces(every: list[list[tuple[Any, ...]]]) -> list[list[int]]:
+    """Which of each rank's pieces become blocks: every non-empty one; an array with no element on any rank (a
+    particle code's step without particles) keeps its first empty piece, so consumers still find it, of shape
+    (0, ...)."""
+    filled = {p[0] for rank_pieces in every for p in rank_pieces if math.prod(p[4])}
+    out: list[list[int]] = []
+    kept: set[str] = set()
+    for rank_pieces in every:
+        mine = []
+        for i, (name, _g, _d, _o, shape) in enumerate(rank_pieces):
+            if math.prod(shape) or (name not in filled and name not in kept):
+                mine.append(i)
+                kept |= set() if math.prod(shape) else {name}
+        out.append(mine)
+    return out
 
 
 def _overlap_text(box: Box) -> str:
@@ -253,6 +291,7 @@ class _StepContext:
         return self._writer
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._writer._ended = True
         if exc is None:
             self._writer._publish()
         elif isinstance(exc, Exception) and not isinstance(exc, RankFailed):
@@ -269,15 +308,36 @@ class WriteStream:
     def __init__(self, writer: Writer) -> None:
         self.writer = writer  # the block-level writer, for what this API does not cover
         self._last_step: int | None = None  # the last step begun (steps increase)
+        self._open: StepWriter | None = None  # the step begun whose ``with`` block has not ended
+        self._dtypes: dict[str, str] = {}  # each array's dtype (dtype_text) since its first step
         self.comm = writer.comm
         self.config: TransportConfig = writer.config
 
     def step(self, step: int, time: float = 0.0) -> _StepContext:
         """``with s.step(t, time=...) as st:``: ``st.write(...)`` inside; published (collectively) at the end.
-        ``step``: an integer >= 0, larger than the step before; ``time``: a finite number."""
+        ``step``: an integer >= 0, larger than the step before; ``time``: a finite number. A step begun whose
+        ``with`` block has not ended makes the next ``step()`` (and ``close()``) raise ``ValueError``."""
+        self._check_none_open(f"step({step})")
         step, time = check_step(step, time, self._last_step, "step")
         self._last_step = step
-        return _StepContext(StepWriter(self, step, time))
+        self._open = StepWriter(self, step, time)
+        return _StepContext(self._open)
+
+    def _check_none_open(self, call: str) -> None:
+        if self._open is not None and not self._open._ended:
+            raise ValueError(f"{call}: step {self._open.step} is still open: it was begun with "
+                             f"s.step({self._open.step}) but not ended, so it would be lost; write each step as "
+                             f"`with s.step(t) as st: ...` (the step is published when the block ends)")
+
+    def _check_dtype(self, step: int, name: str, dtype: np.dtype, every_rank: bool = False) -> None:
+        """An array keeps the dtype of its first step (consumers size their buffers by it)."""
+        text = dtype_text(dtype)
+        before = self._dtypes.get(name)
+        if before is not None and before != text:
+            where = f"step {step}" if every_rank else f"write({name!r}) in step {step}"
+            raise ValueError(f"{where}: array {name!r} was {_dtype_of(before)} in earlier steps and is "
+                             f"{np.dtype(dtype)} now; an array keeps its dtype for the whole stream (convert it with "
+                             f".astype({_dtype_of(before)!s}) or write it under another name)")
 
     def flush(self) -> None:
         """Wait until every step left so far is published (the hdf5 transport's write thread,
@@ -286,6 +346,7 @@ class WriteStream:
 
     def close(self) -> None:
         """End the stream (after the last step is published): consumers see end-of-stream. Collective."""
+        self._check_none_open("close()")
         self.writer.close()
 
     def __enter__(self) -> WriteStream:
@@ -293,7 +354,14 @@ class WriteStream:
 
     def __exit__(self, *exc: Any) -> None:
         """Closes the stream; on an exception, tells the other ranks (they fail with ``producer rank R failed:
-        ...`` in their next collective call) and aborts without end-of-stream."""
+        ...`` in their next collective call) and aborts without end-of-stream. A step left open is such an
+        exception: the stream ends without end-of-stream, and ``ValueError`` says which step."""
+        if exc[0] is None and self._open is not None and not self._open._ended:
+            try:
+                self._check_none_open("closing the stream")
+            except ValueError as e:
+                self.writer.__exit__(type(e), e, None)
+                raise
         self.writer.__exit__(*exc)
 
 

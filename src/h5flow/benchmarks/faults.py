@@ -12,6 +12,18 @@ a wall-time limit. Fault kinds:
 * ``full``: the stream's directory on a tmpfs the trial mounts (``unshare -m`` + ``mount -t tmpfs``, as root)
   with room for a few steps, while the consumers hold their steps (they take 0.5 s per step), so it fills
   mid-stream; without mount rights, ``RLIMIT_FSIZE`` on the producers instead. hdf5 only.
+* ``full-mid-stream``: the stream on a tmpfs with room to spare; a random moment after a random step was
+  published, a file of another job takes every byte left, and stays, while producers write and consumers save
+  their state: the stream must go on with the room its released steps free (a consumer that cannot save its
+  state deletes what it released) or stop with a clear error. A producer that waits for room must say who holds
+  it (after ten heartbeats); the trial then removes the file, as an operator told so would. hdf5 only, and only
+  with mount rights (``not tested`` without them).
+* ``foreign-owner``: before the run, another user (uid 65534, as root) owns the stream's artefact in a sticky
+  shared directory: the hdf5 staging directory (mode 0777 or 0755; producer and consumers run) or the socket
+  contact file (0644, naming another run's endpoint; the consumers run alone: the trial runs as root, and a
+  root producer would replace the file, which another user's sticky directory does not let an ordinary one
+  do). The only acceptable outcome is a clear error naming the refusal; a stream that used the artefact is
+  ``trusted`` (bad). Without root the artefact cannot be made: ``not tested``.
 * ``duplicate``: two producers of the same stream name opening at the same instant.
 * ``hostile``: while the stream runs, requests with the token but malformed bodies (``1e400``, deep nesting,
   wrong types, random bytes) and floods of requests without the token. socket only.
@@ -29,7 +41,8 @@ trial whose file system never filled or was full before the first step. Such a t
 new random parameters (up to ``RETRIES`` times) and, if the fault still did not happen, reported as ``not
 tested``, never as ``ok``.
 
-Outcome of a trial (the worst that applies): ``hang`` (over its deadline, then killed), ``crash`` (a process
+Outcome of a trial (the worst that applies): ``trusted`` (``foreign-owner``: another user's artefact was used
+instead of refused), ``hang`` (over its deadline, then killed), ``crash`` (a process
 the trial did not kill exited non-zero without a clear error: a traceback of another type, a signal, an MPI
 abort), ``corrupt`` (a block whose checksum differs), ``duplicated`` (a step delivered twice to one consumer
 group, or re-delivered after it was released, or two producers both serving one stream), ``lost`` (a published
@@ -62,15 +75,19 @@ from h5flow.benchmarks._args import csv_list
 from h5flow.testing.matrix import case as matrix_case
 from h5flow.testing.matrix import cases as matrix_cases
 
-KINDS = ("kill", "full", "duplicate", "hostile", "dead-consumer", "rank-error")
+KINDS = ("kill", "full", "full-mid-stream", "foreign-owner", "duplicate", "hostile", "dead-consumer", "rank-error")
 #: the matrix's transports whose producers and consumers watch each other (a heartbeat and a queue)
 TRANSPORTS = tuple(c.name for c in matrix_cases() if c.liveness and c.queue)
 DEFAULT_TRANSPORTS = ("hdf5-n-n", "socket")
-NOT_APPLICABLE = {("full", "socket"): "the socket transport stores nothing", ("hostile", "hdf5"):
-                  "the hdf5 transport has no request protocol"}  # (kind, transport type)
-BAD = ("lost", "duplicated", "corrupt", "hang", "crash")
+NOT_APPLICABLE = {("full", "socket"): "the socket transport stores nothing",
+                  ("full-mid-stream", "socket"): "the socket transport stores nothing",
+                  ("hostile", "hdf5"): "the hdf5 transport has no request protocol"}  # (kind, transport type)
+BAD = ("lost", "duplicated", "corrupt", "hang", "crash", "trusted")
 OUTCOMES = ("ok", "clear error", *BAD, "not tested")
-WORST_FIRST = ("hang", "crash", "corrupt", "duplicated", "lost", "clear error", "ok")
+WORST_FIRST = ("trusted", "hang", "crash", "corrupt", "duplicated", "lost", "clear error", "ok")
+#: what a refusal of another user's artefact says (transports/_ownership.py)
+REFUSAL = re.compile(r"refusing the stream|owned by .*not by you|writable by group and others")
+FOREIGN_UID = 65534  # nobody
 CLEAR_TYPES = ("TransportError", "StreamClaimed", "StreamError", "RankFailed")  # RankFailed: the agreed error, naming the rank
 CLEAR_OS_CAUSES = ("No space left on device", "File too large", "Disk quota exceeded", "Permission denied")
 QUICK_SEED = 81
@@ -149,6 +166,12 @@ def trial_params(kind: str, transport: str, rng: random.Random, producers: int, 
                 "restart_after": round(rng.uniform(0, 2), 3)}
     if kind == "full":
         return {"steps_fit": rng.choice([2, 3, 4, 5])}
+    if kind == "full-mid-stream":
+        # at least 4 steps are left to write after the fill (0.1 s apart at least), so the producer meets it
+        return {"steps_fit": rng.choice([4, 5, 6]), "after_step": rng.randrange(0, steps - 4),
+                "delay": round(rng.uniform(0, 0.2), 3), "sleep": rng.choice([0.05, 0.3])}
+    if kind == "foreign-owner":
+        return {"mode": rng.choice(["0777", "0755"])}
     if kind == "hostile":
         return {"fuzz_seed": rng.randrange(1 << 30)}
     if kind == "dead-consumer":
@@ -240,12 +263,19 @@ def run_trial(spec: TrialSpec) -> Outcome:
     def consumer(label: str) -> Proc:
         group = label.split("-", 1)[1].split("#")[0]
         gcfg = json.dumps({**json.loads(cfg), "group": group})
+        pause = 0.5 if spec.kind == "full" else p.get("sleep", 0.05)
         cmd = [*ACTOR, "consume", gcfg, "--shape", *map(str, spec.shape), "--blocks", str(spec.blocks),
-               "--timeout", "15", "--sleep", "0.5" if spec.kind == "full" else "0.05"]
+               "--timeout", "15", "--sleep", str(pause)]
         return _start(Proc(label, cmd, str(work / f"{label}.out"), str(work / f"{label}.err")), env)
 
     t0 = time.time()
     fault = spec.kind
+    if spec.kind == "foreign-owner":
+        why, fault = _plant_foreign(spec, stream)
+        if why:
+            return Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", fault,
+                           f"the fault did not happen: {why}", 0.0, params=dict(p))
+    filler = _Filler(work / "fs" / "filler", p) if spec.kind == "full-mid-stream" else None
     if spec.kind == "duplicate":
         start_at = f"{time.time() + 2.5:.3f}"
         procs += [producer("producer", "--start-at", start_at), producer("producer#2", "--start-at", start_at)]
@@ -262,9 +292,10 @@ def run_trial(spec: TrialSpec) -> Outcome:
             extra = ["--fail-rank", str(p["rank"]), "--fail-at", str(p["at"]), "--fail-how", p["how"]]
             fault = f"producer rank {p['rank']} {'raises' if p['how'] == 'raise' else 'puts float64 blocks'} " \
                     f"in step {p['at']}"
-        procs.append(producer("producer", *extra))
-        procs[-1].faulted = spec.kind == "rank-error"
-    prod = next(x for x in procs if x.label == "producer")
+        if spec.kind != "foreign-owner" or matrix_case(spec.transport).type != "socket":
+            procs.append(producer("producer", *extra))  # (a root producer would replace the contact file: the
+            procs[-1].faulted = spec.kind == "rank-error"  # consumers alone meet another user's)
+    prod = next((x for x in procs if x.label == "producer"), procs[0])
     hostile: _Intruder | None = None
     if spec.kind == "hostile":
         hostile = _Intruder(work, stream, p["fuzz_seed"], env)
@@ -303,6 +334,8 @@ def run_trial(spec: TrialSpec) -> Outcome:
                     not_tested = why
                 else:
                     killed_at = now
+        if filler is not None and not not_tested:
+            not_tested = filler.poll(now, prod, procs)
         if not_tested:
             break
         if (spec.kind == "kill" and killed_at is not None and not restarted and target == "consumer"
@@ -331,6 +364,10 @@ def run_trial(spec: TrialSpec) -> Outcome:
     wall = time.time() - t0
     if not not_tested and spec.kind == "full":
         not_tested = _not_filled(procs)
+    if filler is not None:
+        filler.remove()
+        fault = filler.fault or fault
+        not_tested = not_tested or filler.not_tested(procs)
     if not_tested:
         return Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", fault,
                        f"the fault did not happen: {not_tested}", wall, params=dict(p),
@@ -341,7 +378,98 @@ def run_trial(spec: TrialSpec) -> Outcome:
         fault += f"; full from step {m.group(1)} on" if m else ""
     out = classify(spec, procs, hang, fault, wall, hostile.sent if hostile else 0)
     out.params = dict(p)
+    return judge_foreign(out) if spec.kind == "foreign-owner" else out
+
+
+def judge_foreign(out: Outcome) -> Outcome:
+    """``foreign-owner``: only a refusal is acceptable; ``ok``, or a clear error about something else, means the
+    other user's artefact was used (``trusted``)."""
+    if out.outcome in ("ok", "clear error") and not any(REFUSAL.search(m) for m in out.messages):
+        out.outcome = "trusted"
+        out.detail = f"another user's artefact was used, not refused: {out.detail}"
     return out
+
+
+def _plant_foreign(spec: TrialSpec, stream: Path) -> tuple[str, str]:
+    """``foreign-owner``: another user's artefact where the stream will be: (why it could not be made or "", the
+    fault's text). The stream's directory becomes a sticky shared one (like /tmp or /dev/shm)."""
+    kind = matrix_case(spec.transport).type
+    shared = stream.parent
+    if os.geteuid() != 0:
+        return "making another user's files needs root (chown)", "foreign-owner: not made"
+    os.chmod(shared, 0o1777)
+    if kind == "hdf5":
+        target = Path(f"{stream}.h5flow")
+        target.mkdir(mode=0o700)
+        os.chmod(target, int(spec.params["mode"], 8))
+        fault = f"the staging directory {target.name} made by uid {FOREIGN_UID}, mode {spec.params['mode']}"
+    elif kind == "socket":
+        from h5flow.transports.socket.contact import contact_path
+
+        target = contact_path(str(stream))
+        target.write_text(json.dumps({"run_id": "foreign", "token": "f" * 64, "producers": 1, "heartbeat": 1.0,
+                                      "ranks": [{"rank": 0, "endpoint": "tcp://127.0.0.1:9", "host": "elsewhere",
+                                                 "pid": 1, "local": ""}], "created": time.time(),
+                                      "format": "h5flow-socket", "version": 1}))
+        os.chmod(target, 0o644)
+        fault = f"the contact file {target.name} made by uid {FOREIGN_UID} (0644), naming another run"
+    else:
+        return f"no foreign artefact is known for transport type {kind!r}", "foreign-owner: not made"
+    os.chown(target, FOREIGN_UID, FOREIGN_UID)
+    return "", fault
+
+
+class _Filler:
+    """``full-mid-stream``: once step ``after_step`` was published and ``delay`` passed, a file (another job's)
+    takes every byte left on the trial's tmpfs; it is removed once a producer said who holds the room."""
+
+    def __init__(self, path: Path, params: dict[str, Any]) -> None:
+        self.path, self.p = path, params
+        self.reached: float | None = None
+        self.filled = -1  # bytes the file took; -1: not filled yet
+        self.removed = False
+        self.fault = ""
+
+    def poll(self, now: float, prod: Proc, procs: list[Proc]) -> str:
+        """One look; the reason the fault cannot happen ("" while it can or did)."""
+        if self.filled < 0:
+            if self.reached is None and self.p["after_step"] in _published(prod):
+                self.reached = now
+            elif self.reached is None and prod.popen.poll() is not None:
+                return f"the producer ended before step {self.p['after_step']} was published"
+            if self.reached is not None and now - self.reached >= self.p["delay"]:
+                self.filled = _fill(self.path)
+                self.fault = (f"another file took the {self.filled // 1024} KiB left on the tmpfs "
+                              f"{self.p['delay']:.2f} s after step {self.p['after_step']} was published")
+        elif not self.removed and any("s for room in" in x.err() for x in procs if x.label.startswith("producer")):
+            self.remove()
+            self.fault += "; removed after the producer said who holds the room"
+        return ""
+
+    def remove(self) -> None:
+        if self.filled >= 0 and not self.removed:
+            self.path.unlink(missing_ok=True)
+            self.removed = True
+
+    def not_tested(self, procs: list[Proc]) -> str:
+        if self.filled < 0:
+            return f"the file system was never filled (step {self.p['after_step']} not reached)"
+        text = "".join(x.err() for x in procs)
+        if not re.search(r"no room for it|No space left|the file system is full", text):
+            return "nothing wrote to the file system while it was full (the stream had ended)"
+        return ""
+
+
+def _fill(path: Path) -> int:
+    """Write ``path`` until the file system is full (down to its last 512 bytes); the bytes written."""
+    n, size = 0, 65536
+    with open(path, "wb", buffering=0) as f:
+        while size >= 512:
+            try:
+                n += f.write(b"\0" * size)
+            except OSError:
+                size //= 2
+    return n
 
 
 def _not_filled(procs: list[Proc]) -> str:
@@ -603,9 +731,9 @@ def new_spec(kind: str, transport: str, i: int, seed: int, work: Path, deadline:
     groups = 1 if kind == "duplicate" else rng.choice([1, 2])
     spec = TrialSpec(kind, transport, i, seed, str(d), deadline=deadline, producers=producers, groups=groups,
                      params=trial_params(kind, transport, rng, producers))
-    if kind == "full":
+    if kind in ("full", "full-mid-stream"):
         spec.params["size_kib"] = full_size_kib(spec, spec.params["steps_fit"])
-        if not mount:
+        if not mount and kind == "full":
             spec.params["fsize"] = spec.params["size_kib"] * 1024 // 4
     return spec
 
@@ -659,7 +787,7 @@ def print_table(rows: list[dict[str, Any]], outcomes: list[Outcome]) -> None:
     t = Table(title="h5flow fault trials (ok and clear error are acceptable; not tested: the fault did not happen)",
               title_justify="left")
     cols = ("fault", "transport", "trials", "ok", "clear errors", "failed", "not tested", "lost", "duplicated",
-            "corrupt", "hangs", "crashes")
+            "corrupt", "hangs", "crashes", "trusted")
     for col in cols:
         t.add_column(col, justify="left" if col in ("fault", "transport") else "right")
     for r in rows:
@@ -676,7 +804,11 @@ def print_table(rows: list[dict[str, Any]], outcomes: list[Outcome]) -> None:
 
 
 def run_one(spec: TrialSpec, mount: bool) -> Outcome:
-    return run_in_tmpfs(spec) if spec.kind == "full" and mount else run_trial(spec)
+    if spec.kind == "full-mid-stream" and not mount:
+        return Outcome(spec.kind, spec.transport, spec.index, spec.seed, "not tested", spec.kind,
+                       "the fault did not happen: filling a file system mid-stream needs mount rights (a tmpfs of "
+                       "the trial's own)", 0.0, params=dict(spec.params))
+    return run_in_tmpfs(spec) if spec.kind in ("full", "full-mid-stream") and mount else run_trial(spec)
 
 
 def launch(args: argparse.Namespace) -> int:

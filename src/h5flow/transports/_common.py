@@ -9,6 +9,7 @@ move. :func:`admission` applies ``queue_limit`` / ``quota_bytes``. Consumer side
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -26,9 +27,55 @@ from h5flow.transports.base import PublishInfo, TransportError, Writer, agree
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$")
 
 
+def dtype_text(dtype: np.dtype) -> str:
+    """A dtype as step metadata carries it: numpy's ``str`` (``'<f8'``), or for a structured dtype its fields as
+    JSON (``'[["code", "<i4"], ["x", "<f8"]]'``), which ``str`` would reduce to opaque bytes (``'|V12'``)."""
+    dtype = np.dtype(dtype)
+    if dtype.fields is None:
+        return dtype.str
+    return json.dumps(np.lib.format.dtype_to_descr(dtype))
+
+
+#: the numpy kinds every transport's step metadata and rank files carry, alone or as a record's fields
+STREAM_KINDS = "biufc"
+
+
+def _plain_fields(dtype: np.dtype) -> bool:
+    """Whether a dtype is of a kind in STREAM_KINDS, or a record (nested ones and sub-arrays included) whose
+    every field is."""
+    if dtype.fields is not None:
+        return all(_plain_fields(f[0]) for f in dtype.fields.values())
+    if dtype.subdtype is not None:
+        return _plain_fields(dtype.subdtype[0])
+    return dtype.kind in STREAM_KINDS
+
+
+def dtype_problem(dtype: np.dtype) -> str:
+    """Why arrays of ``dtype`` cannot be streamed by any transport ("" when they can: docs/API.md "Supported
+    dtypes")."""
+    if _plain_fields(np.dtype(dtype)):
+        return ""
+    return (f"arrays of dtype {dtype} cannot be streamed; give booleans, integers, floats or complex numbers "
+            "(numpy kinds b, i, u, f, c), or a structured dtype whose fields are such numbers")
+
+
+def _descr(value: Any) -> Any:
+    """JSON lists back into the tuples numpy's descr has."""
+    if isinstance(value, list):
+        return [tuple(_descr(v) for v in field) if isinstance(field, list) else field for field in value]
+    return value
+
+
+def dtype_of(text: str) -> np.dtype:
+    """The dtype of :func:`dtype_text`'s text."""
+    if text.startswith("["):
+        return np.lib.format.descr_to_dtype(_descr(json.loads(text)))
+    return np.dtype(text)
+
+
 def dataset_layout(mesh: MeshMeta) -> list[tuple[str, str, np.dtype, int]]:
     """(path, association, dtype, components) of every dataset a mesh group holds."""
-    out = [(f"{a.association}/{a.name}", a.association, np.dtype(a.dtype), a.components) for a in mesh.arrays]
+    out = [(f"{a.association}/{a.name}", a.association, dtype_of(a.dtype), a.components) for a in mesh.arrays]
     if mesh.kind == "particles":
         out.append(("geometry/positions", "point", np.dtype("<f8"), 3))
     return sorted(out)
@@ -63,19 +110,23 @@ def array_sig(block: Block) -> list[tuple[str, str, str, int]]:
         for assoc in ("cell", "point"):
             n = block.num_cells if assoc == "cell" else block.num_points
             for name, arr in block.arrays(assoc).items():
-                if arr.size % n:
+                if (arr.size % n) if n else arr.size:
                     raise TransportError(f"block {block.block_id}: {assoc} array {name!r} has {arr.size} values, "
                                          f"not a multiple of the block's {n} {assoc}s (ghosts included)")
-                out.append((name, assoc, arr.dtype.str, arr.size // n))
+                out.append((name, assoc, dtype_text(arr.dtype), arr.size // n if n else 1))
     else:
         n = block.num_points
         for name, arr in block.arrays.items():
             if arr.shape[0] != n:
                 raise TransportError(f"particle block {block.block_id}: array {name!r} has {arr.shape[0]} entries "
                                      f"for {n} particles")
-            out.append((name, "point", arr.dtype.str, arr.size // n if n else 1))
+            out.append((name, "point", dtype_text(arr.dtype), arr.size // n if n else 1))
+    arrays = block.arrays("cell") | block.arrays("point") if isinstance(block, ImageBlock) else block.arrays
     for name, *_ in out:
         check_name("array", name)
+        why = dtype_problem(arrays[name].dtype)
+        if why:
+            raise TransportError(f"block {block.block_id}: array {name!r}: {why}")
     return sorted(out)
 
 
@@ -153,7 +204,7 @@ def step_nbytes(meta: StepMeta) -> int:
     total = 0
     for mesh in meta.meshes.values():
         for a in mesh.arrays:
-            total += mesh.offsets(a.association)[-1] * a.components * np.dtype(a.dtype).itemsize
+            total += mesh.offsets(a.association)[-1] * a.components * dtype_of(a.dtype).itemsize
         if mesh.kind == "particles":
             total += mesh.offsets("point")[-1] * 3 * 8
     return total
@@ -166,11 +217,12 @@ def block_payload(block: Block) -> list[tuple[str, np.ndarray]]:
         for assoc in ("cell", "point"):
             n = block.num_cells if assoc == "cell" else block.num_points
             for name, arr in sorted(block.arrays(assoc).items()):
-                out.append((f"{assoc}/{name}", np.ascontiguousarray(arr).reshape(n, -1)))
+                out.append((f"{assoc}/{name}", np.ascontiguousarray(arr).reshape(n, arr.size // n if n else 1)))
     else:
         out.append(("geometry/positions", np.ascontiguousarray(block.positions, dtype=np.float64).reshape(-1, 3)))
         for name, arr in sorted(block.arrays.items()):
-            out.append((f"point/{name}", np.ascontiguousarray(arr).reshape(block.num_points, -1)))
+            n = block.num_points
+            out.append((f"point/{name}", np.ascontiguousarray(arr).reshape(n, arr.size // n if n else 1)))
     return out
 
 

@@ -216,6 +216,11 @@ class BeginStepResult:
 class Writer(ABC):
     """Producer side of a transport. All methods but :meth:`put` are collective over ``comm``."""
 
+    def dtype_refused(self, dtype: Any) -> str:
+        """Why this transport cannot stream arrays of ``dtype``, one of the dtypes :func:`h5flow.open`'s
+        ``write()`` takes (docs/API.md "Supported dtypes"); "" when it can (every one, unless a transport says)."""
+        return ""
+
     def __init__(self, comm: Any, config: Any) -> None:
         self.comm = comm
         self.config = config

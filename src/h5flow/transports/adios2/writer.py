@@ -21,6 +21,22 @@ from h5flow.transports.base import PublishInfo, TransportError
 class Adios2Writer(PutsWriter):
     """Publishes each step with one ADIOS2 ``BeginStep``/``Put``/``EndStep`` per producer rank."""
 
+    def dtype_refused(self, dtype: Any) -> str:
+        """ADIOS2's Python API defines variables of native-order integers, float32/float64 and complex numbers."""
+        dtype = np.dtype(dtype)
+        if dtype.fields is not None:
+            return ("the adios2 transport cannot stream structured arrays (ADIOS2's Python API defines no compound "
+                    "variables); write each field as an array of its own, or use type='hdf5' or 'socket'")
+        if dtype.kind == "b" or (dtype.kind in "fc" and dtype.itemsize not in (4, 8, 16)) or \
+                (dtype.kind == "f" and dtype.itemsize == 16):
+            return (f"the adios2 transport cannot stream {dtype} arrays (ADIOS2's Python API has no such variable "
+                    "type); convert it (bool to uint8, float16 or longdouble to float32 or float64), or use "
+                    "type='hdf5' or 'socket'")
+        if not dtype.isnative:
+            return (f"the adios2 transport streams native byte order only, not {dtype.str}; convert it with "
+                    f".astype({dtype.newbyteorder('=').str!r})")
+        return ""
+
     def __init__(self, comm: Any, config: TransportConfig) -> None:
         super().__init__(comm, config)
         import adios2.bindings as ab

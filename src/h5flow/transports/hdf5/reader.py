@@ -21,7 +21,7 @@ from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports import _mapped, _ownership, _safefile
 from h5flow.transports._buffers import ReadBuffers
-from h5flow.transports._common import assemble_blocks, check_association
+from h5flow.transports._common import assemble_blocks, check_association, dtype_of
 from h5flow.transports._grouplock import GroupLock
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather
 from h5flow.transports._phases import Phases
@@ -201,7 +201,7 @@ class Hdf5ReadStep(ReadStep):
         ids = sorted(self.my_block_ids(mesh))
         wanted = check_association(m, arrays, association)
         values = {a.name: self._read(m, f"{a.association}/{a.name}", a.association, ids, a.components,
-                                     np.dtype(a.dtype)) for a in wanted}
+                                     dtype_of(a.dtype)) for a in wanted}
         positions = (self._read(m, "geometry/positions", "point", ids, 3, np.dtype("<f8"))
                      if m.kind == "particles" else {})
         return assemble_blocks(m, ids, wanted, values, positions)
@@ -382,9 +382,11 @@ class Hdf5Reader(Reader):
                        for e in entries)
 
     def _save_group(self) -> None:
-        """Write the group file. Reading needs no free space: on a full file system the group reads on and
-        retries at its next release (until then the producer counts the group at its previous state,
-        or, not registered yet, not at all, so steps it deletes are reported as ``missed``)."""
+        """Write the group file. Reading needs no free space: on a full file system the group reads on, deletes
+        the steps it released that every other group released too (its own releases counted from memory:
+        :meth:`_collect`), and retries at each release and while it waits for a step (until then the producer
+        counts the group at its previous state, or, not registered yet, not at all, so steps it deletes are
+        reported as ``missed``)."""
         assert self._state is not None
         try:
             self.staging.save_group(self.settings.group, self._state)
@@ -397,8 +399,8 @@ class Hdf5Reader(Reader):
                 raise
             if not self._unsaved:
                 print(f"h5flow: consumer group '{self.settings.group}' cannot save its state in "
-                      f"{self.staging.consumers} ({e.strerror}); reading on, retrying at each release",
-                      file=sys.stderr, flush=True)
+                      f"{self.staging.consumers} ({e.strerror}); reading on, deleting the steps it released and "
+                      "retrying at each release and while it waits", file=sys.stderr, flush=True)
             self._unsaved = True
 
     def _scan(self) -> _Found | None:
@@ -470,6 +472,11 @@ class Hdf5Reader(Reader):
             self._wait(delay)
             delay = min(delay * 2, cfg.poll_max)
 
+    def _keeps_all(self) -> bool:
+        """Whether released steps stay: this consumer's ``keep="all"``, or the producer's, recorded in stream.json
+        (a consumer may keep more than the producer asks, never less)."""
+        return self.settings.keep == "all" or (self.info is not None and self.info.keep == "all")
+
     def _collect(self) -> None:
         """Rank 0: delete the released steps every consumer group has released.
 
@@ -480,7 +487,12 @@ class Hdf5Reader(Reader):
         only unreleased steps, and a producer short of room collects released steps itself."""
         if self._garbage and self.info is not None:
             garbage, self._garbage = self._garbage, []
-            self.staging.collect_garbage(self.info.run_id, garbage)
+            # a state not saved (full file system): its releases count all the same, so the steps it released
+            # free the room that saving it, and the producer's next step, need
+            own = (self.settings.group, self._state.released_seq) if self._unsaved and self._state else None
+            self.staging.collect_garbage(self.info.run_id, garbage, own)
+            if self._unsaved:
+                self._save_group()
 
     def _wait(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less: until the staging directory changes (a step published, the index
@@ -489,6 +501,8 @@ class Hdf5Reader(Reader):
         if self._garbage:
             self._collect()
             return  # polled again at once: the deletion took time in which the next step may have come
+        if self._unsaved:  # retried while it waits too: room freed by others lets the producer count it again
+            self._save_group()
         if self._watch is None and self.staging.root.is_dir():
             self._watch = DirWatch(self.staging.root)
         if self._watch is None:
@@ -610,7 +624,7 @@ class Hdf5Reader(Reader):
             assert self._state is not None and self.info is not None
             self._state.released_seq, self._state.released_step = step.seq, step.step
             self._save_group()
-            if self.settings.keep != "all" and e is not None:
+            if not self._keeps_all() and e is not None:
                 # steps a producer's write thread (or its wait for room) deleted meanwhile are off the list
                 self._garbage = [g for g in self._garbage if self.staging.step_path(g.step).exists()]
                 self._garbage.append(e)

@@ -196,6 +196,9 @@ class StreamInfo:
     driver: str
     heartbeat: float
     created: float
+    #: the producer's ``keep``: "all" keeps every step for good, and no consumer deletes one ("released" when
+    #: a stream.json has no such key, as those written before it)
+    keep: str = "released"
     format: str = FORMAT
     version: int = VERSION
 
@@ -205,6 +208,8 @@ class StreamInfo:
         if d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"{path}: not an h5flow stream of format version {VERSION} (found {d.get('format')} "
                              f"version {d.get('version')})")
+        if d.get("keep", "released") not in ("released", "all"):
+            raise ValueError(f"{path}: keep {d.get('keep')!r}; accepted: released, all")
         return StreamInfo(**d)
 
 
@@ -484,9 +489,17 @@ class Staging:
             return float("inf")
         return -1
 
-    def released_on_disk(self, run_id: str, published: list[Entry]) -> list[int]:
-        """The published steps every registered consumer group has released that are still on disk."""
-        done = self.released_seq(run_id)
+    def released_on_disk(self, run_id: str, published: list[Entry], own: tuple[str, int] | None = None) -> list[int]:
+        """The published steps every registered consumer group has released that are still on disk. ``own``: a
+        consumer group's name and the ``released_seq`` it knows in memory but could not save (a full file
+        system): its own releases count, so it can free the room that saving them needs."""
+        groups = None
+        if own is not None:
+            groups = self.groups(run_id)
+            name, seq = own
+            mine = groups.get(name)
+            groups[name] = GroupState(run_id, released_seq=max(seq, mine.released_seq if mine else -1))
+        done = self.released_seq(run_id, groups)
         if done < 0:
             return []
         return [e.step for e in published if e.seq <= done and self.step_path(e.step).exists()]
@@ -495,12 +508,12 @@ class Staging:
         """Where a released step's directory is renamed to while it is being deleted (cleared with the run)."""
         return self.root / f".{step_dir_name(step)}.gc"
 
-    def retire_released(self, run_id: str, published: list[Entry]) -> list[int]:
+    def retire_released(self, run_id: str, published: list[Entry], own: tuple[str, int] | None = None) -> list[int]:
         """Rename every released step still in the stream out of it (:meth:`gc_path`): one atomic rename each, so
         a consumer group attaching meanwhile sees a whole step or none of it, never one half-deleted in place.
         Returns the steps renamed; another process (a consumer's collection) may have taken one first."""
         out = []
-        for step in self.released_on_disk(run_id, published):
+        for step in self.released_on_disk(run_id, published, own):
             gc = self.gc_path(step)
             if gc.exists():  # left by a collector that died: garbage by definition
                 shutil.rmtree(gc, ignore_errors=True)
@@ -515,9 +528,10 @@ class Staging:
         for step in steps:
             shutil.rmtree(self.gc_path(step), ignore_errors=True)
 
-    def collect_garbage(self, run_id: str, published: list[Entry]) -> None:
-        """Delete every published step that all registered consumer groups have released."""
-        self.remove_retired(self.retire_released(run_id, published))
+    def collect_garbage(self, run_id: str, published: list[Entry], own: tuple[str, int] | None = None) -> None:
+        """Delete every published step that all registered consumer groups have released (``own``: see
+        :meth:`released_on_disk`)."""
+        self.remove_retired(self.retire_released(run_id, published, own))
 
 
 class DirWatch:

@@ -20,7 +20,7 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
 from h5flow.transports._common import (Decision, StepPuts, StepWriter, block_payload, dataset_layout,
-                                       dropped_message)
+                                       dropped_message, step_ranges)
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
@@ -103,6 +103,23 @@ def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp
     dset.id.write(mspace, fspace, data, dxpl=dxpl)
 
 
+def room_report_after(heartbeat: float) -> float:
+    """Seconds a producer waits for room on the file system before it says who holds the room."""
+    return max(2.0, 10.0 * heartbeat)
+
+
+def _tree_bytes(path: Path) -> int:
+    """Bytes the files under ``path`` take on disk (-1: the directory is gone)."""
+    if not path.is_dir():
+        return -1
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, f)).st_blocks * 512
+    return total
+
+
 class Hdf5Writer(StepWriter):
     """Publishes each step as ``step-N/`` in the staging directory, atomically, the moment it is closed."""
 
@@ -138,7 +155,7 @@ class Hdf5Writer(StepWriter):
         info = None
         error = ""
         if comm.rank == 0:
-            info = StreamInfo(new_run_id(), comm.size, s.layout, s.driver, s.heartbeat, time.time())
+            info = StreamInfo(new_run_id(), comm.size, s.layout, s.driver, s.heartbeat, time.time(), keep=s.keep)
             try:
                 self.staging.reset(info.run_id)
             except (OSError, RuntimeError) as e:
@@ -459,7 +476,7 @@ class Hdf5Writer(StepWriter):
         ``queue_policy="block"`` waits (saying so once on stderr) while garbage collection and other
         processes free room; ``"discard"`` stops the stream: a full file system is not backpressure."""
         cfg, root = self.settings, self.staging.root
-        t0, delay, announced = time.time(), cfg.poll_min, False
+        t0, delay, announced, reported = time.time(), cfg.poll_min, False, False
         while True:
             why = self.staging.reserve_space(need)
             if not why:
@@ -490,8 +507,41 @@ class Hdf5Writer(StepWriter):
                 announced = True
             after = ""
             self._queue_state(collect=True)  # deletes released steps
+            if not reported and time.time() - t0 >= room_report_after(cfg.heartbeat):
+                reported = True  # once per wait: who holds the room, so that someone can act
+                print(f"h5flow: step {step} has waited {time.time() - t0:.0f} s for room in {root}: "
+                      f"{self._room_holders()}; still waiting (queue_policy='block')", file=sys.stderr, flush=True)
             time.sleep(delay)
             delay = min(delay * 2, max(cfg.poll_max, 0.05))
+
+    def _room_holders(self) -> str:
+        """Rank 0: who holds the staging file system's room: each consumer group's unreleased steps, released
+        steps not deleted yet, and what lies outside this stream's steps (other files)."""
+        run = self.info.run_id
+        on_disk = [(e, _tree_bytes(self.staging.step_path(e.step))) for e in self._published]
+        on_disk = [(e, n) for e, n in on_disk if n >= 0]
+        parts = []
+        groups = self.staging.groups(run)
+        for name, g in sorted(groups.items()):
+            held = [(e, n) for e, n in on_disk if e.seq > g.released_seq]
+            if held:
+                parts.append(f"consumer group '{name}' has not released {len(held)} steps "
+                             f"({step_ranges([e.step for e, _ in held])}, {sum(n for _, n in held)} bytes; its state "
+                             f"was saved {time.time() - g.updated:.0f} s ago)")
+        if not groups and on_disk:
+            parts.append(f"no consumer group has registered yet: {len(on_disk)} published steps "
+                         f"({sum(n for _, n in on_disk)} bytes) wait for the first one")
+        done = self.staging.released_seq(run, groups) if groups else -1
+        released = [(e, n) for e, n in on_disk if e.seq <= done]
+        if released:
+            parts.append(f"{len(released)} released steps not deleted yet ({sum(n for _, n in released)} bytes)")
+        cap, free = capacity_bytes(self.staging.root), free_bytes(self.staging.root)
+        if cap >= 0 and free >= 0:
+            other = max(cap - free - sum(n for _, n in on_disk), 0)
+            parts.append(f"{other} of the file system's {cap} bytes are outside this stream's published steps "
+                         f"(other files in {self.staging.root.parent} or elsewhere on it, the stream's index and "
+                         "reserve, a step being written)")
+        return "; ".join(parts) or "nothing this producer can name"
 
     def _stop_stream(self, reason: str) -> None:
         """Rank 0: tell consumers the stream stopped on an error (``X`` line; the emergency reserve gives it

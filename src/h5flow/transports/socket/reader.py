@@ -16,7 +16,7 @@ import zmq
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, StepMeta
 from h5flow.transports._buffers import ReadBuffers
-from h5flow.transports._common import assemble_blocks, check_association, check_group
+from h5flow.transports._common import assemble_blocks, check_association, check_group, dtype_of
 from h5flow.transports._mpiutil import bcast_from_root
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
@@ -180,7 +180,7 @@ class SocketReadStep(ReadStep):
         m = self.meta.meshes[mesh]
         ids = sorted(self.my_block_ids(mesh))
         wanted = check_association(m, arrays, association)
-        layout = [(f"{a.association}/{a.name}", a.association, np.dtype(a.dtype), a.components, a.name)
+        layout = [(f"{a.association}/{a.name}", a.association, dtype_of(a.dtype), a.components, a.name)
                   for a in wanted]
         if m.kind == "particles":
             layout.append(("geometry/positions", "point", np.dtype("<f8"), 3, ""))
