@@ -874,20 +874,23 @@ herr_t h5fa_request_specific(void *req, H5VL_request_specific_args_t *args)
     if (!is_ours(r))
         return h5fpt_request_specific(req, args);
     done_t *d = r->under_object;
+    char msg[sizeof d->msg];
     pthread_mutex_lock(&Q.mu);
-    done_t copy = *d;
+    int state = d->state;
+    uint64_t exec_ts = d->exec_ts, exec_time = d->exec_time;
+    memcpy(msg, d->msg, sizeof msg);
     pthread_mutex_unlock(&Q.mu);
     if (args->op_type == H5VL_REQUEST_GET_EXEC_TIME) {
-        *args->args.get_exec_time.exec_ts = copy.exec_ts;
-        *args->args.get_exec_time.exec_time = copy.exec_time;
+        *args->args.get_exec_time.exec_ts = exec_ts;
+        *args->args.get_exec_time.exec_time = exec_time;
         return 0;
     }
     if (args->op_type == H5VL_REQUEST_GET_ERR_STACK) {
         hid_t stack = H5Ecreate_stack();
         if (stack < 0)
             return -1;
-        if (copy.state < 0)
-            h5fpt_error_on(stack, __FILE__, __func__, __LINE__, "%s", copy.msg);
+        if (state < 0)
+            h5fpt_error_on(stack, __FILE__, __func__, __LINE__, "%s", msg);
         args->args.get_err_stack.err_stack_id = stack;
         return 0;
     }

@@ -2,6 +2,7 @@
 #include "h5fpt_int.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -310,6 +311,25 @@ __attribute__((format(printf, 5, 6))) static void refuse(h5fpt_info_t *info, con
 }
 #define REFUSE(info, ...) refuse(info, __FILE__, __func__, __LINE__, __VA_ARGS__)
 
+/* A copy of a connector name that lives as long as the process: HDF5's plugin cache keeps the name
+ * pointer it was searched with (H5PLplugin_cache.c stores the search key, not a copy) and compares
+ * later searches with it. Distinct names are few; the table is only ever appended to. */
+static const char *interned_name(const char *name)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char *names[64];
+    static size_t n;
+    const char *found = NULL;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n && !found; i++)
+        if (!strcmp(names[i], name))
+            found = names[i];
+    if (!found && n < sizeof names / sizeof *names && (names[n] = strdup(name)))
+        found = names[n++];
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
 /* The under connector named by text: a registered value (digits) or a name. */
 static hid_t register_under(h5fpt_info_t *info, const char *text)
 {
@@ -326,7 +346,12 @@ static hid_t register_under(h5fpt_info_t *info, const char *text)
         H5E_END_TRY
     }
     else {
-        H5E_BEGIN_TRY { id = H5VLregister_connector_by_name(text, H5P_VOL_INITIALIZE_DEFAULT); }
+        const char *name = interned_name(text);
+        if (!name) {
+            REFUSE(info, "under_vol=%s: too many distinct connector names in this process", text);
+            return H5I_INVALID_HID;
+        }
+        H5E_BEGIN_TRY { id = H5VLregister_connector_by_name(name, H5P_VOL_INITIALIZE_DEFAULT); }
         H5E_END_TRY
     }
     if (id < 0)
