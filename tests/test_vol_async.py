@@ -148,3 +148,20 @@ def test_info_lists_the_connector_with_its_value() -> None:
     assert proc.returncode == 0, proc.stderr
     found = {c["name"]: c["value"] for c in json.loads(proc.stdout)["connectors"]}
     assert found.get("h5flow_async") == 312, found
+
+
+def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
+    """`h5flow bench async` at its smallest: every stack built here gets a row, with and without compute."""
+    png = tmp_path / "b.png"
+    proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "async", "--steps", "2", "--step-mib",
+                           "0.05", "--compute-ms", "5", "--repeat", "1", "--dirs", str(tmp_path),
+                           "--metadata-ops", "20", "--png", str(png), "--json"],
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
+    stacks = {r["stack"] for r in out["rows"]}
+    assert {"native", "async", "log", "async/log"} <= stacks, stacks
+    assert {r["compute_ms"] for r in out["rows"]} == {0.0, 5.0}
+    assert all(r["total_s"] > 0 for r in out["rows"]) and len(out["metadata"]) == len(stacks)
+    assert png.stat().st_size > 0

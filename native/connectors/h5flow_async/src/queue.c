@@ -559,6 +559,10 @@ static int link_task(task_t *t)
     return 0;
 }
 
+/* Merging saves calls below, which matters for small writes; a large write gains nothing from it and
+ * the merged buffer would be copied as it grows. */
+#define MERGE_MAX_BYTES (4u << 20)
+
 /* Fold write t (one dataset, a block) into the queue's last task when that is a write of the same
  * dataset whose block ends where t's begins along the first dimension (Q.mu held). */
 static bool try_merge(task_t *t)
@@ -568,6 +572,8 @@ static bool try_merge(task_t *t)
         t->file->parallel)
         return false;
     item_t *a = &p->items[0], *b = &t->items[0];
+    if (a->bytes + b->bytes > MERGE_MAX_BYTES)
+        return false;
     if (a->dset->under_object != b->dset->under_object || !a->is_block || !b->is_block ||
         a->blk.rank != b->blk.rank)
         return false;
