@@ -118,15 +118,27 @@ except OSError as e:
     assert "MPI_THREAD_SINGLE" in proc.stdout
 
 
+ASYNC_LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_async under_vol=h5flow_log;under_info={}",
+                 "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+
+
 @pytest.mark.mpi(n=2, env=ASYNC_ENV, timeout=180)
 def test_mpi_collective_writes_through_the_background_thread(comm, mpi_tmp_path: Path) -> None:
-    """Both ranks write their rows collectively and independently; metadata operations between them
-    (collective in parallel HDF5) wait for the queue, so every rank makes them in the same order."""
+    """Both ranks write their rows collectively; metadata operations between them (collective in parallel
+    HDF5) wait for the queue, so every rank makes them in the same order."""
+    _mpi_round_trip(comm, mpi_tmp_path / "par.h5")
+
+
+@pytest.mark.mpi(n=2, env=ASYNC_LOG_ENV, timeout=180)
+def test_mpi_round_trip_over_h5flow_log(comm, mpi_tmp_path: Path) -> None:
+    _mpi_round_trip(comm, mpi_tmp_path / "par-log.h5")
+
+
+def _mpi_round_trip(comm, path: Path) -> None:
     import h5py
 
     from h5flow import _hdf5lib
 
-    path = mpi_tmp_path / "par.h5"
     rows, cols = 8, 1000
     with h5py.File(path, "w", driver="mpio", comm=comm) as f:
         mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == "h5flow_async", "h5flow_async not loaded")
