@@ -539,9 +539,27 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* A child of fork() has no background thread: it starts afresh (the parent's queued work is the
+ * parent's to finish), instead of waiting for ever on a thread that is not there. */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&Q.mu, NULL);
+    pthread_cond_init(&Q.work, NULL);
+    pthread_cond_init(&Q.progress, NULL);
+    Q.head = Q.tail = NULL;
+    Q.next_seq = Q.done_seq = Q.release_seq = 0;
+    Q.bytes = 0;
+    Q.started = Q.stop = false;
+    atomic_store(&Q.app_waiting, 0);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
 /* Link t at the tail (Q.mu held), starting the thread if needed: 0, or -1 when it cannot start. */
 static int link_task(task_t *t)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&atfork_once, register_atfork);
     if (!Q.started) {
         if (pthread_create(&Q.thread, NULL, worker, NULL) != 0)
             return -1;
