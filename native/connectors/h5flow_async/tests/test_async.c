@@ -284,6 +284,19 @@ static void offset_selection(const char *below, const char *tag)
             break;
         }
     }
+    /* and a memory selection moved the same way: elements 3..6 of an 8-element buffer go to 0..3 */
+    hsize_t eight = 8, zero = 0, mstart = 1;
+    hssize_t mshift = 2;
+    int src[8] = {0, 0, 0, 91, 92, 93, 94, 0};
+    hid_t m8 = H5Screate_simple(1, &eight, NULL), f0 = H5Scopy(sp);
+    H5Sselect_hyperslab(m8, H5S_SELECT_SET, &mstart, NULL, &count, NULL);
+    H5Soffset_simple(m8, &mshift);
+    H5Sselect_hyperslab(f0, H5S_SELECT_SET, &zero, NULL, &count, NULL);
+    CHECK(H5Dwrite(d, H5T_NATIVE_INT, m8, f0, H5P_DEFAULT, src) >= 0);
+    CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    CHECK(got[0] == 91 && got[3] == 94 && got[7] == 71);
+    H5Sclose(m8);
+    H5Sclose(f0);
     H5Sclose(fs);
     H5Sclose(ms);
     H5Sclose(sp);
