@@ -84,12 +84,19 @@ static void release_deferred(void)
 
 /* ----------------------------------------------------------------------------- the library lock */
 
+/* Let go of the library lock if this thread holds it; the count to take back. H5TSmutex_release
+ * releases the lock whoever holds it, so first make sure it is ours: take it once more (that succeeds
+ * only when this thread holds it or nobody does), then release everything and give back the extra one.
+ * A thread that does not hold it (library shutdown from atexit) releases nothing. */
 static unsigned lib_release(void)
 {
-    unsigned count = 0;
-    if (H5TSmutex_release(&count) < 0)
+    bool mine = false;
+    if (H5TSmutex_acquire(1, &mine) < 0 || !mine)
         return 0;
-    return count;
+    unsigned count = 0;
+    if (H5TSmutex_release(&count) < 0 || count == 0)
+        return 0;
+    return count - 1;
 }
 
 static void lib_reacquire(unsigned count)
