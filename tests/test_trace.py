@@ -287,6 +287,16 @@ def test_loader_truncated_and_foreign_files(tmp_path: Path) -> None:
         load(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["show", "--help"]])
+def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from h5flow.trace.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert "h5flow trace" in capsys.readouterr().out
+
+
 def test_info_lists_the_connector() -> None:
     r = _h5flow("info", "--json", env=_env())
     assert r.returncode == 0, r.stderr

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -90,6 +91,13 @@ def trace_files(directory: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
+def _lookup(codes: np.ndarray, name: Callable[[int], str]) -> np.ndarray:
+    """``name(code)`` for every code, computed once per distinct code."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return np.array([name(int(c)) for c in uniq], dtype=object)[inverse] if len(codes) else \
+        np.zeros(0, dtype=object)
+
+
 def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
     r = rt.records
     strings = np.array(rt.strings, dtype=object)
@@ -97,9 +105,8 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
     shift = rt.wall_ns - origin_wall_ns
     t0 = (r["t0_ns"].astype(np.int64) + shift) / 1e9
     t1 = (r["t1_ns"].astype(np.int64) + shift) / 1e9
-    ops = np.array([fmt.OPS.get(int(c), f"op{int(c)}") for c in r["op"]], dtype=object)
-    causes = np.array([fmt.decode_causes(lo, gl) for lo, gl in zip(r["no_coll_local"], r["no_coll_global"])],
-                      dtype=object)
+    ops = _lookup(r["op"], lambda c: fmt.OPS.get(c, f"op{c}"))
+    causes = _lookup(r["no_coll_local"] | r["no_coll_global"], lambda bits: fmt.decode_causes(bits, 0))
     n = len(r)
     objs = _name_anonymous(strings[r["obj"]], ops, strings[r["props"]])
     return {
@@ -109,8 +116,8 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
         "nblocks": r["nblocks"].astype(np.int64), "ndims": r["ndims"].astype(np.int64),
         "shape": strings[r["shape"]], "mem_type": strings[r["mem_type"]], "file_type": strings[r["file_type"]],
         "conv": (r["flags"] & fmt.FLAG_CONV) != 0,
-        "xfer": np.array([fmt.XFER.get(int(x), "") for x in r["xfer"]], dtype=object),
-        "io_actual": np.array([fmt.IO_ACTUAL.get(int(x), "") for x in r["io_actual"]], dtype=object),
+        "xfer": _lookup(r["xfer"], lambda x: fmt.XFER.get(x, "")),
+        "io_actual": _lookup(r["io_actual"], lambda x: fmt.IO_ACTUAL.get(x, "")),
         "no_coll_cause": causes, "props": strings[r["props"]],
         "ok": (r["flags"] & fmt.FLAG_FAILED) == 0,
         "host": np.full(n, rt.host, dtype=object), "pid": np.full(n, rt.pid, dtype=np.int64),
@@ -128,13 +135,13 @@ def _name_anonymous(objs: np.ndarray, ops: np.ndarray, props: np.ndarray) -> np.
                 names[placeholder] = objs[i]
     if not names:
         return objs
-    out = objs.copy()
-    for i, o in enumerate(objs):
-        if o.startswith("#"):
-            head, sep, rest = o.partition("/")
-            if head in names:
-                out[i] = names[head] + sep + rest if sep else names[head]
-    return out
+
+    def named(o: str) -> str:
+        head, sep, rest = o.partition("/")
+        return names[head] + sep + rest if o.startswith("#") and head in names else o
+
+    uniq, inverse = np.unique(objs.astype(str), return_inverse=True)
+    return np.array([named(o) for o in uniq], dtype=object)[inverse]
 
 
 def load(directory: str | os.PathLike[str]) -> pd.DataFrame:
