@@ -32,7 +32,9 @@ typedef struct {
     uint32_t file;  /* string id of the file name */
     uint32_t path;  /* string id of the object path */
     char *pathstr;  /* the path, to build children's paths */
-    hid_t type;     /* dataset/attribute: its file datatype (a copy), else H5I_INVALID_HID */
+    unsigned char *type; /* dataset/attribute: its file datatype, H5Tencode'd (a held datatype id would
+                            count among the program's open objects), else NULL */
+    size_t type_len;
     uint32_t type_sid;
     int io_info;    /* file and its objects: the actual I/O mode can be read back (MPI-IO under native) */
 } h5ft_ext_t;
@@ -156,7 +158,6 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
         H5FPT_ERR("out of memory");
         return -1;
     }
-    e->type = H5I_INVALID_HID;
     const h5ft_ext_t *pe = parent ? (const h5ft_ext_t *)parent->ext : NULL;
     if (pe) {
         e->file = pe->file;
@@ -171,10 +172,7 @@ static void obj_fini(h5fpt_obj_t *obj)
     h5ft_ext_t *e = obj->ext;
     if (!e)
         return;
-    if (e->type != H5I_INVALID_HID) {
-        H5E_BEGIN_TRY { H5Tclose(e->type); }
-        H5E_END_TRY
-    }
+    free(e->type);
     free(e->pathstr);
     free(e);
     obj->ext = NULL;
@@ -217,12 +215,55 @@ static const char *loc_name(const H5VL_loc_params_t *loc, const char *name)
     return NULL;
 }
 
+/* type's encoding, in a malloc'd buffer (*len bytes), or NULL. */
+static unsigned char *encode_type(hid_t type, size_t *len)
+{
+    size_t n = 0;
+    unsigned char *buf = NULL;
+    H5E_BEGIN_TRY
+    {
+        if (type >= 0 && H5Tencode(type, NULL, &n) >= 0 && n > 0 && (buf = malloc(n)) != NULL &&
+            H5Tencode(type, buf, &n) < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5E_END_TRY
+    *len = buf ? n : 0;
+    return buf;
+}
+
+/* Whether mem_type differs from the file datatype encoded in e (a datatype conversion on the transfer). */
+static int converts(const h5ft_ext_t *e, hid_t mem_type)
+{
+    if (!e || !e->type || mem_type < 0)
+        return 0;
+    size_t n = 0;
+    unsigned char *m = encode_type(mem_type, &n);
+    int differ = 1;
+    if (m && n == e->type_len && !memcmp(m, e->type, n))
+        differ = 0;
+    else {
+        /* the same type can encode differently (a committed one, for example): compare the decoded types */
+        H5E_BEGIN_TRY
+        {
+            hid_t ft = H5Tdecode(e->type);
+            if (ft >= 0) {
+                differ = H5Tequal(mem_type, ft) <= 0;
+                H5Tclose(ft);
+            }
+        }
+        H5E_END_TRY
+    }
+    free(m);
+    return differ;
+}
+
 static void set_type(h5ft_ext_t *e, hid_t type)
 {
     char buf[64];
-    if (e->type != H5I_INVALID_HID)
-        H5Tclose(e->type);
-    e->type = type;
+    free(e->type);
+    e->type = encode_type(type, &e->type_len);
     h5ft_type_str(type, buf, sizeof buf);
     e->type_sid = intern(buf);
 }
@@ -519,7 +560,7 @@ static void *tr_dataset_create(void *obj, const H5VL_loc_params_t *loc, const ch
     fill_space_type(&r, space_id, type_id);
     r.props = intern(props);
     if (d && d->ext)
-        set_type(d->ext, H5Tcopy(type_id));
+        set_type(d->ext, type_id);
     pthread_mutex_unlock(&g_lock);
     opened(&s, 10, obj, d, loc_name(loc, name), "/", &r);
     return d;
@@ -536,9 +577,10 @@ static void *tr_dataset_open(void *obj, const H5VL_loc_params_t *loc, const char
         hid_t space = under_dataset_get(d, H5VL_DATASET_GET_SPACE, dxpl_id);
         pthread_mutex_lock(&g_lock);
         fill_space_type(&r, space, type);
-        if (type >= 0)
-            set_type(d->ext, type);
+        set_type(d->ext, type);
         pthread_mutex_unlock(&g_lock);
+        if (type >= 0)
+            H5Tclose(type);
         if (space >= 0)
             H5Sclose(space);
     }
@@ -555,7 +597,7 @@ static void *tr_attr_create(void *obj, const H5VL_loc_params_t *loc, const char 
     pthread_mutex_lock(&g_lock);
     fill_space_type(&r, space_id, type_id);
     if (a && a->ext)
-        set_type(a->ext, H5Tcopy(type_id));
+        set_type(a->ext, type_id);
     pthread_mutex_unlock(&g_lock);
     opened(&s, 1, obj, a, name, "/@", &r);
     return a;
@@ -572,9 +614,10 @@ static void *tr_attr_open(void *obj, const H5VL_loc_params_t *loc, const char *n
         hid_t space = under_attr_get(a, H5VL_ATTR_GET_SPACE, dxpl_id);
         pthread_mutex_lock(&g_lock);
         fill_space_type(&r, space, type);
-        if (type >= 0)
-            set_type(a->ext, type);
+        set_type(a->ext, type);
         pthread_mutex_unlock(&g_lock);
+        if (type >= 0)
+            H5Tclose(type);
         if (space >= 0)
             H5Sclose(space);
     }
@@ -610,7 +653,7 @@ static void transfer_details(h5ft_record *r, const h5fpt_obj_t *o, int is_attr, 
     r->mem_type = intern(t);
     r->file_type = e ? e->type_sid : 0;
     pthread_mutex_unlock(&g_lock);
-    if (e && e->type >= 0 && mem_type >= 0 && H5Tequal(mem_type, e->type) <= 0)
+    if (converts(e, mem_type))
         r->flags |= H5FT_FLAG_CONV;
     if (own_space >= 0)
         H5Sclose(own_space);
