@@ -268,6 +268,11 @@ def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:
                        timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(blocker / "t")))
     assert r.returncode == 3, r.stdout + r.stderr
     assert "trace directory" in r.stderr and str(blocker / "t") in r.stderr
+    # a block size that is not one is refused the same way
+    r = subprocess.run([sys.executable, str(prog), str(tmp_path / "x.h5")], capture_output=True, text=True,
+                       timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(tmp_path / "t"),
+                                            H5FLOW_TRACE_BLOCK="4k"))
+    assert r.returncode == 3 and "H5FLOW_TRACE_BLOCK=4k" in r.stderr, r.stderr
 
 
 def test_loader_truncated_and_foreign_files(tmp_path: Path) -> None:

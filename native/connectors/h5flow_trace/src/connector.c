@@ -85,8 +85,16 @@ static int ensure_writer(const h5ft_opts_t *opts)
         dir = "h5flow-trace";
     size_t block = opts ? opts->block : 0;
     const char *b = getenv("H5FLOW_TRACE_BLOCK");
-    if (!block && b && *b)
-        block = (size_t)strtoul(b, NULL, 10);
+    if (!block && b && *b) {
+        char *end = NULL;
+        unsigned long v = strtoul(b, &end, 10);
+        if (*end || v == 0 || v > (1ul << 24)) {
+            g_open_failed = 1;
+            H5FPT_ERR("H5FLOW_TRACE_BLOCK=%s: give a number of records per block, 1 to 16777216", b);
+            return -1;
+        }
+        block = v;
+    }
     unsigned rank, nranks;
     rank_of(&rank, &nranks);
     char err[512];
