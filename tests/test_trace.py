@@ -203,6 +203,29 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
     assert create["driver"] == "mpio" and isinstance(create["mpi_hints"], dict)
 
 
+def test_trace_failing_on_one_rank_fails_the_open_on_every_rank(tmp_path: Path) -> None:
+    """One rank's trace cannot be opened: every rank's collective open fails (none waits in it), naming it."""
+    mpiexec = shutil.which("mpiexec")
+    assert mpiexec, "mpiexec not on PATH"
+    prog = _write(tmp_path, "mpi_fail.py", """
+        import sys, h5py
+        from mpi4py import MPI
+        try:
+            h5py.File(sys.argv[1], "w", driver="mpio", comm=MPI.COMM_WORLD)
+        except OSError as e:
+            print(f"rank {MPI.COMM_WORLD.rank}: {e}", file=sys.stderr)
+            sys.exit(3)
+        """)
+    env = _env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(tmp_path / "t"))
+    cmd = [sys.executable, str(prog), str(tmp_path / "m.h5")]
+    r = subprocess.run([mpiexec, "-n", "2", *cmd, ":", "-n", "1", "-env", "H5FLOW_TRACE_BLOCK", "bad", *cmd, ":",
+                        "-n", "1", *cmd], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    for rank in (0, 1, 3):
+        assert f"rank {rank}: " in r.stderr and "the trace of rank 2" in r.stderr, r.stderr
+    assert "rank 2: " in r.stderr and "H5FLOW_TRACE_BLOCK=bad" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("below", ["h5flow_log", "h5flow_async under_vol=h5flow_log;under_info={}"])
 def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
     """An existing HDF5_VOL_CONNECTOR stays, below the trace connector: the file is an h5flow_log container."""

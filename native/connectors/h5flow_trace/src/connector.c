@@ -12,6 +12,7 @@
 #include "h5fpt.h"
 #include "trace_file.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ typedef struct {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static h5ft_writer *g_writer;
 static int g_open_failed;
+static char g_open_err[768];    /* why the trace could not be opened (pushed on the failing open's stack) */
 static unsigned long g_anonymous; /* objects created without a name so far: their placeholder paths */
 /* The last transfer whose actual I/O mode HDF5 writes to its DXPL when the API call returns. */
 static struct {
@@ -90,7 +92,8 @@ static int ensure_writer(const h5ft_opts_t *opts)
         unsigned long v = strtoul(b, &end, 10);
         if (*end || v == 0 || v > (1ul << 24)) {
             g_open_failed = 1;
-            H5FPT_ERR("H5FLOW_TRACE_BLOCK=%s: give a number of records per block, 1 to 16777216", b);
+            snprintf(g_open_err, sizeof g_open_err,
+                     "H5FLOW_TRACE_BLOCK=%s: give a number of records per block, 1 to 16777216", b);
             return -1;
         }
         block = v;
@@ -101,7 +104,8 @@ static int ensure_writer(const h5ft_opts_t *opts)
     g_writer = h5ft_writer_open(dir, rank, nranks, block, err, sizeof err);
     if (!g_writer) {
         g_open_failed = 1;
-        H5FPT_ERR("%s (set H5FLOW_TRACE_DIR or dir= in the connector string to a writable directory)", err);
+        snprintf(g_open_err, sizeof g_open_err,
+                 "%s (set H5FLOW_TRACE_DIR or dir= in the connector string to a writable directory)", err);
         return -1;
     }
     return 0;
@@ -389,6 +393,31 @@ static int file_io_info(void *under, hid_t under_vol_id, hid_t fapl_id)
     return rc >= 0 && cls && cls->value == H5_VOL_NATIVE;
 }
 
+/* An MPI-IO file is opened by every rank of its communicator together: a rank whose trace could not be
+ * opened must not leave the others waiting in the collective open. All ranks learn whether every trace is
+ * open: 0 when all are (or the file is not MPI-IO), else 1 + the lowest failing rank in the communicator. */
+static int agree_on_trace(hid_t fapl_id, int ok)
+{
+    if (H5Pget_driver(fapl_id) != H5FD_MPIO)
+        return 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Info minfo = MPI_INFO_NULL;
+    int rank = 0, failed = INT_MAX, first = INT_MAX;
+    herr_t rc;
+    H5E_BEGIN_TRY { rc = H5Pget_fapl_mpio(fapl_id, &comm, &minfo); }
+    H5E_END_TRY
+    if (rc < 0 || comm == MPI_COMM_NULL)
+        return 0; /* the open itself reports a broken file access property list */
+    MPI_Comm_rank(comm, &rank);
+    if (!ok)
+        failed = rank;
+    MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (minfo != MPI_INFO_NULL)
+        MPI_Info_free(&minfo);
+    MPI_Comm_free(&comm);
+    return first == INT_MAX ? 0 : first + 1;
+}
+
 static void *file_open_common(int create, const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id,
                               hid_t dxpl_id, void **req)
 {
@@ -399,8 +428,17 @@ static void *file_open_common(int create, const char *name, unsigned flags, hid_
     int ok = ensure_writer(info->opts) == 0;
     pthread_mutex_unlock(&g_lock);
     h5fpt_info_free(info);
-    if (!ok)
+    int failed = agree_on_trace(fapl_id, ok);
+    /* pushed after the last HDF5 call here: an API call empties the error stack */
+    if (!ok) {
+        H5FPT_ERR("%s", g_open_err);
         return NULL;
+    }
+    if (failed) {
+        H5FPT_ERR("the trace of rank %d (of this file's communicator) could not be opened (that rank says why); "
+                  "no rank opens the file", failed - 1);
+        return NULL;
+    }
     span_t s = begin();
     h5fpt_obj_t *f = create ? h5fpt_file_create(name, flags, fcpl_id, fapl_id, dxpl_id, req)
                             : h5fpt_file_open(name, flags, fapl_id, dxpl_id, req);
