@@ -40,6 +40,17 @@ def _h5flow(*args: str, env: dict[str, str], timeout: int = 120) -> subprocess.C
                           timeout=timeout)
 
 
+def _trace(monkeypatch: pytest.MonkeyPatch, out: Path, *command: str, **env: str) -> int:
+    """``h5flow trace --out OUT -- COMMAND`` in this process (the traced command is still a process of its own)."""
+    from h5flow.trace.cli import main
+
+    for k, v in _env(**env).items():
+        monkeypatch.setenv(k, v)
+    if "HDF5_VOL_CONNECTOR" not in env:
+        monkeypatch.delenv("HDF5_VOL_CONNECTOR", raising=False)
+    return main(["--out", str(out), "--", *command])
+
+
 def _write(tmp: Path, name: str, body: str) -> Path:
     p = tmp / name
     p.write_text(textwrap.dedent(body))
@@ -160,7 +171,7 @@ def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 
 
-def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
+def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """4 ranks under mpiexec: one trace per rank, requested and actual transfer modes and HDF5's causes."""
     mpiexec = shutil.which("mpiexec")
     assert mpiexec, "mpiexec not on PATH"
@@ -183,9 +194,8 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
             assert np.array_equal(f["same"][...], want) and np.array_equal(f["conv"][...], want)
         """)
     out = tmp_path / "trace"
-    r = _h5flow("trace", "--out", str(out), "--", mpiexec, "-n", "4", sys.executable, str(prog),
-                str(tmp_path / "m.h5"), env=_env(H5FLOW_TRACE_BLOCK="2"), timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert _trace(monkeypatch, out, mpiexec, "-n", "4", sys.executable, str(prog), str(tmp_path / "m.h5"),
+                  H5FLOW_TRACE_BLOCK="2") == 0
     assert sorted(p.name for p in out.glob("rank-*.trace")) == [f"rank-{i}.trace" for i in range(4)]
     df = load(out)
     assert sorted(df["rank"].unique()) == [0, 1, 2, 3]
@@ -227,7 +237,7 @@ def test_trace_failing_on_one_rank_fails_the_open_on_every_rank(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("below", ["h5flow_log", "h5flow_async under_vol=h5flow_log;under_info={}"])
-def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
+def test_stacked_over_other_connectors(below: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An existing HDF5_VOL_CONNECTOR stays, below the trace connector: the file is an h5flow_log container."""
     for lib in ("libh5flow_log.so", "libh5flow_async.so"):
         assert (PLUGIN_DIR / lib).exists(), f"{lib} not built"
@@ -240,9 +250,7 @@ def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
             assert np.array_equal(f["a"][...], np.arange(1000, dtype="i4"))
         """)
     out = tmp_path / "trace"
-    r = _h5flow("trace", "--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "c.h5"),
-                env=_env(HDF5_VOL_CONNECTOR=below))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert _trace(monkeypatch, out, sys.executable, str(prog), str(tmp_path / "c.h5"), HDF5_VOL_CONNECTOR=below) == 0
     assert (tmp_path / "c.h5").is_dir(), "the file was not written by h5flow_log"
     df = load(out)
     w = df[df["op"] == "dataset_write"].iloc[0]
