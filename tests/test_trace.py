@@ -70,7 +70,8 @@ def test_known_c_program_round_trip(tmp_path: Path) -> None:
     assert list(user["op"]) == [
         "file_create", "group_create", "dataset_create", "dataset_write", "attr_create", "attr_write",
         "attr_close", "dataset_read", "dataset_close", "group_close", "file_close",
-        "file_open", "dataset_open", "dataset_read", "dataset_close", "file_close"]
+        "file_open", "dataset_open", "attr_open", "attr_read", "attr_close", "dataset_read", "dataset_close",
+        "file_close"]
     assert set(df["rank"]) == {0} and df["ok"].all()
     assert (df["file"] == str(tmp_path / "k.h5")).all()
     assert df["t0"].min() == 0.0 and (df["dur"] >= 0).all() and df["t0"].is_monotonic_increasing
@@ -90,6 +91,8 @@ def test_known_c_program_round_trip(tmp_path: Path) -> None:
     aw = rows[("attr_write", 0)]
     assert (aw["obj"], aw["bytes"], aw["shape"], aw["mem_type"], aw["xfer"]) == ("/g/d/@units", 8, "scalar",
                                                                                  "str(8)", "")
+    ar = rows[("attr_read", 0)]
+    assert (rows[("attr_open", 0)]["obj"], ar["obj"], ar["bytes"]) == ("/g/d/@units", "/g/d/@units", 8)
     fo = json.loads(rows[("file_open", 0)]["props"])
     assert fo["libver"] == ["v110", "v114"] and fo["driver"] == "sec2"
     assert json.loads(rows[("file_create", 0)]["props"])["libver"] == ["earliest", "v114"]

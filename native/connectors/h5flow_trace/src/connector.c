@@ -634,6 +634,21 @@ static void *tr_dataset_open(void *obj, const H5VL_loc_params_t *loc, const char
     return d;
 }
 
+/* An attribute's name as set_path takes it: "@name" under the object itself, or "OBJ/@name" when the call
+ * names the object by path from loc (H5Acreate_by_name, H5Aopen_by_name). *sep is the separator to use.
+ * buf holds the combined name when one is needed. */
+static const char *attr_name(const H5VL_loc_params_t *loc, const char *name, char *buf, size_t len,
+                             const char **sep)
+{
+    const char *via = loc && loc->type == H5VL_OBJECT_BY_NAME ? loc->loc_data.loc_by_name.name : NULL;
+    *sep = "/@";
+    if (!name || !via || !strcmp(via, "."))
+        return name;
+    snprintf(buf, len, "%s/@%s", via, name);
+    *sep = "/";
+    return buf;
+}
+
 static void *tr_attr_create(void *obj, const H5VL_loc_params_t *loc, const char *name, hid_t type_id,
                             hid_t space_id, hid_t acpl_id, hid_t aapl_id, hid_t dxpl_id, void **req)
 {
@@ -645,7 +660,10 @@ static void *tr_attr_create(void *obj, const H5VL_loc_params_t *loc, const char 
     if (a && a->ext)
         set_type(a->ext, type_id);
     pthread_mutex_unlock(&g_lock);
-    opened(&s, 1, obj, a, name, "/@", &r);
+    char buf[1024];
+    const char *sep;
+    const char *an = attr_name(loc, name, buf, sizeof buf, &sep);
+    opened(&s, 1, obj, a, an, sep, &r);
     return a;
 }
 
@@ -667,7 +685,10 @@ static void *tr_attr_open(void *obj, const H5VL_loc_params_t *loc, const char *n
         if (space >= 0)
             H5Sclose(space);
     }
-    opened(&s, 2, obj, a, name, "/@", &r);
+    char buf[1024];
+    const char *sep;
+    const char *an = attr_name(loc, name, buf, sizeof buf, &sep);
+    opened(&s, 2, obj, a, an, sep, &r);
     return a;
 }
 
