@@ -20,6 +20,7 @@ BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
 BENCHMARKS["semantic"] = "h5flow.benchmarks.semantic"
 BENCHMARKS["pack"] = "h5flow.benchmarks.pack"
 BENCHMARKS["trace"] = "h5flow.benchmarks.trace"
+BENCHMARKS["async"] = "h5flow.benchmarks.async_io"
 
 
 def load(name: str) -> ModuleType:

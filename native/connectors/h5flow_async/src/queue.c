@@ -539,9 +539,27 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* A child of fork() has no background thread: it starts afresh (the parent's queued work is the
+ * parent's to finish), instead of waiting for ever on a thread that is not there. */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&Q.mu, NULL);
+    pthread_cond_init(&Q.work, NULL);
+    pthread_cond_init(&Q.progress, NULL);
+    Q.head = Q.tail = NULL;
+    Q.next_seq = Q.done_seq = Q.release_seq = 0;
+    Q.bytes = 0;
+    Q.started = Q.stop = false;
+    atomic_store(&Q.app_waiting, 0);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
 /* Link t at the tail (Q.mu held), starting the thread if needed: 0, or -1 when it cannot start. */
 static int link_task(task_t *t)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&atfork_once, register_atfork);
     if (!Q.started) {
         if (pthread_create(&Q.thread, NULL, worker, NULL) != 0)
             return -1;
@@ -559,6 +577,10 @@ static int link_task(task_t *t)
     return 0;
 }
 
+/* Merging saves calls below, which matters for small writes; a large write gains nothing from it and
+ * the merged buffer would be copied as it grows. */
+#define MERGE_MAX_BYTES (4u << 20)
+
 /* Fold write t (one dataset, a block) into the queue's last task when that is a write of the same
  * dataset whose block ends where t's begins along the first dimension (Q.mu held). */
 static bool try_merge(task_t *t)
@@ -568,6 +590,8 @@ static bool try_merge(task_t *t)
         t->file->parallel)
         return false;
     item_t *a = &p->items[0], *b = &t->items[0];
+    if (a->bytes + b->bytes > MERGE_MAX_BYTES)
+        return false;
     if (a->dset->under_object != b->dset->under_object || !a->is_block || !b->is_block ||
         a->blk.rank != b->blk.rank)
         return false;
@@ -874,20 +898,23 @@ herr_t h5fa_request_specific(void *req, H5VL_request_specific_args_t *args)
     if (!is_ours(r))
         return h5fpt_request_specific(req, args);
     done_t *d = r->under_object;
+    char msg[sizeof d->msg];
     pthread_mutex_lock(&Q.mu);
-    done_t copy = *d;
+    int state = d->state;
+    uint64_t exec_ts = d->exec_ts, exec_time = d->exec_time;
+    memcpy(msg, d->msg, sizeof msg);
     pthread_mutex_unlock(&Q.mu);
     if (args->op_type == H5VL_REQUEST_GET_EXEC_TIME) {
-        *args->args.get_exec_time.exec_ts = copy.exec_ts;
-        *args->args.get_exec_time.exec_time = copy.exec_time;
+        *args->args.get_exec_time.exec_ts = exec_ts;
+        *args->args.get_exec_time.exec_time = exec_time;
         return 0;
     }
     if (args->op_type == H5VL_REQUEST_GET_ERR_STACK) {
         hid_t stack = H5Ecreate_stack();
         if (stack < 0)
             return -1;
-        if (copy.state < 0)
-            h5fpt_error_on(stack, __FILE__, __func__, __LINE__, "%s", copy.msg);
+        if (state < 0)
+            h5fpt_error_on(stack, __FILE__, __func__, __LINE__, "%s", msg);
         args->args.get_err_stack.err_stack_id = stack;
         return 0;
     }
