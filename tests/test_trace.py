@@ -130,8 +130,8 @@ def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> 
     recs = ns["recs"]
     assert ns["RECORD"] == fmt.RECORD
     df = load(out)
-    assert len(recs) == len(df)  # type: ignore[arg-type]
-    assert sorted(names[i] for i in recs["obj"]) == sorted(df["obj"])  # type: ignore[index]
+    assert recs["op"][-1] == 0xFFFF and recs["npoints"][-1] == len(df) == len(recs) - 1  # type: ignore[index]
+    assert sorted(names[i] for i in recs["obj"][:-1]) == sorted(df["obj"])  # type: ignore[index]
 
 
 def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,6 +284,20 @@ def test_forked_child_does_not_repeat_the_parents_records(tmp_path: Path) -> Non
     assert df[df["obj"] == "/a"]["pid"].nunique() == 1
 
 
+def test_process_ending_without_closing_hdf5_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A program that exits 0 but never lets HDF5 close (os._exit) lost its last records: not a success."""
+    prog = _write(tmp_path, "quit.py", """
+        import os, sys, numpy as np, h5py
+        f = h5py.File(sys.argv[1], "w")
+        f["a"] = np.arange(10)
+        f.flush()
+        os._exit(0)
+        """)
+    assert _trace(monkeypatch, tmp_path / "t", sys.executable, str(prog), str(tmp_path / "q.h5")) == 1
+    assert "lack their end record" in capsys.readouterr().err
+
+
 def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:
     """A trace that cannot be written is an error at the file open, not a silently missing trace."""
     blocker = tmp_path / "file"
@@ -312,11 +326,18 @@ def test_loader_truncated_and_foreign_files(tmp_path: Path) -> None:
     r = subprocess.run([str(KNOWN), str(tmp_path / "k.h5")], capture_output=True, text=True, timeout=60,
                        env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
     assert r.returncode == 0, r.stderr
-    n = len(load(out))
+    full = load(out)
+    assert full.attrs["incomplete"] == []
     trace = out / "rank-0.trace"
     data = trace.read_bytes()
     trace.write_bytes(data[:-30])  # a process killed inside a write: the partial record is not a row
-    assert len(load(out)) == n - 1
+    cut = load(out)
+    assert len(cut) == len(full) and cut.attrs["incomplete"] == [str(trace)]
+    trace.write_bytes(data[:-110])  # ... and a record before it lost
+    assert len(load(out)) == len(full) - 1
+    trace.write_bytes(data[:-160] + data[-80:])  # the end record counts records that are not there
+    with pytest.raises(TraceError, match="end record counts"):
+        load(out)
     trace.write_bytes(b"NOTATRACE" + data[9:])
     with pytest.raises(TraceError, match="not an h5flow trace"):
         load(out)

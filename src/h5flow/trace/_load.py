@@ -37,6 +37,7 @@ class RankTrace:
     wall_ns: int
     records: np.ndarray
     strings: list[str]
+    complete: bool  # the end record is there: nothing of this process's trace was lost
 
 
 def _read_strings(path: Path) -> list[str]:
@@ -70,6 +71,14 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
     count = (len(raw) - fmt.HEADER_SIZE) // fmt.RECORD.itemsize
     records = np.frombuffer(raw, fmt.RECORD, count=count, offset=fmt.HEADER_SIZE)
     strings = _read_strings(path.with_suffix(".strings"))
+    complete = bool(count) and int(records[-1]["op"]) == fmt.OP_END
+    if complete:
+        end = records[-1]
+        records = records[:-1]
+        if int(end["npoints"]) != len(records) or int(end["bytes"]) != len(strings) - 1:
+            raise TraceError(f"{path}: the end record counts {int(end['npoints'])} records and "
+                             f"{int(end['bytes'])} strings, the files hold {len(records)} and {len(strings) - 1}: "
+                             "the trace was changed after it was written")
     ids = np.concatenate([records[f] for f in ("file", "obj", "shape", "mem_type", "file_type", "props")]) \
         if count else np.zeros(0, np.uint32)
     if ids.size and int(ids.max()) >= len(strings):
@@ -77,7 +86,8 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
                          f"{len(strings) - 1}")
     return RankTrace(path=path, rank=int(hdr["rank"]), nranks=int(hdr["nranks"]), pid=int(hdr["pid"]),
                      host=bytes(hdr["host"]).rstrip(b"\0").decode(errors="replace"),
-                     mono_ns=int(hdr["mono_ns"]), wall_ns=int(hdr["wall_ns"]), records=records, strings=strings)
+                     mono_ns=int(hdr["mono_ns"]), wall_ns=int(hdr["wall_ns"]), records=records, strings=strings,
+                     complete=complete)
 
 
 def trace_files(directory: str | os.PathLike[str]) -> list[Path]:
@@ -144,20 +154,31 @@ def _name_anonymous(objs: np.ndarray, ops: np.ndarray, props: np.ndarray) -> np.
     return np.array([named(o) for o in uniq], dtype=object)[inverse]
 
 
+def incomplete(directory: str | os.PathLike[str]) -> list[Path]:
+    """The trace files of a directory that lack their end record (the process ended before HDF5 closed, or
+    a write of its trace failed): their last records are lost."""
+    return [p for p in trace_files(directory) if not read_rank(p).complete]
+
+
 def load(directory: str | os.PathLike[str]) -> pd.DataFrame:
-    """Every record of a trace directory as one DataFrame (columns: docs/TRACE.md "The DataFrame")."""
+    """Every record of a trace directory as one DataFrame (columns: docs/TRACE.md "The DataFrame").
+    ``df.attrs["incomplete"]`` lists the files that lack their end record (see :func:`incomplete`)."""
     import pandas as pd
 
     ranks = [read_rank(p) for p in trace_files(directory)]
+    cut = [str(rt.path) for rt in ranks if not rt.complete]
     nonempty = [rt for rt in ranks if len(rt.records)]
     if not nonempty:
-        return pd.DataFrame({c: pd.Series(dtype=_EMPTY_DTYPES.get(c, object)) for c in COLUMNS})
+        df = pd.DataFrame({c: pd.Series(dtype=_EMPTY_DTYPES.get(c, object)) for c in COLUMNS})
+        df.attrs["incomplete"] = cut
+        return df
     # the earliest record's start on the wall clock (a rank's t_ns counts from its header's clock origin)
     origin = min(rt.wall_ns + int(rt.records["t0_ns"].min()) for rt in nonempty)
     parts = [_frame(rt, origin) for rt in nonempty]
     cols = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
-    df = pd.DataFrame(cols, columns=COLUMNS)
-    return df.sort_values(["t0", "rank"], kind="stable").reset_index(drop=True)
+    df = pd.DataFrame(cols, columns=COLUMNS).sort_values(["t0", "rank"], kind="stable").reset_index(drop=True)
+    df.attrs["incomplete"] = cut
+    return df
 
 
 _EMPTY_DTYPES = {"rank": "int64", "t0": "float64", "t1": "float64", "dur": "float64", "bytes": "int64",
