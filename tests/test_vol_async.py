@@ -199,3 +199,22 @@ print("child exit", os.waitstatus_to_exitcode(status))
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f")], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_program_that_never_closes_its_file_still_stores_every_write(tmp_path: Path) -> None:
+    """Exit with the file open: the library's shutdown closes it, and the close waits for the queue."""
+    script = r"""
+import sys, numpy as np, h5py
+f = h5py.File(sys.argv[1], "w")
+d = f.create_dataset("x", shape=(8, 1 << 18), dtype="i4")
+for k in range(8):
+    d[k] = np.arange(1 << 18, dtype="i4") + k
+"""
+    path = tmp_path / "open.h5"
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], env=dict(os.environ, **ASYNC_ENV),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        assert np.array_equal(f["x"][:, 5], 5 + np.arange(8))
