@@ -40,26 +40,36 @@ def _h5flow(*args: str, env: dict[str, str], timeout: int = 120) -> subprocess.C
                           timeout=timeout)
 
 
+def _trace(monkeypatch: pytest.MonkeyPatch, out: Path, *command: str, **env: str) -> int:
+    """``h5flow trace --out OUT -- COMMAND`` in this process (the traced command is still a process of its own)."""
+    from h5flow.trace.cli import main
+
+    for k, v in _env(**env).items():
+        monkeypatch.setenv(k, v)
+    if "HDF5_VOL_CONNECTOR" not in env:
+        monkeypatch.delenv("HDF5_VOL_CONNECTOR", raising=False)
+    return main(["--out", str(out), "--", *command])
+
+
 def _write(tmp: Path, name: str, body: str) -> Path:
     p = tmp / name
     p.write_text(textwrap.dedent(body))
     return p
 
 
-def test_known_c_program_round_trip(tmp_path: Path) -> None:
-    """Every call of a known C program, with what each moved, selected and converted."""
+def test_known_c_program_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call of a known C program (run by h5flow trace), with what each moved, selected and converted."""
     assert KNOWN.exists(), f"{KNOWN} not built"
     out = tmp_path / "t"
-    r = subprocess.run([str(KNOWN), str(tmp_path / "k.h5")], capture_output=True, text=True, timeout=60,
-                       env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert _trace(monkeypatch, out, str(KNOWN), str(tmp_path / "k.h5")) == 0
     df = load(out)
     user = df[~df["op"].isin(["file_optional", "dataset_get", "file_get", "object_get", "link_get",
                               "file_specific", "dataset_optional", "link_specific", "object_specific"])]
     assert list(user["op"]) == [
         "file_create", "group_create", "dataset_create", "dataset_write", "attr_create", "attr_write",
         "attr_close", "dataset_read", "dataset_close", "group_close", "file_close",
-        "file_open", "dataset_open", "dataset_read", "dataset_close", "file_close"]
+        "file_open", "dataset_open", "attr_open", "attr_read", "attr_close", "dataset_read", "dataset_close",
+        "file_close"]
     assert set(df["rank"]) == {0} and df["ok"].all()
     assert (df["file"] == str(tmp_path / "k.h5")).all()
     assert df["t0"].min() == 0.0 and (df["dur"] >= 0).all() and df["t0"].is_monotonic_increasing
@@ -79,6 +89,8 @@ def test_known_c_program_round_trip(tmp_path: Path) -> None:
     aw = rows[("attr_write", 0)]
     assert (aw["obj"], aw["bytes"], aw["shape"], aw["mem_type"], aw["xfer"]) == ("/g/d/@units", 8, "scalar",
                                                                                  "str(8)", "")
+    ar = rows[("attr_read", 0)]
+    assert (rows[("attr_open", 0)]["obj"], ar["obj"], ar["bytes"]) == ("/g/d/@units", "/g/d/@units", 8)
     fo = json.loads(rows[("file_open", 0)]["props"])
     assert fo["libver"] == ["v110", "v114"] and fo["driver"] == "sec2"
     assert json.loads(rows[("file_create", 0)]["props"])["libver"] == ["earliest", "v114"]
@@ -118,8 +130,8 @@ def test_records_read_without_h5flow_by_the_documented_dtype(tmp_path: Path) -> 
     recs = ns["recs"]
     assert ns["RECORD"] == fmt.RECORD
     df = load(out)
-    assert len(recs) == len(df)  # type: ignore[arg-type]
-    assert sorted(names[i] for i in recs["obj"]) == sorted(df["obj"])  # type: ignore[index]
+    assert recs["op"][-1] == 0xFFFF and recs["npoints"][-1] == len(df) == len(recs) - 1  # type: ignore[index]
+    assert sorted(names[i] for i in recs["obj"][:-1]) == sorted(df["obj"])  # type: ignore[index]
 
 
 def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,7 +172,7 @@ def test_h5py_program_traced_end_to_end_and_shown(tmp_path: Path, capsys: pytest
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
 
 
-def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
+def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """4 ranks under mpiexec: one trace per rank, requested and actual transfer modes and HDF5's causes."""
     mpiexec = shutil.which("mpiexec")
     assert mpiexec, "mpiexec not on PATH"
@@ -183,9 +195,8 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
             assert np.array_equal(f["same"][...], want) and np.array_equal(f["conv"][...], want)
         """)
     out = tmp_path / "trace"
-    r = _h5flow("trace", "--out", str(out), "--", mpiexec, "-n", "4", sys.executable, str(prog),
-                str(tmp_path / "m.h5"), env=_env(H5FLOW_TRACE_BLOCK="2"), timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert _trace(monkeypatch, out, mpiexec, "-n", "4", sys.executable, str(prog), str(tmp_path / "m.h5"),
+                  H5FLOW_TRACE_BLOCK="2") == 0
     assert sorted(p.name for p in out.glob("rank-*.trace")) == [f"rank-{i}.trace" for i in range(4)]
     df = load(out)
     assert sorted(df["rank"].unique()) == [0, 1, 2, 3]
@@ -203,8 +214,31 @@ def test_mpi_four_ranks_collective_and_converted_writes(tmp_path: Path) -> None:
     assert create["driver"] == "mpio" and isinstance(create["mpi_hints"], dict)
 
 
+def test_trace_failing_on_one_rank_fails_the_open_on_every_rank(tmp_path: Path) -> None:
+    """One rank's trace cannot be opened: every rank's collective open fails (none waits in it), naming it."""
+    mpiexec = shutil.which("mpiexec")
+    assert mpiexec, "mpiexec not on PATH"
+    prog = _write(tmp_path, "mpi_fail.py", """
+        import sys, h5py
+        from mpi4py import MPI
+        try:
+            h5py.File(sys.argv[1], "w", driver="mpio", comm=MPI.COMM_WORLD)
+        except OSError as e:
+            print(f"rank {MPI.COMM_WORLD.rank}: {e}", file=sys.stderr)
+            sys.exit(3)
+        """)
+    env = _env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(tmp_path / "t"))
+    cmd = [sys.executable, str(prog), str(tmp_path / "m.h5")]
+    r = subprocess.run([mpiexec, "-n", "2", *cmd, ":", "-n", "1", "-env", "H5FLOW_TRACE_BLOCK", "bad", *cmd, ":",
+                        "-n", "1", *cmd], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    for rank in (0, 1, 3):
+        assert f"rank {rank}: " in r.stderr and "the trace of rank 2" in r.stderr, r.stderr
+    assert "rank 2: " in r.stderr and "H5FLOW_TRACE_BLOCK=bad" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("below", ["h5flow_log", "h5flow_async under_vol=h5flow_log;under_info={}"])
-def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
+def test_stacked_over_other_connectors(below: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An existing HDF5_VOL_CONNECTOR stays, below the trace connector: the file is an h5flow_log container."""
     for lib in ("libh5flow_log.so", "libh5flow_async.so"):
         assert (PLUGIN_DIR / lib).exists(), f"{lib} not built"
@@ -217,9 +251,7 @@ def test_stacked_over_other_connectors(below: str, tmp_path: Path) -> None:
             assert np.array_equal(f["a"][...], np.arange(1000, dtype="i4"))
         """)
     out = tmp_path / "trace"
-    r = _h5flow("trace", "--out", str(out), "--", sys.executable, str(prog), str(tmp_path / "c.h5"),
-                env=_env(HDF5_VOL_CONNECTOR=below))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert _trace(monkeypatch, out, sys.executable, str(prog), str(tmp_path / "c.h5"), HDF5_VOL_CONNECTOR=below) == 0
     assert (tmp_path / "c.h5").is_dir(), "the file was not written by h5flow_log"
     df = load(out)
     w = df[df["op"] == "dataset_write"].iloc[0]
@@ -252,6 +284,20 @@ def test_forked_child_does_not_repeat_the_parents_records(tmp_path: Path) -> Non
     assert df[df["obj"] == "/a"]["pid"].nunique() == 1
 
 
+def test_process_ending_without_closing_hdf5_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A program that exits 0 but never lets HDF5 close (os._exit) lost its last records: not a success."""
+    prog = _write(tmp_path, "quit.py", """
+        import os, sys, numpy as np, h5py
+        f = h5py.File(sys.argv[1], "w")
+        f["a"] = np.arange(10)
+        f.flush()
+        os._exit(0)
+        """)
+    assert _trace(monkeypatch, tmp_path / "t", sys.executable, str(prog), str(tmp_path / "q.h5")) == 1
+    assert "lack their end record" in capsys.readouterr().err
+
+
 def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:
     """A trace that cannot be written is an error at the file open, not a silently missing trace."""
     blocker = tmp_path / "file"
@@ -268,6 +314,11 @@ def test_unwritable_trace_directory_fails_the_open(tmp_path: Path) -> None:
                        timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(blocker / "t")))
     assert r.returncode == 3, r.stdout + r.stderr
     assert "trace directory" in r.stderr and str(blocker / "t") in r.stderr
+    # a block size that is not one is refused the same way
+    r = subprocess.run([sys.executable, str(prog), str(tmp_path / "x.h5")], capture_output=True, text=True,
+                       timeout=60, env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(tmp_path / "t"),
+                                            H5FLOW_TRACE_BLOCK="4k"))
+    assert r.returncode == 3 and "H5FLOW_TRACE_BLOCK=4k" in r.stderr, r.stderr
 
 
 def test_loader_truncated_and_foreign_files(tmp_path: Path) -> None:
@@ -275,16 +326,33 @@ def test_loader_truncated_and_foreign_files(tmp_path: Path) -> None:
     r = subprocess.run([str(KNOWN), str(tmp_path / "k.h5")], capture_output=True, text=True, timeout=60,
                        env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(out)))
     assert r.returncode == 0, r.stderr
-    n = len(load(out))
+    full = load(out)
+    assert full.attrs["incomplete"] == []
     trace = out / "rank-0.trace"
     data = trace.read_bytes()
     trace.write_bytes(data[:-30])  # a process killed inside a write: the partial record is not a row
-    assert len(load(out)) == n - 1
+    cut = load(out)
+    assert len(cut) == len(full) and cut.attrs["incomplete"] == [str(trace)]
+    trace.write_bytes(data[:-110])  # ... and a record before it lost
+    assert len(load(out)) == len(full) - 1
+    trace.write_bytes(data[:-160] + data[-80:])  # the end record counts records that are not there
+    with pytest.raises(TraceError, match="end record counts"):
+        load(out)
     trace.write_bytes(b"NOTATRACE" + data[9:])
     with pytest.raises(TraceError, match="not an h5flow trace"):
         load(out)
     with pytest.raises(TraceError, match="no such trace directory"):
         load(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["show", "--help"]])
+def test_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from h5flow.trace.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert "h5flow trace" in capsys.readouterr().out
 
 
 def test_info_lists_the_connector() -> None:

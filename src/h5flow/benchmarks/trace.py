@@ -124,8 +124,8 @@ def render(rows: list[Row], args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"h5flow_trace overhead ({args.clock} time, {args.stat} of {args.reps}; bulk {args.bulk_mib} MiB in "
-                    f"{args.write_mib} MiB writes; metadata {args.meta_count} x 3 callbacks)")
+    t = Table(title=f"h5flow_trace overhead ({args.clock} time, {args.stat} of {args.reps}; "
+                    f"bulk {args.bulk_mib} MiB in {args.write_mib} MiB writes; metadata {args.meta_count} x 3 callbacks)")
     for c in ("case", "native", "traced", "callbacks", "overhead", "per callback", "goal", "met"):
         t.add_column(c, justify="left" if c in ("case", "goal") else "right")
     for r in rows:

@@ -5,6 +5,6 @@
 
 from __future__ import annotations
 
-from h5flow.trace._load import TraceError, load, read_rank
+from h5flow.trace._load import TraceError, incomplete, load, read_rank
 
-__all__ = ["TraceError", "load", "read_rank"]
+__all__ = ["TraceError", "incomplete", "load", "read_rank"]

@@ -22,6 +22,9 @@ RECORD = np.dtype([
 ])
 assert HEADER.itemsize == HEADER_SIZE and RECORD.itemsize == 80
 
+#: op of the last record of a complete trace (npoints: records before it; bytes: strings in the table)
+OP_END = 0xFFFF
+
 FLAG_CONV = 1
 FLAG_FAILED = 2
 

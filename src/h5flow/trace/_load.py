@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +37,7 @@ class RankTrace:
     wall_ns: int
     records: np.ndarray
     strings: list[str]
+    complete: bool  # the end record is there: nothing of this process's trace was lost
 
 
 def _read_strings(path: Path) -> list[str]:
@@ -69,6 +71,14 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
     count = (len(raw) - fmt.HEADER_SIZE) // fmt.RECORD.itemsize
     records = np.frombuffer(raw, fmt.RECORD, count=count, offset=fmt.HEADER_SIZE)
     strings = _read_strings(path.with_suffix(".strings"))
+    complete = bool(count) and int(records[-1]["op"]) == fmt.OP_END
+    if complete:
+        end = records[-1]
+        records = records[:-1]
+        if int(end["npoints"]) != len(records) or int(end["bytes"]) != len(strings) - 1:
+            raise TraceError(f"{path}: the end record counts {int(end['npoints'])} records and "
+                             f"{int(end['bytes'])} strings, the files hold {len(records)} and {len(strings) - 1}: "
+                             "the trace was changed after it was written")
     ids = np.concatenate([records[f] for f in ("file", "obj", "shape", "mem_type", "file_type", "props")]) \
         if count else np.zeros(0, np.uint32)
     if ids.size and int(ids.max()) >= len(strings):
@@ -76,7 +86,8 @@ def read_rank(path: str | os.PathLike[str]) -> RankTrace:
                          f"{len(strings) - 1}")
     return RankTrace(path=path, rank=int(hdr["rank"]), nranks=int(hdr["nranks"]), pid=int(hdr["pid"]),
                      host=bytes(hdr["host"]).rstrip(b"\0").decode(errors="replace"),
-                     mono_ns=int(hdr["mono_ns"]), wall_ns=int(hdr["wall_ns"]), records=records, strings=strings)
+                     mono_ns=int(hdr["mono_ns"]), wall_ns=int(hdr["wall_ns"]), records=records, strings=strings,
+                     complete=complete)
 
 
 def trace_files(directory: str | os.PathLike[str]) -> list[Path]:
@@ -90,6 +101,13 @@ def trace_files(directory: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
+def _lookup(codes: np.ndarray, name: Callable[[int], str]) -> np.ndarray:
+    """``name(code)`` for every code, computed once per distinct code."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return np.array([name(int(c)) for c in uniq], dtype=object)[inverse] if len(codes) else \
+        np.zeros(0, dtype=object)
+
+
 def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
     r = rt.records
     strings = np.array(rt.strings, dtype=object)
@@ -97,9 +115,8 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
     shift = rt.wall_ns - origin_wall_ns
     t0 = (r["t0_ns"].astype(np.int64) + shift) / 1e9
     t1 = (r["t1_ns"].astype(np.int64) + shift) / 1e9
-    ops = np.array([fmt.OPS.get(int(c), f"op{int(c)}") for c in r["op"]], dtype=object)
-    causes = np.array([fmt.decode_causes(lo, gl) for lo, gl in zip(r["no_coll_local"], r["no_coll_global"])],
-                      dtype=object)
+    ops = _lookup(r["op"], lambda c: fmt.OPS.get(c, f"op{c}"))
+    causes = _lookup(r["no_coll_local"] | r["no_coll_global"], lambda bits: fmt.decode_causes(bits, 0))
     n = len(r)
     objs = _name_anonymous(strings[r["obj"]], ops, strings[r["props"]])
     return {
@@ -109,8 +126,8 @@ def _frame(rt: RankTrace, origin_wall_ns: int) -> dict[str, np.ndarray]:
         "nblocks": r["nblocks"].astype(np.int64), "ndims": r["ndims"].astype(np.int64),
         "shape": strings[r["shape"]], "mem_type": strings[r["mem_type"]], "file_type": strings[r["file_type"]],
         "conv": (r["flags"] & fmt.FLAG_CONV) != 0,
-        "xfer": np.array([fmt.XFER.get(int(x), "") for x in r["xfer"]], dtype=object),
-        "io_actual": np.array([fmt.IO_ACTUAL.get(int(x), "") for x in r["io_actual"]], dtype=object),
+        "xfer": _lookup(r["xfer"], lambda x: fmt.XFER.get(x, "")),
+        "io_actual": _lookup(r["io_actual"], lambda x: fmt.IO_ACTUAL.get(x, "")),
         "no_coll_cause": causes, "props": strings[r["props"]],
         "ok": (r["flags"] & fmt.FLAG_FAILED) == 0,
         "host": np.full(n, rt.host, dtype=object), "pid": np.full(n, rt.pid, dtype=np.int64),
@@ -128,29 +145,40 @@ def _name_anonymous(objs: np.ndarray, ops: np.ndarray, props: np.ndarray) -> np.
                 names[placeholder] = objs[i]
     if not names:
         return objs
-    out = objs.copy()
-    for i, o in enumerate(objs):
-        if o.startswith("#"):
-            head, sep, rest = o.partition("/")
-            if head in names:
-                out[i] = names[head] + sep + rest if sep else names[head]
-    return out
+
+    def named(o: str) -> str:
+        head, sep, rest = o.partition("/")
+        return names[head] + sep + rest if o.startswith("#") and head in names else o
+
+    uniq, inverse = np.unique(objs.astype(str), return_inverse=True)
+    return np.array([named(o) for o in uniq], dtype=object)[inverse]
+
+
+def incomplete(directory: str | os.PathLike[str]) -> list[Path]:
+    """The trace files of a directory that lack their end record (the process ended before HDF5 closed, or
+    a write of its trace failed): their last records are lost."""
+    return [p for p in trace_files(directory) if not read_rank(p).complete]
 
 
 def load(directory: str | os.PathLike[str]) -> pd.DataFrame:
-    """Every record of a trace directory as one DataFrame (columns: docs/TRACE.md "The DataFrame")."""
+    """Every record of a trace directory as one DataFrame (columns: docs/TRACE.md "The DataFrame").
+    ``df.attrs["incomplete"]`` lists the files that lack their end record (see :func:`incomplete`)."""
     import pandas as pd
 
     ranks = [read_rank(p) for p in trace_files(directory)]
+    cut = [str(rt.path) for rt in ranks if not rt.complete]
     nonempty = [rt for rt in ranks if len(rt.records)]
     if not nonempty:
-        return pd.DataFrame({c: pd.Series(dtype=_EMPTY_DTYPES.get(c, object)) for c in COLUMNS})
+        df = pd.DataFrame({c: pd.Series(dtype=_EMPTY_DTYPES.get(c, object)) for c in COLUMNS})
+        df.attrs["incomplete"] = cut
+        return df
     # the earliest record's start on the wall clock (a rank's t_ns counts from its header's clock origin)
     origin = min(rt.wall_ns + int(rt.records["t0_ns"].min()) for rt in nonempty)
     parts = [_frame(rt, origin) for rt in nonempty]
     cols = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
-    df = pd.DataFrame(cols, columns=COLUMNS)
-    return df.sort_values(["t0", "rank"], kind="stable").reset_index(drop=True)
+    df = pd.DataFrame(cols, columns=COLUMNS).sort_values(["t0", "rank"], kind="stable").reset_index(drop=True)
+    df.attrs["incomplete"] = cut
+    return df
 
 
 _EMPTY_DTYPES = {"rank": "int64", "t0": "float64", "t1": "float64", "dur": "float64", "bytes": "int64",

@@ -79,6 +79,14 @@ def run(spec: TraceRun) -> int:
         print(f"h5flow trace: the command opened no HDF5 file through the {CONNECTOR} connector; nothing was "
               f"traced into {spec.out} (is the program linked to the HDF5 h5flow was built with?)", file=sys.stderr)
         return 1
+    from h5flow.trace import incomplete
+
+    cut = incomplete(spec.out)
+    if cut:
+        print(f"h5flow trace: the command succeeded but {len(cut)} trace file(s) lack their end record, so their "
+              f"last calls are lost (a process ended before HDF5 closed, or a trace write failed): "
+              f"{', '.join(p.name for p in cut)}", file=sys.stderr)
+        return 1
     print(f"h5flow trace: {len(files)} rank file(s) in {spec.out}; summary: h5flow trace show {spec.out}",
           file=sys.stderr)
     return 0

@@ -121,7 +121,8 @@ def timeline(df: pd.DataFrame, path: Path) -> Path:
     ax.set_yticks(range(len(ranks)), [str(r) for r in ranks])
     ax.set_xlabel("time since the first call [s]")
     ax.set_ylabel("rank")
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], loc="upper right", fontsize="small")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -31,6 +31,8 @@ def show(argv: list[str]) -> int:
         print(f"{_PREFIX}{args.dir}: the trace holds no calls", file=sys.stderr)
         return 1
     render(args.dir, summarize(df, top=args.top))
+    for path in df.attrs.get("incomplete", []):
+        print(f"warning: {path} lacks its end record: the last calls of that process are not in the trace")
     if not args.no_png:
         png = timeline(df, args.png or args.dir / "timeline.png")
         print(f"timeline: {png}")

@@ -12,6 +12,7 @@
 #include "h5fpt.h"
 #include "trace_file.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,7 +33,9 @@ typedef struct {
     uint32_t file;  /* string id of the file name */
     uint32_t path;  /* string id of the object path */
     char *pathstr;  /* the path, to build children's paths */
-    hid_t type;     /* dataset/attribute: its file datatype (a copy), else H5I_INVALID_HID */
+    unsigned char *type; /* dataset/attribute: its file datatype, H5Tencode'd (a held datatype id would
+                            count among the program's open objects), else NULL */
+    size_t type_len;
     uint32_t type_sid;
     int io_info;    /* file and its objects: the actual I/O mode can be read back (MPI-IO under native) */
 } h5ft_ext_t;
@@ -41,6 +44,7 @@ typedef struct {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static h5ft_writer *g_writer;
 static int g_open_failed;
+static char g_open_err[768];    /* why the trace could not be opened (pushed on the failing open's stack) */
 static unsigned long g_anonymous; /* objects created without a name so far: their placeholder paths */
 /* The last transfer whose actual I/O mode HDF5 writes to its DXPL when the API call returns. */
 static struct {
@@ -83,15 +87,25 @@ static int ensure_writer(const h5ft_opts_t *opts)
         dir = "h5flow-trace";
     size_t block = opts ? opts->block : 0;
     const char *b = getenv("H5FLOW_TRACE_BLOCK");
-    if (!block && b && *b)
-        block = (size_t)strtoul(b, NULL, 10);
+    if (!block && b && *b) {
+        char *end = NULL;
+        unsigned long v = strtoul(b, &end, 10);
+        if (*end || v == 0 || v > (1ul << 24)) {
+            g_open_failed = 1;
+            snprintf(g_open_err, sizeof g_open_err,
+                     "H5FLOW_TRACE_BLOCK=%s: give a number of records per block, 1 to 16777216", b);
+            return -1;
+        }
+        block = v;
+    }
     unsigned rank, nranks;
     rank_of(&rank, &nranks);
     char err[512];
     g_writer = h5ft_writer_open(dir, rank, nranks, block, err, sizeof err);
     if (!g_writer) {
         g_open_failed = 1;
-        H5FPT_ERR("%s (set H5FLOW_TRACE_DIR or dir= in the connector string to a writable directory)", err);
+        snprintf(g_open_err, sizeof g_open_err,
+                 "%s (set H5FLOW_TRACE_DIR or dir= in the connector string to a writable directory)", err);
         return -1;
     }
     return 0;
@@ -156,7 +170,6 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
         H5FPT_ERR("out of memory");
         return -1;
     }
-    e->type = H5I_INVALID_HID;
     const h5ft_ext_t *pe = parent ? (const h5ft_ext_t *)parent->ext : NULL;
     if (pe) {
         e->file = pe->file;
@@ -171,10 +184,7 @@ static void obj_fini(h5fpt_obj_t *obj)
     h5ft_ext_t *e = obj->ext;
     if (!e)
         return;
-    if (e->type != H5I_INVALID_HID) {
-        H5E_BEGIN_TRY { H5Tclose(e->type); }
-        H5E_END_TRY
-    }
+    free(e->type);
     free(e->pathstr);
     free(e);
     obj->ext = NULL;
@@ -217,12 +227,55 @@ static const char *loc_name(const H5VL_loc_params_t *loc, const char *name)
     return NULL;
 }
 
+/* type's encoding, in a malloc'd buffer (*len bytes), or NULL. */
+static unsigned char *encode_type(hid_t type, size_t *len)
+{
+    size_t n = 0;
+    unsigned char *buf = NULL;
+    H5E_BEGIN_TRY
+    {
+        if (type >= 0 && H5Tencode(type, NULL, &n) >= 0 && n > 0 && (buf = malloc(n)) != NULL &&
+            H5Tencode(type, buf, &n) < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5E_END_TRY
+    *len = buf ? n : 0;
+    return buf;
+}
+
+/* Whether mem_type differs from the file datatype encoded in e (a datatype conversion on the transfer). */
+static int converts(const h5ft_ext_t *e, hid_t mem_type)
+{
+    if (!e || !e->type || mem_type < 0)
+        return 0;
+    size_t n = 0;
+    unsigned char *m = encode_type(mem_type, &n);
+    int differ = 1;
+    if (m && n == e->type_len && !memcmp(m, e->type, n))
+        differ = 0;
+    else {
+        /* the same type can encode differently (a committed one, for example): compare the decoded types */
+        H5E_BEGIN_TRY
+        {
+            hid_t ft = H5Tdecode(e->type);
+            if (ft >= 0) {
+                differ = H5Tequal(mem_type, ft) <= 0;
+                H5Tclose(ft);
+            }
+        }
+        H5E_END_TRY
+    }
+    free(m);
+    return differ;
+}
+
 static void set_type(h5ft_ext_t *e, hid_t type)
 {
     char buf[64];
-    if (e->type != H5I_INVALID_HID)
-        H5Tclose(e->type);
-    e->type = type;
+    free(e->type);
+    e->type = encode_type(type, &e->type_len);
     h5ft_type_str(type, buf, sizeof buf);
     e->type_sid = intern(buf);
 }
@@ -340,6 +393,31 @@ static int file_io_info(void *under, hid_t under_vol_id, hid_t fapl_id)
     return rc >= 0 && cls && cls->value == H5_VOL_NATIVE;
 }
 
+/* An MPI-IO file is opened by every rank of its communicator together: a rank whose trace could not be
+ * opened must not leave the others waiting in the collective open. All ranks learn whether every trace is
+ * open: 0 when all are (or the file is not MPI-IO), else 1 + the lowest failing rank in the communicator. */
+static int agree_on_trace(hid_t fapl_id, int ok)
+{
+    if (H5Pget_driver(fapl_id) != H5FD_MPIO)
+        return 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Info minfo = MPI_INFO_NULL;
+    int rank = 0, failed = INT_MAX, first = INT_MAX;
+    herr_t rc;
+    H5E_BEGIN_TRY { rc = H5Pget_fapl_mpio(fapl_id, &comm, &minfo); }
+    H5E_END_TRY
+    if (rc < 0 || comm == MPI_COMM_NULL)
+        return 0; /* the open itself reports a broken file access property list */
+    MPI_Comm_rank(comm, &rank);
+    if (!ok)
+        failed = rank;
+    MPI_Allreduce(&failed, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (minfo != MPI_INFO_NULL)
+        MPI_Info_free(&minfo);
+    MPI_Comm_free(&comm);
+    return first == INT_MAX ? 0 : first + 1;
+}
+
 static void *file_open_common(int create, const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id,
                               hid_t dxpl_id, void **req)
 {
@@ -350,8 +428,17 @@ static void *file_open_common(int create, const char *name, unsigned flags, hid_
     int ok = ensure_writer(info->opts) == 0;
     pthread_mutex_unlock(&g_lock);
     h5fpt_info_free(info);
-    if (!ok)
+    int failed = agree_on_trace(fapl_id, ok);
+    /* pushed after the last HDF5 call here: an API call empties the error stack */
+    if (!ok) {
+        H5FPT_ERR("%s", g_open_err);
         return NULL;
+    }
+    if (failed) {
+        H5FPT_ERR("the trace of rank %d (of this file's communicator) could not be opened (that rank says why); "
+                  "no rank opens the file", failed - 1);
+        return NULL;
+    }
     span_t s = begin();
     h5fpt_obj_t *f = create ? h5fpt_file_create(name, flags, fcpl_id, fapl_id, dxpl_id, req)
                             : h5fpt_file_open(name, flags, fapl_id, dxpl_id, req);
@@ -519,7 +606,7 @@ static void *tr_dataset_create(void *obj, const H5VL_loc_params_t *loc, const ch
     fill_space_type(&r, space_id, type_id);
     r.props = intern(props);
     if (d && d->ext)
-        set_type(d->ext, H5Tcopy(type_id));
+        set_type(d->ext, type_id);
     pthread_mutex_unlock(&g_lock);
     opened(&s, 10, obj, d, loc_name(loc, name), "/", &r);
     return d;
@@ -536,14 +623,30 @@ static void *tr_dataset_open(void *obj, const H5VL_loc_params_t *loc, const char
         hid_t space = under_dataset_get(d, H5VL_DATASET_GET_SPACE, dxpl_id);
         pthread_mutex_lock(&g_lock);
         fill_space_type(&r, space, type);
-        if (type >= 0)
-            set_type(d->ext, type);
+        set_type(d->ext, type);
         pthread_mutex_unlock(&g_lock);
+        if (type >= 0)
+            H5Tclose(type);
         if (space >= 0)
             H5Sclose(space);
     }
     opened(&s, 11, obj, d, loc_name(loc, name), "/", &r);
     return d;
+}
+
+/* An attribute's name as set_path takes it: "@name" under the object itself, or "OBJ/@name" when the call
+ * names the object by path from loc (H5Acreate_by_name, H5Aopen_by_name). *sep is the separator to use.
+ * buf holds the combined name when one is needed. */
+static const char *attr_name(const H5VL_loc_params_t *loc, const char *name, char *buf, size_t len,
+                             const char **sep)
+{
+    const char *via = loc && loc->type == H5VL_OBJECT_BY_NAME ? loc->loc_data.loc_by_name.name : NULL;
+    *sep = "/@";
+    if (!name || !via || !strcmp(via, "."))
+        return name;
+    snprintf(buf, len, "%s/@%s", via, name);
+    *sep = "/";
+    return buf;
 }
 
 static void *tr_attr_create(void *obj, const H5VL_loc_params_t *loc, const char *name, hid_t type_id,
@@ -555,9 +658,12 @@ static void *tr_attr_create(void *obj, const H5VL_loc_params_t *loc, const char 
     pthread_mutex_lock(&g_lock);
     fill_space_type(&r, space_id, type_id);
     if (a && a->ext)
-        set_type(a->ext, H5Tcopy(type_id));
+        set_type(a->ext, type_id);
     pthread_mutex_unlock(&g_lock);
-    opened(&s, 1, obj, a, name, "/@", &r);
+    char buf[1024];
+    const char *sep;
+    const char *an = attr_name(loc, name, buf, sizeof buf, &sep);
+    opened(&s, 1, obj, a, an, sep, &r);
     return a;
 }
 
@@ -572,13 +678,17 @@ static void *tr_attr_open(void *obj, const H5VL_loc_params_t *loc, const char *n
         hid_t space = under_attr_get(a, H5VL_ATTR_GET_SPACE, dxpl_id);
         pthread_mutex_lock(&g_lock);
         fill_space_type(&r, space, type);
-        if (type >= 0)
-            set_type(a->ext, type);
+        set_type(a->ext, type);
         pthread_mutex_unlock(&g_lock);
+        if (type >= 0)
+            H5Tclose(type);
         if (space >= 0)
             H5Sclose(space);
     }
-    opened(&s, 2, obj, a, name, "/@", &r);
+    char buf[1024];
+    const char *sep;
+    const char *an = attr_name(loc, name, buf, sizeof buf, &sep);
+    opened(&s, 2, obj, a, an, sep, &r);
     return a;
 }
 
@@ -610,7 +720,7 @@ static void transfer_details(h5ft_record *r, const h5fpt_obj_t *o, int is_attr, 
     r->mem_type = intern(t);
     r->file_type = e ? e->type_sid : 0;
     pthread_mutex_unlock(&g_lock);
-    if (e && e->type >= 0 && mem_type >= 0 && H5Tequal(mem_type, e->type) <= 0)
+    if (converts(e, mem_type))
         r->flags |= H5FT_FLAG_CONV;
     if (own_space >= 0)
         H5Sclose(own_space);

@@ -32,6 +32,7 @@ struct h5ft_writer {
     unsigned char *strbuf;
     size_t strlen_, strcap;
     int failed; /* a write failed: reported once, later records dropped */
+    uint64_t written; /* records written so far */
     char path[4096];
 };
 
@@ -291,6 +292,8 @@ int h5ft_writer_flush(h5ft_writer *w)
         }
         if (write_all(w->fd_trace, out, w->nrec * H5FT_RECORD_SIZE) != 0)
             rc = -1;
+        else
+            w->written += w->nrec;
     }
     w->nrec = 0;
     if (rc != 0 && !w->failed) {
@@ -315,7 +318,17 @@ int h5ft_writer_close(h5ft_writer *w)
 {
     if (!w)
         return 0;
-    int rc = h5ft_writer_flush(w);
+    /* the end record: a trace without it was cut short (process killed, or a write failed) */
+    int rc = 0;
+    h5ft_record end;
+    memset(&end, 0, sizeof end);
+    end.op = H5FT_OP_END;
+    end.t0_ns = end.t1_ns = h5ft_now(w);
+    end.npoints = w->written + w->nrec;
+    end.bytes = w->nstrings;
+    h5ft_writer_add(w, &end);
+    if (h5ft_writer_flush(w) != 0)
+        rc = -1;
     if (w->fd_trace >= 0 && close(w->fd_trace) != 0)
         rc = -1;
     if (w->fd_strings >= 0 && close(w->fd_strings) != 0)

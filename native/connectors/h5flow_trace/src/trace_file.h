@@ -9,6 +9,9 @@
 #define H5FT_RECORD_SIZE 80u
 #define H5FT_VERSION 1u
 
+/* op of the last record of a complete trace: npoints = records before it, bytes = strings in the table */
+#define H5FT_OP_END 0xFFFFu
+
 enum {
     H5FT_FLAG_CONV = 1u,
     H5FT_FLAG_FAILED = 2u,

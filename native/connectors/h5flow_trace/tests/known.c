@@ -4,7 +4,8 @@
  *   file_create; group_create /g; dataset_create /g/d (float32 100x10, chunks 10x10, fill never, alloc early);
  *   dataset_write of 2 hyperslab blocks (rows 0-9 and 20-29) from float64 memory (conversion);
  *   attr_create /g/d/@units + attr_write (str(8)); dataset_read of all as float32 (no conversion);
- *   closes; file_open (libver v110..v114) + dataset_open + dataset_read of 5 points; close.
+ *   closes; file_open (libver v110..v114) + dataset_open + attr_open by name (g/d, units) + attr_read +
+ *   attr_close + dataset_read of 5 points; close.
  * Exits nonzero when any call fails or a value read back differs from what was written. */
 #include <hdf5.h>
 #include <stdio.h>
@@ -73,6 +74,15 @@ int main(int argc, char **argv)
     CHECK(f);
     d = H5Dopen2(f, "/g/d", H5P_DEFAULT);
     CHECK(d);
+    hid_t a2 = H5Aopen_by_name(f, "g/d", "units", H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(a2);
+    char units[9] = "";
+    CHECK(H5Aread(a2, str, units));
+    if (strcmp(units, "kelvin")) {
+        fprintf(stderr, "known: attribute read '%s', wrote 'kelvin'\n", units);
+        return 1;
+    }
+    CHECK(H5Aclose(a2));
     hsize_t coords[5][2] = {{0, 0}, {1, 1}, {2, 2}, {20, 3}, {29, 9}};
     hid_t fsel = H5Dget_space(d);
     CHECK(H5Sselect_elements(fsel, H5S_SELECT_SET, 5, &coords[0][0]));
