@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,23 @@ def test_a_flood_without_the_token_costs_the_producer_little_memory_and_log(tmp_
     assert grown < 30, f"producer memory grew by {grown:.1f} MiB"
     assert len(err) < 4000, f"{len(err)} bytes on stderr: {err[:500]} ... {err[-500:]}"
     assert "refused a request without a token" in err and "refused request(s)" in err, err
+
+
+def test_a_release_on_a_producer_rank_other_than_0_lets_go_of_the_step() -> None:
+    """Rank 0 alone records what each group took (``history``); a RELEASE on another rank used to look its group
+    up there, fail with ``KeyError`` ("bad request to producer rank 1: 'default'", once per step) and skip the
+    collection and the wake-up of a producer waiting for room."""
+    from h5flow.transports.socket import server as srv
+
+    store = srv.Store(rank=1, heartbeat=1.0)
+    s = srv.Server.__new__(srv.Server)
+    s.store, s._run_id = store, "run"
+    sent: list[Any] = []
+    s._send = lambda ident, parts: sent.append(parts)  # type: ignore[method-assign]
+    s._bad = lambda ident, req, error: sent.append(("bad", error))  # type: ignore[method-assign]
+    s._on_hello(b"c", {"group": "default", "consumers": 1, "first": 0})
+    store.stored = 3
+    collected: list[int] = []
+    store.collect = lambda: collected.append(1)  # type: ignore[method-assign]
+    s._on_release(b"c", {"group": "default", "seq": 1})
+    assert store.groups["default"].released_seq == 1 and collected, sent

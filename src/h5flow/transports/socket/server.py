@@ -527,7 +527,9 @@ class Server(threading.Thread):
             if g is not None and not g.lost:
                 g.released_seq = max(g.released_seq, min(seq, st.stored - 1))
                 g.last_ping = time.time()
-                st.history[name][-1][1] = g.released_seq
+                spans = st.history.get(name)  # rank 0 alone keeps what each group took
+                if spans:
+                    spans[-1][1] = g.released_seq
                 st.collect()
                 st.cond.notify_all()
 
