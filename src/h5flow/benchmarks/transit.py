@@ -699,8 +699,8 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
 
 
 PRODUCER_PHASES = ("wait", "gather", "admit", "copy", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
-                   "publish", "collect")
-CONSUMER_PHASES = ("discover", "open", "read", "close", "barrier", "release")
+                   "publish", "collect", "begin", "put", "end")
+CONSUMER_PHASES = ("discover", "open", "meta", "read", "exchange", "close", "barrier", "release")
 
 
 def breakdown_table(rows: list[Row], steps: int) -> Any:
