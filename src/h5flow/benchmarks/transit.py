@@ -38,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,7 +56,7 @@ SYNC = "-sync"
 #: the page cache instead of mapping the large ones (n-n; docs/STREAM.md "Mapped reads")
 COPY = "-copy"
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
-QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
+QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": [1.0], "steps": 3, "reps": 1}
 
 
 @dataclass
@@ -89,6 +89,7 @@ class Row:
     vs_sst: float | None = None  # time_to_solution / adios2-sst's, same configuration
     vs_sst_plain: float | None = None  # time_to_solution / adios2-sst-plain's
     transport_vs_plain: float | None = None  # adios2 rows: transport_seconds / the plain pair's, same engine
+    inside_vs_sst_plain: float | None = None  # transport_seconds / adios2-sst-plain's, same configuration
     overhead_vs_posix: float | None = None  # transport_seconds / posix_write_read_s
     record: str = ""
     # seconds per step in each phase of the transport (hdf5, socket: --breakdown): per step the slowest rank's, then
@@ -119,6 +120,8 @@ class Plan:
     # further hdf5 layouts run beside the first, as rows "<transport>:<layout>" (e.g. hdf5-tmpfs:log)
     hdf5_more_layouts: list[str] = field(default_factory=list)
     breakdown: bool = False
+    # the sweep: bytes per producer rank per step of every size run (bytes_per_rank: the size being run)
+    sizes: list[int] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: list[dict[str, Any]] = field(default_factory=list)  # reference rows left out after PLAIN_ATTEMPTS
     load_start: list[float] = field(default_factory=list)  # os.getloadavg() before the first run
@@ -139,8 +142,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="producer rank counts (default 2 4 8)")
     p.add_argument("--ratios", type=int, nargs="+", default=[1, 2, 4, 8], metavar="R",
                    help="M:N ratios; N = M/R, only whole N >= 1 are run (default 1 2 4 8)")
-    p.add_argument("--mib-per-rank", type=float, default=32.0,
-                   help="MiB each producer rank publishes per step (default 32)")
+    p.add_argument("--mib-per-rank", type=float, nargs="+", default=[32.0], metavar="MIB",
+                   help="MiB each producer rank publishes per step (default 32); several sizes make a sweep: every "
+                        "size is run in full (its outputs in OUT/<size>MiB/), then the ratios to POSIX and to the "
+                        "plain ADIOS2 pair are printed per size, with each transport's worst cell, and plotted "
+                        "against the size (sweep.png, sweep.csv, sweep.json in OUT)")
     p.add_argument("--steps", "-S", type=int, default=10, help="steps per run (default 10)")
     p.add_argument("--reps", "-R", type=int, default=3,
                    help="repetitions; the median is reported with the min-max range (default 3)")
@@ -206,12 +212,14 @@ def make_plan(args: argparse.Namespace) -> Plan:
     for name in ("steps", "reps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1")
-    if args.mib_per_rank <= 0 or any(m < 1 for m in args.producers) or any(r < 1 for r in args.ratios):
+    if any(x <= 0 for x in args.mib_per_rank) or any(m < 1 for m in args.producers) or any(r < 1 for r in args.ratios):
         raise ValueError("--mib-per-rank, --producers and --ratios must be positive")
-    plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), int(args.mib_per_rank * MIB), args.steps,
+    sizes = sorted({int(x * MIB) for x in args.mib_per_rank})
+    plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), sizes[0], args.steps,
                 args.reps, list(dict.fromkeys(args.transports)), args.tmpfs_dir or _default_tmpfs(),
                 args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout[0],
-                list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown)
+                list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown,
+                sizes)
     if not plan.configurations():
         raise ValueError("no configuration: every ratio leaves N < 1 or a fraction; give ratios that divide M")
     for d in (plan.tmpfs, plan.disk):
@@ -224,7 +232,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
-_DEFAULTS = {"producers": [2, 4, 8], "ratios": [1, 2, 4, 8], "mib_per_rank": 32.0, "steps": 10, "reps": 3}
+_DEFAULTS = {"producers": [2, 4, 8], "ratios": [1, 2, 4, 8], "mib_per_rank": [32.0], "steps": 10, "reps": 3}
 
 
 # -- the producer's data size ------------------------------------------------------------------------
@@ -538,6 +546,8 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
             ref = cfg_rows.get(f"{r.transport}-plain")
             if ref is not None and ref.transport_seconds > 0:
                 r.transport_vs_plain = r.transport_seconds / ref.transport_seconds
+            if plain is not None and plain.transport_seconds > 0:
+                r.inside_vs_sst_plain = r.transport_seconds / plain.transport_seconds
     dicts = [asdict(r) for r in rows]
     csv_path = out / "transit.csv"
     with open(csv_path, "w", newline="") as f:
@@ -740,9 +750,37 @@ def launch(args: argparse.Namespace) -> int:
         return 2
     plan = make_plan(args)
     plan.out.mkdir(parents=True, exist_ok=True)
-    (plan.out / "records").mkdir(exist_ok=True)
     for t, why in plan.skipped.items():
         print(f"h5flow bench transit: skipping {t}: {why}")
+    sizes = plan.sizes or [plan.bytes_per_rank]
+    if len(sizes) == 1:
+        run_size(plan, args.json)
+        return 0
+    print(f"h5flow bench transit: a sweep over {len(sizes)} sizes ({', '.join(f'{x / MIB:g}' for x in sizes)} MiB per "
+          "rank per step), each run in full")
+    rows: list[Row] = []
+    loads: list[list[float]] = []
+    for size in sizes:
+        sub = replace(plan, bytes_per_rank=size, sizes=[size], out=plan.out / f"{size / MIB:g}MiB",
+                      failed=[], load_start=[], load_end=[])
+        rows += run_size(sub, None)
+        loads += [sub.load_start, sub.load_end]
+        plan.failed += sub.failed
+    paths = write_sweep(plan, rows, args.json)
+    print_sweep(plan, rows)
+    for p in paths:
+        print(f"wrote {p}")
+    if any(load and load[0] >= busy_load() for load in loads):
+        print("h5flow bench transit: WARNING the machine was busy during the sweep (see each size's load averages "
+              "above): compare the cells of one size, and regenerate published tables on a quiet machine")
+    return 0
+
+
+def run_size(plan: Plan, json_path: Path | None) -> list[Row]:
+    """Every configuration and transport at ``plan.bytes_per_rank``: the runs, their outputs in ``plan.out``, the
+    tables; the rows."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    (plan.out / "records").mkdir(exist_ok=True)
     transports = with_layouts(plan, [t for t in plan.transports if t not in plan.skipped])
     cfgs = plan.configurations()
     print(f"h5flow bench transit: {len(cfgs)} configurations (M:N {', '.join(f'{m}:{n}' for m, n, _ in cfgs)}) × "
@@ -796,7 +834,7 @@ def launch(args: argparse.Namespace) -> int:
                 rec_path.write_text(json.dumps(records[0]))
                 rows.append(summarize(plan, transport, m, n, records, bounds[(m, n)], str(rec_path)))
     plan.load_end = list(os.getloadavg())
-    paths = write_outputs(plan, rows, bounds, args.json)
+    paths = write_outputs(plan, rows, bounds, json_path)
     if rows:
         paths += fig2(plan, rows) + fig3_fig4(plan, rows)
         print_summary(plan, rows, bounds)
@@ -814,7 +852,132 @@ def launch(args: argparse.Namespace) -> int:
                   f"grew by {r.rss_growth_producer_bytes / MIB:.0f} MiB from the first half of its steps to the "
                   f"second (more than "
                   f"{rss_growth_limit(r.bytes_per_rank_step) / MIB:g} MiB): memory held per step?")
-    return 0
+    return rows
+
+
+# -- the size sweep ------------------------------------------------------------------------------------
+
+def vs_plain(r: Row) -> float | None:
+    """Time inside the transport ÷ the plain ADIOS2 pair's: the same engine's pair for an adios2 row, the SST
+    pair's for the others (same configuration and size)."""
+    return r.transport_vs_plain if r.transport_vs_plain is not None else r.inside_vs_sst_plain
+
+
+def worst_cells(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Each transport's largest ratio to POSIX and to the plain pair over every size and M:N, with where."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        w = out.setdefault(r.transport, {})
+        for key, val in (("vs_posix", r.overhead_vs_posix), ("vs_plain", vs_plain(r))):
+            if val is not None and val > w.get(key, {}).get("ratio", -1.0):
+                w[key] = {"ratio": val, "mib_per_rank": r.bytes_per_rank_step / MIB,
+                          "producers": r.producers, "consumers": r.consumers}
+    return out
+
+
+def write_sweep(plan: Plan, rows: list[Row], json_path: Path | None) -> list[Path]:
+    """sweep.csv, sweep.json and sweep.png (ratios against the size per rank) in ``plan.out``."""
+    out = plan.out
+    csv_path = out / "sweep.csv"
+    with open(csv_path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mib_per_rank", "producers", "consumers", "transport", "transport_seconds", "vs_posix", "vs_plain"])
+        for r in rows:
+            w.writerow([f"{r.bytes_per_rank_step / MIB:g}", r.producers, r.consumers, r.transport,
+                        f"{r.transport_seconds:.4f}", _fmt(r.overhead_vs_posix), _fmt(vs_plain(r))])
+    doc = {"benchmark": "transit-sweep", "mib_per_rank": [x / MIB for x in plan.sizes], "steps": plan.steps,
+           "reps": plan.reps, "failed": plan.failed, "worst": worst_cells(rows),
+           "skipped": [{"transport": t, "reason": why} for t, why in plan.skipped.items()],
+           "results": [asdict(r) for r in rows]}
+    json_out = out / "sweep.json"
+    json_out.write_text(json.dumps(doc, indent=1))
+    paths = [csv_path, json_out]
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=1))
+        paths.append(json_path)
+    if rows:
+        paths.append(sweep_figure(plan, rows))
+    return paths
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def sweep_figure(plan: Plan, rows: list[Row]) -> Path:
+    """Per transport, its worst ratio over the M:N configurations at each size: ÷ POSIX (left), ÷ plain (right)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, ratio, label in ((axes[0], lambda r: r.overhead_vs_posix, "time inside ÷ POSIX write+read"),
+                             (axes[1], vs_plain, "time inside ÷ plain ADIOS2 pair")):
+        for t in dict.fromkeys(r.transport for r in rows):
+            pts: dict[float, float] = {}
+            for r in rows:
+                v = ratio(r)
+                if r.transport == t and v is not None:
+                    size = r.bytes_per_rank_step / MIB
+                    pts[size] = max(pts.get(size, 0.0), v)
+            if pts:
+                xs = sorted(pts)
+                ax.plot(xs, [pts[x] for x in xs], marker="o", label=t)
+        ax.set_xscale("log", base=2)
+        sizes = sorted({r.bytes_per_rank_step / MIB for r in rows})
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([f"{x:g}" for x in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("MiB per producer rank per step")
+        ax.set_ylabel(f"{label} (worst M:N)")
+        ax.grid(alpha=0.3)
+    axes[1].axhline(1.5, color="grey", linestyle="--", linewidth=1)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"h5flow bench transit sweep: {plan.steps} steps, M:N "
+                 + ", ".join(f"{m}:{n}" for m, n, _ in plan.configurations()))
+    fig.tight_layout()
+    path = plan.out / "sweep.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def print_sweep(plan: Plan, rows: list[Row]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    shown = list(dict.fromkeys(r.transport for r in rows))
+    tab = Table(title="the sweep: time inside the transport ÷ the POSIX write+read of the same bytes / ÷ the plain "
+                      "ADIOS2 pair (adios2 rows: the same engine's pair; others: adios2-sst-plain)")
+    tab.add_column("MiB/rank", justify="right")
+    tab.add_column("M:N", justify="right")
+    for t in shown:
+        tab.add_column(t, justify="right")
+    for size in sorted({r.bytes_per_rank_step for r in rows}):
+        for m, n in sorted({(r.producers, r.consumers) for r in rows if r.bytes_per_rank_step == size}):
+            cells = []
+            for t in shown:
+                r = next((x for x in rows if (x.transport, x.producers, x.consumers, x.bytes_per_rank_step)
+                          == (t, m, n, size)), None)
+                cells.append("-" if r is None else f"{_ratio(r.overhead_vs_posix)} / {_ratio(vs_plain(r))}")
+            tab.add_row(f"{size / MIB:g}", f"{m}:{n}", *cells)
+    console.print(tab)
+    worst = worst_cells(rows)
+    tab = Table(title="each transport's worst cell of the sweep (size, M:N)")
+    tab.add_column("transport")
+    tab.add_column("÷ POSIX", justify="right")
+    tab.add_column("÷ plain ADIOS2 pair", justify="right")
+    for t in shown:
+        cells = []
+        for key in ("vs_posix", "vs_plain"):
+            c = worst.get(t, {}).get(key)
+            cells.append("-" if c is None else
+                         f"{c['ratio']:.2f}× ({c['mib_per_rank']:g} MiB, {c['producers']}:{c['consumers']})")
+        tab.add_row(t, *cells)
+    console.print(tab)
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}×"
 
 
 def _loads(load: list[float]) -> str:
