@@ -565,13 +565,15 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
            "failed": plan.failed,
            "bounds": [{"producers": m, "consumers": n, **b} for (m, n), b in bounds.items()],
            "results": dicts}
-    json_out = out / "transit.json"
-    json_out.write_text(json.dumps(doc, indent=1))
-    paths = [csv_path, json_out]
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, indent=1))
-        paths.append(json_path)
+    return [csv_path, *_write_json(doc, out / "transit.json", json_path)]
+
+
+def _write_json(doc: dict[str, Any], path: Path, copy: Path | None) -> list[Path]:
+    """``doc`` as JSON at ``path`` and, when given, at ``copy`` (``--json``); the paths written."""
+    paths = [path, *([copy] if copy is not None else [])]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1))
     return paths
 
 
@@ -889,13 +891,7 @@ def write_sweep(plan: Plan, rows: list[Row], json_path: Path | None) -> list[Pat
            "reps": plan.reps, "failed": plan.failed, "worst": worst_cells(rows),
            "skipped": [{"transport": t, "reason": why} for t, why in plan.skipped.items()],
            "results": [asdict(r) for r in rows]}
-    json_out = out / "sweep.json"
-    json_out.write_text(json.dumps(doc, indent=1))
-    paths = [csv_path, json_out]
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, indent=1))
-        paths.append(json_path)
+    paths = [csv_path, *_write_json(doc, out / "sweep.json", json_path)]
     if rows:
         paths.append(sweep_figure(plan, rows))
     return paths
