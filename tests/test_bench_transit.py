@@ -237,3 +237,14 @@ def test_sweep_prints_and_plots_every_size_with_each_transports_worst_cell(
     out = capsys.readouterr().out
     assert "2.00× / 0.50×" in out  # socket at each size: ÷ POSIX / ÷ plain SST
     assert "3.00× (8 MiB, 1:1)" in out  # adios2-sst's worst cell
+
+
+def test_plain_pair_writer_can_compute_the_oscillator(tmp_path: Path) -> None:
+    from h5flow.transports.adios2 import missing_reason
+
+    if missing_reason() is not None:
+        pytest.skip(str(missing_reason()))
+    from h5flow.benchmarks.adios2_plain import run_pair
+
+    rec = run_pair(str(tmp_path / "s"), "sst", 1, 1, 1 << 20, 2, timeout=60, oscillator=True)
+    assert rec["steps_consumed"] == 2 and rec["bytes"] == 2 << 20  # float32 cells of the oscillator, 1 MiB a step
