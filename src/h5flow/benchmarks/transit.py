@@ -169,12 +169,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "<transport>:<layout> measured in the same run "
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
     p.add_argument("--breakdown", action="store_true",
-                   help="print where each hdf5 and socket row's time goes: seconds per step in each phase of the "
+                   help="print where each hdf5, socket and adios2 row's time goes: seconds per step in each phase of the "
                         "producer (hdf5: wait: for the previous step's write thread, gather, admit, copy; then, on the "
                         "write thread with async_write, reserve, prepare, create, metadata, write, flush, agree, "
                         "close, meta.json, publish, collect: deleting released steps; socket: gather, admit, copy, "
-                        "agree, publish) and the consumer (discover, open, read: for socket the blocks arriving, "
-                        "close, barrier: waiting for the other consumer ranks at release, release)")
+                        "agree, publish; adios2: gather, begin, put, end: ADIOS2's EndStep) and the consumer (discover, "
+                        "open, meta, read: for socket the blocks arriving, for adios2 the payload's Get and "
+                        "PerformGets, exchange: blocks handed between consumer ranks, close, barrier: waiting for "
+                        "the other consumer ranks at release, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
@@ -717,26 +719,32 @@ CONSUMER_PHASES = ("discover", "open", "meta", "read", "exchange", "close", "bar
 
 def breakdown_table(rows: list[Row], steps: int) -> Any:
     """Milliseconds per step in each phase (slowest rank per step, mean over steps) of the rows that record
-    phases (the hdf5 transport), producer side then consumer side, beside the time inside the transport."""
+    phases (hdf5, socket, adios2), producer side then consumer side, beside the time inside the transport; only
+    the phases some row recorded get a column."""
     from rich.table import Table
+
+    producer = [k for k in PRODUCER_PHASES if any(k in r.phases_producer for r in rows)]
+    consumer = [k for k in CONSUMER_PHASES if any(k in r.phases_consumer for r in rows)]
 
     tab = Table(title="where the time goes (--breakdown): ms per step, per step the slowest rank's; producer "
                       "phases | consumer phases (discover includes waiting for the producer); "
                       "inside = time inside the transport per step, × POSIX. With async_write (the default) "
                       "the producer's end_step is wait (for the previous step's write) + gather + admit + copy; "
-                      "reserve to publish run on its write thread, beside the simulation")
+                      "reserve to publish run on its write thread, beside the simulation; adios2's producer "
+                      "phases are gather, begin, put, end (ADIOS2's EndStep), its consumer's read the payload's "
+                      "Get and PerformGets")
     tab.add_column("transport")
     tab.add_column("M:N", justify="right")
-    for name in PRODUCER_PHASES:
+    for name in producer:
         tab.add_column(f"P {name}", justify="right")
-    for name in CONSUMER_PHASES:
+    for name in consumer:
         tab.add_column(f"C {name}", justify="right")
     tab.add_column("inside", justify="right")
     for r in rows:
         if not r.phases_producer and not r.phases_consumer:
             continue
-        cells = [f"{1e3 * r.phases_producer[k]:.1f}" if k in r.phases_producer else "-" for k in PRODUCER_PHASES]
-        cells += [f"{1e3 * r.phases_consumer[k]:.1f}" if k in r.phases_consumer else "-" for k in CONSUMER_PHASES]
+        cells = [f"{1e3 * r.phases_producer[k]:.1f}" if k in r.phases_producer else "-" for k in producer]
+        cells += [f"{1e3 * r.phases_consumer[k]:.1f}" if k in r.phases_consumer else "-" for k in consumer]
         ratio = f" ({r.overhead_vs_posix:.1f}×)" if r.overhead_vs_posix is not None else ""
         tab.add_row(r.transport, f"{r.producers}:{r.consumers}", *cells,
                     f"{1e3 * r.transport_seconds / max(1, steps):.1f}{ratio}")
