@@ -23,7 +23,9 @@ at least 1) is warned about, since the rows then measure the other jobs as much 
 
 Outputs (in --out): transit.csv, transit.json, records/ (one run record per run), fig2-left.png
 (time vs M at one ratio), fig2-right.png (hdf5 vs socket vs SST over all configurations),
-fig3-memory-<transport>.png and fig4-progress-<transport>-<ratio>.png.
+fig3-memory-<transport>.png and fig4-progress-<transport>-<ratio>.png. With several ``--mib-per-rank`` sizes (a
+sweep) each size's outputs go to <size>MiB/ and the sweep's to sweep.csv, sweep.json and sweep.png (each
+transport's ratios to POSIX and to the plain ADIOS2 pair against the size; its worst cell printed).
 """
 
 from __future__ import annotations
