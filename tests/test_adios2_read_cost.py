@@ -5,9 +5,10 @@ The first guard measures what ``h5flow bench transit`` measures: the transport's
 histogram on the consumer, against the plain pair of :mod:`h5flow.benchmarks.adios2_plain` (no h5flow code)
 in the same test: a ratio, never an absolute time. Version 2 of the stream format sent each dataset as its own
 ADIOS2 variable; SST serves every variable of a step as its own request on the producer's side, where the
-oscillator computes, and the rank writing the oscillators mesh sent six: 4.7-7.3x the plain pair here. One
-payload per stream and step: 1.2-1.9x (the plain pair's writer computes nothing while SST serves it; see
-docs/ADIOS2.md). The bound sits between the two.
+oscillator computes, and the rank writing the oscillators mesh sent six: 4.5-7.3x the plain pair on this
+2-core machine under load 12-19. One payload per stream and step: 1.9-3.1x under the same load (the plain
+pair's writer computes nothing while SST serves it; see docs/ADIOS2.md). The bound, 3x, with the better of
+two measurements judged, sits between the two.
 """
 
 from __future__ import annotations
