@@ -96,3 +96,31 @@ def test_an_array_the_analysis_keeps_is_not_overwritten_by_the_next_step(tmp_pat
         w.wait(timeout=60)
     assert len(copies) == 3 and not np.array_equal(copies[0], copies[1])  # the steps differ
     np.testing.assert_array_equal(kept[0], copies[0])
+
+
+def test_payload_layout_packs_large_datasets_aligned_and_small_ones_inline() -> None:
+    """Writer and reader place a rank's datasets from the step's metadata alone (stream format version 3)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from h5flow.model import ImageBlock, ParticleBlock
+    from h5flow.transports._common import StepPuts
+    from h5flow.transports.adios2.stream import ALIGN, INLINE_BYTES, payload_layout
+
+    puts = StepPuts()
+    for b, z0 in ((0, 0), (1, 64)):  # two blocks of 64 x 64 x 64 cells: "data" 1 MiB each, "flag" 256 KiB each
+        puts.add("mesh", ImageBlock(b, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0, 63, 0, 63, z0, z0 + 63), 0,
+                                    {"data": np.zeros((64, 64, 64), np.float32),
+                                     "flag": np.zeros((64, 64, 64), np.int8)}))
+    puts.add("particles", ParticleBlock(0, np.zeros((5, 3)), {"id": np.arange(5, dtype=np.int64)}))
+    meta = puts.gather(MPI.COMM_SELF, 0, 0.0)
+    slots, size, inline_size = payload_layout(meta, 0)
+    where = {(s.mesh, s.path): s for s in slots}
+    data, flag = where[("mesh", "cell/data")], where[("mesh", "cell/flag")]
+    assert not data.inline and data.nbytes == 2 << 20 and data.spans == ((0, 0, 64 ** 3), (1, 64 ** 3, 64 ** 3))
+    assert not flag.inline and flag.nbytes == 2 * 64 ** 3  # int8, 512 KiB: not small enough to go inline
+    assert data.offset == 0 and flag.offset == 2 << 20 and size == (2 << 20) + 2 * 64 ** 3  # sorted by path
+    pos, ids = where[("particles", "geometry/positions")], where[("particles", "point/id")]
+    assert pos.inline and ids.inline and pos.nbytes == 5 * 3 * 8 and ids.nbytes == 5 * 8 < INLINE_BYTES
+    assert all(s.offset % ALIGN == 0 for s in slots) and inline_size == max(s.offset + s.nbytes for s in (pos, ids))
+    assert payload_layout(meta, 1) == ([], 0, 0)  # a rank with no block sends nothing
