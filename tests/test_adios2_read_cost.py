@@ -1,18 +1,24 @@
-"""Guard: the adios2 transport reads a step at about the cost of a plain ADIOS2 reader of the same bytes.
+"""Guards: the adios2 transport moves a step at about the cost of a plain ADIOS2 SST pair moving the same bytes.
 
-Issue 14 §1: through h5flow's adios2 transport SST read ~10x slower than SST itself. Two causes: the wire
-layout (each block's rows went out as a ``(rows, 1)`` variable, which ADIOS2 copies one four-byte row at a
-time on the reader) and a fresh fetch array per step (page faults on every step's copy). This runs the plain pair (:mod:`h5flow.benchmarks.adios2_plain`, no h5flow code) and
-the transport at 1:1 with the same bytes per step, one after the other, and compares their per-step read cost
-(lower quartile): a ratio, never an absolute time.
+The first guard measures what ``h5flow bench transit`` measures: the transport's time inside (write + read,
+``h5flow.runner``'s rule) at 1:1, 32 MiB per step, with the oscillator computing on the producer and the
+histogram on the consumer, against the plain pair of :mod:`h5flow.benchmarks.adios2_plain` (no h5flow code)
+in the same test: a ratio, never an absolute time. Version 2 of the stream format sent each dataset as its own
+ADIOS2 variable; SST serves every variable of a step as its own request on the producer's side, where the
+oscillator computes, and the rank writing the oscillators mesh sent six: 4.5-7.3x the plain pair on this
+2-core machine under load 12-19. One payload per stream and step: 1.9-3.1x under the same load (the plain
+pair's writer computes nothing while SST serves it; see docs/ADIOS2.md). The bound, 3x, with the better of
+two measurements judged, sits between the two.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,56 +26,48 @@ from h5flow.transports.adios2 import missing_reason
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))
 
-ACTOR = Path(__file__).with_name("adios2_pair_actor.py")
-NBYTES, STEPS = 40 << 20, 8
-# 40 MiB: above glibc's largest mmap threshold (32 MiB), where a fresh array per step is a fresh mmap whose
-# every page faults again (the second defect: 3.6-6.4x here before the reader reused its fetch buffers).
-# The goal is 1.5x (issue 14). The machine is 2 cores shared with other jobs and a step costs a few
-# milliseconds, so even the lower quartile of 8 steps moves with the load (0.6-1.2x measured with both
-# fixes): the guard allows 3x. The old (rows, 1) layout measured 6.0x at 8 MiB.
+NBYTES, STEPS = 32 << 20, 5
 MAX_RATIO = 3.0
-ATTEMPTS = 3
+ATTEMPTS = 2
 
 
-def _lower_quartile(xs: list[float]) -> float:
-    return sorted(xs)[len(xs) // 4]
+def _inside_per_step(record: dict[str, Any]) -> list[float]:
+    """Seconds inside the transport per step, write + read (one producer and one consumer rank)."""
+    writes = {s: end - start - waited for s, start, end, waited in record["producer"]["ranks"][0]["io"]}
+    reads = {io[0]: io[1] for io in record["consumer"]["ranks"][0]["io"]}
+    return [writes[s] + reads[s] for s in sorted(writes) if s in reads]
 
 
-def _transport_read_costs(where: Path, engine: str) -> list[float]:
-    where.mkdir(parents=True, exist_ok=True)
-    prefix = str(where / "h5flow")
-    w = subprocess.Popen([sys.executable, str(ACTOR), "write", prefix, engine, str(NBYTES), str(STEPS)])
-    try:
-        r = subprocess.run([sys.executable, str(ACTOR), "read", prefix, engine], capture_output=True, text=True,
-                           timeout=120)
-    finally:
-        w.wait(timeout=60)
-    assert r.returncode == 0 and w.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])["read"]
-
-
-@pytest.mark.parametrize("engine", ["sst"])
-def test_transport_read_cost_is_within_a_small_factor_of_plain_adios2(tmp_path: Path, engine: str) -> None:
+def _ratio(where: Path) -> tuple[float, list[float], list[float]]:
+    """One measurement: the transport, then the plain pair, back to back; (ratio of the median steps, both)."""
     from h5flow.benchmarks.adios2_plain import run_pair
+    from h5flow.benchmarks.transit import oscillator_shape, transport_xml
+    from h5flow.runner import RunOptions, run
 
-    # Up to three measurements, each the plain pair then the transport back to back: a burst of load from other
-    # jobs can land on either side of one measurement (5.2x was seen once at load 13), but a real regression
-    # (6.0x before the fix) is slow in every one. The best of the three is the one judged.
-    seen: list[str] = []
+    where.mkdir()
+    config = where / "config.xml"
+    config.write_text(transport_xml("adios2-sst", str(where / "stream"), 4))
+    osc = ("--shape", *map(str, oscillator_shape(NBYTES, 1)), "--blocks", "1", "--ghost-cells", "0")
+    ours = _inside_per_step(run(RunOptions(config, 1, 1, osc, STEPS, 60.0, workdir=where, show_progress=False)))
+    plain = _inside_per_step(run_pair(str(where / "plain"), "sst", 1, 1, NBYTES, STEPS, timeout=60))
+    assert len(ours) == len(plain) == STEPS
+    # medians per step: one step that lands on a burst of the other jobs' load moves neither
+    return statistics.median(ours) / statistics.median(plain), ours, plain
+
+
+def test_transport_time_inside_with_the_oscillator_is_within_a_small_factor_of_plain_sst(tmp_path: Path) -> None:
+    # Up to two measurements, the better one judged: under a load of 15-19 on the 2 cores the fixed transport
+    # measured 1.9-3.1x in single measurements (the SST writer's data thread shares the producer's cores with the
+    # oscillator), while the defect is slow in every one (4.7x on a quiet machine, 7.3x loaded).
+    seen = []
     for attempt in range(ATTEMPTS):
-        plain = run_pair(str(tmp_path / f"plain{attempt}"), engine, 1, 1, NBYTES, STEPS, timeout=60)
-        plain_costs = [t for _, t in plain["consumer"]["ranks"][0]["io"]]
-        ours = _transport_read_costs(tmp_path / f"ours{attempt}", engine)
-        assert len(plain_costs) == len(ours) == STEPS
-        # the lower quartile of each: the cost of the step itself, little disturbed by the other jobs' load
-        ours_q, plain_q = _lower_quartile(ours), _lower_quartile(plain_costs)
-        ratio = ours_q / plain_q
+        ratio, ours, plain = _ratio(tmp_path / f"try{attempt}")
         if ratio <= MAX_RATIO:
             return
-        seen.append(f"{ratio:.1f}x ({ours_q * 1e3:.2f} ms vs {plain_q * 1e3:.2f} ms)")
-    pytest.fail(f"{engine}: the transport's read of a {NBYTES >> 20} MiB step (lower quartile of {STEPS} steps) cost "
-                f"more than {MAX_RATIO}x the plain ADIOS2 reader's in each of {ATTEMPTS} measurements: "
-                + ", ".join(seen))
+        seen.append(f"{ratio:.1f}x ({statistics.median(ours) * 1e3:.0f} ms vs {statistics.median(plain) * 1e3:.0f} ms)")
+    pytest.fail(f"the adios2 transport spent more than {MAX_RATIO}x the plain SST pair's time inside per step "
+                f"(median of {STEPS} steps, 1:1, {NBYTES >> 20} MiB, oscillator computing) in each of {ATTEMPTS} "
+                "measurements: " + ", ".join(seen))
 
 
 def test_an_array_the_analysis_keeps_is_not_overwritten_by_the_next_step(tmp_path: Path) -> None:
@@ -98,3 +96,31 @@ def test_an_array_the_analysis_keeps_is_not_overwritten_by_the_next_step(tmp_pat
         w.wait(timeout=60)
     assert len(copies) == 3 and not np.array_equal(copies[0], copies[1])  # the steps differ
     np.testing.assert_array_equal(kept[0], copies[0])
+
+
+def test_payload_layout_packs_large_datasets_aligned_and_small_ones_inline() -> None:
+    """Writer and reader place a rank's datasets from the step's metadata alone (stream format version 3)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from h5flow.model import ImageBlock, ParticleBlock
+    from h5flow.transports._common import StepPuts
+    from h5flow.transports.adios2.stream import ALIGN, INLINE_BYTES, payload_layout
+
+    puts = StepPuts()
+    for b, z0 in ((0, 0), (1, 64)):  # two blocks of 64 x 64 x 64 cells: "data" 1 MiB each, "flag" 256 KiB each
+        puts.add("mesh", ImageBlock(b, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (0, 63, 0, 63, z0, z0 + 63), 0,
+                                    {"data": np.zeros((64, 64, 64), np.float32),
+                                     "flag": np.zeros((64, 64, 64), np.int8)}))
+    puts.add("particles", ParticleBlock(0, np.zeros((5, 3)), {"id": np.arange(5, dtype=np.int64)}))
+    meta = puts.gather(MPI.COMM_SELF, 0, 0.0)
+    slots, size, inline_size = payload_layout(meta, 0)
+    where = {(s.mesh, s.path): s for s in slots}
+    data, flag = where[("mesh", "cell/data")], where[("mesh", "cell/flag")]
+    assert not data.inline and data.nbytes == 2 << 20 and data.spans == ((0, 0, 64 ** 3), (1, 64 ** 3, 64 ** 3))
+    assert not flag.inline and flag.nbytes == 2 * 64 ** 3  # int8, 512 KiB: not small enough to go inline
+    assert data.offset == 0 and flag.offset == 2 << 20 and size == (2 << 20) + 2 * 64 ** 3  # sorted by path
+    pos, ids = where[("particles", "geometry/positions")], where[("particles", "point/id")]
+    assert pos.inline and ids.inline and pos.nbytes == 5 * 3 * 8 and ids.nbytes == 5 * 8 < INLINE_BYTES
+    assert all(s.offset % ALIGN == 0 for s in slots) and inline_size == max(s.offset + s.nbytes for s in (pos, ids))
+    assert payload_layout(meta, 1) == ([], 0, 0)  # a rank with no block sends nothing

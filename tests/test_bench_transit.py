@@ -184,3 +184,67 @@ def test_posix_bound_uses_page_aligned_buffers(tmp_path: Path) -> None:
     assert transit.posix_write_read(tmp_path, (1 << 20) + 5, 3) > 0
     assert transit.posix_write_read(tmp_path, (1 << 20) + 5, 3, mapped=True) > 0  # the bound of a mapping reader
     assert list(tmp_path.iterdir()) == []  # its files are gone
+
+
+def _plan_of(argv: list[str]) -> transit.Plan:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    transit.add_arguments(parser)
+    return transit.make_plan(parser.parse_args(argv))
+
+
+def test_mib_per_rank_takes_several_sizes(tmp_path: Path) -> None:
+    where = ["--tmpfs-dir", str(tmp_path), "--disk-dir", str(tmp_path), "--transports", "socket"]
+    one = _plan_of(where)
+    assert one.sizes == [32 << 20] and one.bytes_per_rank == 32 << 20  # the single size as before
+    sweep = _plan_of([*where, "--mib-per-rank", "32", "1", "0.5", "32"])
+    assert sweep.sizes == [1 << 19, 1 << 20, 32 << 20] and sweep.bytes_per_rank == 1 << 19
+    with pytest.raises(ValueError, match="positive"):
+        _plan_of([*where, "--mib-per-rank", "8", "0"])
+
+
+def test_sweep_prints_and_plots_every_size_with_each_transports_worst_cell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = transit.Plan([1], [1], 1 << 20, 2, 1, ["socket", "adios2-sst", "adios2-sst-plain"], tmp_path, tmp_path,
+                        tmp_path, 4, 10.0, sizes=[1 << 20, 8 << 20])
+    bound = {"posix_tmpfs": 0.25, "posix_disk": 0.5, "memcpy": 0.01, "null": 2.0}
+    rows = []
+    for size, seconds in ((1 << 20, {"socket": 0.5, "adios2-sst": 1.0, "adios2-sst-plain": 1.0}),
+                          (8 << 20, {"socket": 0.5, "adios2-sst": 3.0, "adios2-sst-plain": 1.0})):
+        size_rows = []
+        for t, sec in seconds.items():
+            rec = _record(1.0)
+            rec["transport_seconds"] = {"write": sec / 2, "read": sec / 2}
+            row = transit.summarize(transit.replace(plan, bytes_per_rank=size), t, 1, 1, [rec], bound, "")
+            size_rows.append(row)
+        (tmp_path / f"{size}").mkdir()
+        transit.write_outputs(transit.replace(plan, out=tmp_path / f"{size}"), size_rows, {}, None)  # the ratios
+        rows += size_rows
+    assert [transit.vs_plain(r) for r in rows] == pytest.approx([0.5, 1.0, 1.0, 0.5, 3.0, 1.0])
+    worst = transit.worst_cells(rows)
+    assert worst["adios2-sst"]["vs_plain"] == {"ratio": pytest.approx(3.0), "mib_per_rank": 8.0, "producers": 1,
+                                               "consumers": 1}
+    assert worst["socket"]["vs_posix"]["ratio"] == pytest.approx(2.0)  # 0.5 s over the 0.25 s bound
+    paths = transit.write_sweep(plan, rows, tmp_path / "copy.json")
+    assert {p.name for p in paths} == {"sweep.csv", "sweep.json", "copy.json", "sweep.png"}
+    assert (tmp_path / "sweep.png").stat().st_size > 1000
+    with open(tmp_path / "sweep.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 6 and table[4]["mib_per_rank"] == "8" and table[4]["vs_plain"] == "3.000"
+    assert json.loads((tmp_path / "sweep.json").read_text())["worst"]["adios2-sst"]["vs_plain"]["mib_per_rank"] == 8
+    transit.print_sweep(plan, rows)
+    out = capsys.readouterr().out
+    assert "2.00× / 0.50×" in out  # socket at each size: ÷ POSIX / ÷ plain SST
+    assert "3.00× (8 MiB, 1:1)" in out  # adios2-sst's worst cell
+
+
+def test_plain_pair_writer_can_compute_the_oscillator(tmp_path: Path) -> None:
+    from h5flow.transports.adios2 import missing_reason
+
+    if missing_reason() is not None:
+        pytest.skip(str(missing_reason()))
+    from h5flow.benchmarks.adios2_plain import run_pair
+
+    rec = run_pair(str(tmp_path / "s"), "sst", 1, 1, 1 << 20, 2, timeout=60, oscillator=True)
+    assert rec["steps_consumed"] == 2 and rec["bytes"] == 2 << 20  # float32 cells of the oscillator, 1 MiB a step

@@ -10,7 +10,8 @@ transport) with ``BeginStep`` / deferred ``Get`` / ``PerformGets`` / ``EndStep``
 MPI, so no MPI either: plain processes.
 
 The actors (``python adios2_plain.py write|read …``, run as a *file*, so nothing of h5flow is imported
-there) print one JSON line: per-step times, peak RSS samples. :func:`run_pair` launches them and returns a
+there, except h5flow's oscillator in a writer asked to compute it: ``run_pair(..., oscillator=True)``, the
+reference for what SST costs when its writer process computes as the transport's producer does) print one JSON line: per-step times, peak RSS samples. :func:`run_pair` launches them and returns a
 record shaped like :func:`h5flow.runner.run`'s (``time_to_solution``, ``transport_seconds``, ``latency``,
 ``producer``/``consumer`` ``ranks`` with ``rss``) so the benchmark summarizes both alike. Time inside the
 transport is counted as for the transport: a writer's ``BeginStep`` → ``EndStep`` return (SST's queue-full
@@ -44,15 +45,32 @@ def _io(adios: Any, name: str, engine: str, params: dict[str, str]) -> Any:
     return io
 
 
-def write(stream: str, engine: str, nbytes: int, steps: int, queue_limit: int) -> dict[str, Any]:
-    """One writer process: ``steps`` steps of one float64 variable of ``nbytes`` bytes."""
+def _oscillator(nbytes: int) -> Any:
+    """``step -> float32 array`` of h5flow's oscillator on one rank, ``nbytes`` per step (the benchmark's producer)."""
+    from h5flow.benchmarks.transit import oscillator_shape
+    from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+
+    sim = Simulation(OscillatorConfig(shape=oscillator_shape(nbytes, 1), nblocks=1, ghost=0), 0, 1)
+
+    def advance(step: int) -> Any:
+        sim.advance(step)
+        return sim.blocks()[0].cell_arrays["data"].reshape(-1)
+
+    return advance
+
+
+def write(stream: str, engine: str, nbytes: int, steps: int, queue_limit: int,
+          oscillator: bool = False) -> dict[str, Any]:
+    """One writer process: ``steps`` steps of one variable of ``nbytes`` bytes (float64; ``oscillator``: float32,
+    computed by h5flow's oscillator before each step, as the transport's producer computes it)."""
     import adios2.bindings as ab
     import numpy as np
 
     start = time.time()
     rss = [(start, _rss())]
-    n = max(1, nbytes // 8)
-    data = np.random.default_rng(0).random(n)
+    advance = _oscillator(nbytes) if oscillator else None
+    data = advance(0) if advance else np.random.default_rng(0).random(max(1, nbytes // 8))
+    n = data.size
     params = ({"RendezvousReaderCount": "1", "RegistrationMethod": "File", "QueueLimit": str(queue_limit),
                "QueueFullPolicy": "Block"} if engine == "sst" else {})
     adios = ab.ADIOS()  # must outlive its IO and engine
@@ -62,6 +80,8 @@ def write(stream: str, engine: str, nbytes: int, steps: int, queue_limit: int) -
     io_times: list[tuple[int, float, float, float]] = []
     published: list[float] = []
     for s in range(steps):
+        if advance is not None:
+            data = advance(s)
         t0 = time.time()
         eng.BeginStep()
         eng.Put(var, data, ab.Mode.Deferred)
@@ -72,7 +92,7 @@ def write(stream: str, engine: str, nbytes: int, steps: int, queue_limit: int) -
     eng.Close()
     rss.append((time.time(), _rss()))
     return {"start": start, "end": time.time(), "io": io_times, "published": published, "rss": rss,
-            "bytes": n * 8 * steps}
+            "bytes": data.nbytes * steps}
 
 
 def read(streams: list[str], engine: str, timeout: float) -> dict[str, Any]:
@@ -112,7 +132,7 @@ def read(streams: list[str], engine: str, timeout: float) -> dict[str, Any]:
             var = io.InquireVariable("data")
             n = var.Shape()[0]
             if k not in bufs or bufs[k].size != n:
-                bufs[k] = np.empty(n)
+                bufs[k] = np.empty(n, dtype=np.float32 if var.Type() == "float" else np.float64)
             var.SetSelection([[0], [n]])
             e.Get(var, bufs[k], ab.Mode.Deferred)
             e.PerformGets()
@@ -173,8 +193,9 @@ def _wait_all(procs: list[subprocess.Popen[str]], deadline: float) -> list[str]:
 
 
 def run_pair(prefix: str, engine: str, producers: int, consumers: int, nbytes: int, steps: int,
-             queue_limit: int = 4, timeout: float = 120.0) -> dict[str, Any]:
-    """Launch ``producers`` writers and ``consumers`` readers of ``nbytes`` per writer per step; the run record."""
+             queue_limit: int = 4, timeout: float = 120.0, oscillator: bool = False) -> dict[str, Any]:
+    """Launch ``producers`` writers and ``consumers`` readers of ``nbytes`` per writer per step; the run record.
+    ``oscillator``: each writer computes h5flow's oscillator before each step (the transport's producer's work)."""
     from h5flow.runner import _io_seconds, _latency_stats
     from h5flow.transports.adios2.stream import stream_name, streams_of
 
@@ -183,7 +204,8 @@ def run_pair(prefix: str, engine: str, producers: int, consumers: int, nbytes: i
     me = [sys.executable, str(Path(__file__).resolve())]
     launched = time.time()
     writers = [subprocess.Popen([*me, "write", stream_name(prefix, r), engine, str(nbytes), str(steps),
-                                 str(queue_limit)], stdout=subprocess.PIPE, text=True) for r in range(producers)]
+                                 str(queue_limit), *(["oscillator"] if oscillator else [])], stdout=subprocess.PIPE,
+                                text=True) for r in range(producers)]
     readers = [subprocess.Popen([*me, "read", ",".join(stream_name(prefix, r) for r in
                                                        streams_of(c, producers, consumers)), engine, str(timeout)],
                                 stdout=subprocess.PIPE, text=True) for c in range(consumers)]
@@ -215,12 +237,12 @@ def run_pair(prefix: str, engine: str, producers: int, consumers: int, nbytes: i
 
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else ""
-    if role == "write" and len(argv) == 6:
-        out = write(argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    if role == "write" and len(argv) in (6, 7) and argv[6:] in ([], ["oscillator"]):
+        out = write(argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:] == ["oscillator"])
     elif role == "read" and len(argv) == 4:
         out = read(argv[1].split(","), argv[2], float(argv[3]))
     else:
-        print("usage: adios2_plain.py write STREAM sst|bp5 NBYTES STEPS QUEUE_LIMIT\n"
+        print("usage: adios2_plain.py write STREAM sst|bp5 NBYTES STEPS QUEUE_LIMIT [oscillator]\n"
               "       adios2_plain.py read STREAM[,STREAM...] sst|bp5 TIMEOUT_S", file=sys.stderr)
         return 2
     print(json.dumps(out), flush=True)

@@ -23,7 +23,9 @@ at least 1) is warned about, since the rows then measure the other jobs as much 
 
 Outputs (in --out): transit.csv, transit.json, records/ (one run record per run), fig2-left.png
 (time vs M at one ratio), fig2-right.png (hdf5 vs socket vs SST over all configurations),
-fig3-memory-<transport>.png and fig4-progress-<transport>-<ratio>.png.
+fig3-memory-<transport>.png and fig4-progress-<transport>-<ratio>.png. With several ``--mib-per-rank`` sizes (a
+sweep) each size's outputs go to <size>MiB/ and the sweep's to sweep.csv, sweep.json and sweep.png (each
+transport's ratios to POSIX and to the plain ADIOS2 pair against the size; its worst cell printed).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,7 +58,7 @@ SYNC = "-sync"
 #: the page cache instead of mapping the large ones (n-n; docs/STREAM.md "Mapped reads")
 COPY = "-copy"
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
-QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": 1.0, "steps": 3, "reps": 1}
+QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": [1.0], "steps": 3, "reps": 1}
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Row:
     vs_sst: float | None = None  # time_to_solution / adios2-sst's, same configuration
     vs_sst_plain: float | None = None  # time_to_solution / adios2-sst-plain's
     transport_vs_plain: float | None = None  # adios2 rows: transport_seconds / the plain pair's, same engine
+    inside_vs_sst_plain: float | None = None  # transport_seconds / adios2-sst-plain's, same configuration
     overhead_vs_posix: float | None = None  # transport_seconds / posix_write_read_s
     record: str = ""
     # seconds per step in each phase of the transport (hdf5, socket: --breakdown): per step the slowest rank's, then
@@ -119,6 +122,8 @@ class Plan:
     # further hdf5 layouts run beside the first, as rows "<transport>:<layout>" (e.g. hdf5-tmpfs:log)
     hdf5_more_layouts: list[str] = field(default_factory=list)
     breakdown: bool = False
+    # the sweep: bytes per producer rank per step of every size run (bytes_per_rank: the size being run)
+    sizes: list[int] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: list[dict[str, Any]] = field(default_factory=list)  # reference rows left out after PLAIN_ATTEMPTS
     load_start: list[float] = field(default_factory=list)  # os.getloadavg() before the first run
@@ -139,8 +144,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="producer rank counts (default 2 4 8)")
     p.add_argument("--ratios", type=int, nargs="+", default=[1, 2, 4, 8], metavar="R",
                    help="M:N ratios; N = M/R, only whole N >= 1 are run (default 1 2 4 8)")
-    p.add_argument("--mib-per-rank", type=float, default=32.0,
-                   help="MiB each producer rank publishes per step (default 32)")
+    p.add_argument("--mib-per-rank", type=float, nargs="+", default=[32.0], metavar="MIB",
+                   help="MiB each producer rank publishes per step (default 32); several sizes make a sweep: every "
+                        "size is run in full (its outputs in OUT/<size>MiB/), then the ratios to POSIX and to the "
+                        "plain ADIOS2 pair are printed per size, with each transport's worst cell, and plotted "
+                        "against the size (sweep.png, sweep.csv, sweep.json in OUT)")
     p.add_argument("--steps", "-S", type=int, default=10, help="steps per run (default 10)")
     p.add_argument("--reps", "-R", type=int, default=3,
                    help="repetitions; the median is reported with the min-max range (default 3)")
@@ -163,12 +171,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "<transport>:<layout> measured in the same run "
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
     p.add_argument("--breakdown", action="store_true",
-                   help="print where each hdf5 and socket row's time goes: seconds per step in each phase of the "
+                   help="print where each hdf5, socket and adios2 row's time goes: seconds per step in each phase of the "
                         "producer (hdf5: wait: for the previous step's write thread, gather, admit, copy; then, on the "
                         "write thread with async_write, reserve, prepare, create, metadata, write, flush, agree, "
                         "close, meta.json, publish, collect: deleting released steps; socket: gather, admit, copy, "
-                        "agree, publish) and the consumer (discover, open, read: for socket the blocks arriving, "
-                        "close, barrier: waiting for the other consumer ranks at release, release)")
+                        "agree, publish; adios2: gather, begin, put, end: ADIOS2's EndStep) and the consumer (discover, "
+                        "open, meta, read: for socket the blocks arriving, for adios2 the payload's Get and "
+                        "PerformGets, exchange: blocks handed between consumer ranks, close, barrier: waiting for "
+                        "the other consumer ranks at release, release)")
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
@@ -206,12 +216,14 @@ def make_plan(args: argparse.Namespace) -> Plan:
     for name in ("steps", "reps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be at least 1")
-    if args.mib_per_rank <= 0 or any(m < 1 for m in args.producers) or any(r < 1 for r in args.ratios):
+    if any(x <= 0 for x in args.mib_per_rank) or any(m < 1 for m in args.producers) or any(r < 1 for r in args.ratios):
         raise ValueError("--mib-per-rank, --producers and --ratios must be positive")
-    plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), int(args.mib_per_rank * MIB), args.steps,
+    sizes = sorted({int(x * MIB) for x in args.mib_per_rank})
+    plan = Plan(sorted(set(args.producers)), sorted(set(args.ratios)), sizes[0], args.steps,
                 args.reps, list(dict.fromkeys(args.transports)), args.tmpfs_dir or _default_tmpfs(),
                 args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout[0],
-                list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown)
+                list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown,
+                sizes)
     if not plan.configurations():
         raise ValueError("no configuration: every ratio leaves N < 1 or a fraction; give ratios that divide M")
     for d in (plan.tmpfs, plan.disk):
@@ -224,7 +236,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return plan
 
 
-_DEFAULTS = {"producers": [2, 4, 8], "ratios": [1, 2, 4, 8], "mib_per_rank": 32.0, "steps": 10, "reps": 3}
+_DEFAULTS = {"producers": [2, 4, 8], "ratios": [1, 2, 4, 8], "mib_per_rank": [32.0], "steps": 10, "reps": 3}
 
 
 # -- the producer's data size ------------------------------------------------------------------------
@@ -535,6 +547,8 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
             ref = cfg_rows.get(f"{r.transport}-plain")
             if ref is not None and ref.transport_seconds > 0:
                 r.transport_vs_plain = r.transport_seconds / ref.transport_seconds
+            if plain is not None and plain.transport_seconds > 0:
+                r.inside_vs_sst_plain = r.transport_seconds / plain.transport_seconds
     dicts = [asdict(r) for r in rows]
     csv_path = out / "transit.csv"
     with open(csv_path, "w", newline="") as f:
@@ -552,13 +566,15 @@ def write_outputs(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
            "failed": plan.failed,
            "bounds": [{"producers": m, "consumers": n, **b} for (m, n), b in bounds.items()],
            "results": dicts}
-    json_out = out / "transit.json"
-    json_out.write_text(json.dumps(doc, indent=1))
-    paths = [csv_path, json_out]
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(doc, indent=1))
-        paths.append(json_path)
+    return [csv_path, *_write_json(doc, out / "transit.json", json_path)]
+
+
+def _write_json(doc: dict[str, Any], path: Path, copy: Path | None) -> list[Path]:
+    """``doc`` as JSON at ``path`` and, when given, at ``copy`` (``--json``); the paths written."""
+    paths = [path, *([copy] if copy is not None else [])]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1))
     return paths
 
 
@@ -696,32 +712,38 @@ def print_summary(plan: Plan, rows: list[Row], bounds: dict[tuple[int, int], dic
 
 
 PRODUCER_PHASES = ("wait", "gather", "admit", "copy", "reserve", "prepare", "create", "metadata", "write", "flush", "agree", "close", "meta.json",
-                   "publish", "collect")
-CONSUMER_PHASES = ("discover", "open", "read", "close", "barrier", "release")
+                   "publish", "collect", "begin", "put", "end")
+CONSUMER_PHASES = ("discover", "open", "meta", "read", "exchange", "close", "barrier", "release")
 
 
 def breakdown_table(rows: list[Row], steps: int) -> Any:
     """Milliseconds per step in each phase (slowest rank per step, mean over steps) of the rows that record
-    phases (the hdf5 transport), producer side then consumer side, beside the time inside the transport."""
+    phases (hdf5, socket, adios2), producer side then consumer side, beside the time inside the transport; only
+    the phases some row recorded get a column."""
     from rich.table import Table
+
+    producer = [k for k in PRODUCER_PHASES if any(k in r.phases_producer for r in rows)]
+    consumer = [k for k in CONSUMER_PHASES if any(k in r.phases_consumer for r in rows)]
 
     tab = Table(title="where the time goes (--breakdown): ms per step, per step the slowest rank's; producer "
                       "phases | consumer phases (discover includes waiting for the producer); "
                       "inside = time inside the transport per step, × POSIX. With async_write (the default) "
                       "the producer's end_step is wait (for the previous step's write) + gather + admit + copy; "
-                      "reserve to publish run on its write thread, beside the simulation")
+                      "reserve to publish run on its write thread, beside the simulation; adios2's producer "
+                      "phases are gather, begin, put, end (ADIOS2's EndStep), its consumer's read the payload's "
+                      "Get and PerformGets")
     tab.add_column("transport")
     tab.add_column("M:N", justify="right")
-    for name in PRODUCER_PHASES:
+    for name in producer:
         tab.add_column(f"P {name}", justify="right")
-    for name in CONSUMER_PHASES:
+    for name in consumer:
         tab.add_column(f"C {name}", justify="right")
     tab.add_column("inside", justify="right")
     for r in rows:
         if not r.phases_producer and not r.phases_consumer:
             continue
-        cells = [f"{1e3 * r.phases_producer[k]:.1f}" if k in r.phases_producer else "-" for k in PRODUCER_PHASES]
-        cells += [f"{1e3 * r.phases_consumer[k]:.1f}" if k in r.phases_consumer else "-" for k in CONSUMER_PHASES]
+        cells = [f"{1e3 * r.phases_producer[k]:.1f}" if k in r.phases_producer else "-" for k in producer]
+        cells += [f"{1e3 * r.phases_consumer[k]:.1f}" if k in r.phases_consumer else "-" for k in consumer]
         ratio = f" ({r.overhead_vs_posix:.1f}×)" if r.overhead_vs_posix is not None else ""
         tab.add_row(r.transport, f"{r.producers}:{r.consumers}", *cells,
                     f"{1e3 * r.transport_seconds / max(1, steps):.1f}{ratio}")
@@ -737,9 +759,37 @@ def launch(args: argparse.Namespace) -> int:
         return 2
     plan = make_plan(args)
     plan.out.mkdir(parents=True, exist_ok=True)
-    (plan.out / "records").mkdir(exist_ok=True)
     for t, why in plan.skipped.items():
         print(f"h5flow bench transit: skipping {t}: {why}")
+    sizes = plan.sizes or [plan.bytes_per_rank]
+    if len(sizes) == 1:
+        run_size(plan, args.json)
+        return 0
+    print(f"h5flow bench transit: a sweep over {len(sizes)} sizes ({', '.join(f'{x / MIB:g}' for x in sizes)} MiB per "
+          "rank per step), each run in full")
+    rows: list[Row] = []
+    loads: list[list[float]] = []
+    for size in sizes:
+        sub = replace(plan, bytes_per_rank=size, sizes=[size], out=plan.out / f"{size / MIB:g}MiB",
+                      failed=[], load_start=[], load_end=[])
+        rows += run_size(sub, None)
+        loads += [sub.load_start, sub.load_end]
+        plan.failed += sub.failed
+    paths = write_sweep(plan, rows, args.json)
+    print_sweep(plan, rows)
+    for p in paths:
+        print(f"wrote {p}")
+    if any(load and load[0] >= busy_load() for load in loads):
+        print("h5flow bench transit: WARNING the machine was busy during the sweep (see each size's load averages "
+              "above): compare the cells of one size, and regenerate published tables on a quiet machine")
+    return 0
+
+
+def run_size(plan: Plan, json_path: Path | None) -> list[Row]:
+    """Every configuration and transport at ``plan.bytes_per_rank``: the runs, their outputs in ``plan.out``, the
+    tables; the rows."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    (plan.out / "records").mkdir(exist_ok=True)
     transports = with_layouts(plan, [t for t in plan.transports if t not in plan.skipped])
     cfgs = plan.configurations()
     print(f"h5flow bench transit: {len(cfgs)} configurations (M:N {', '.join(f'{m}:{n}' for m, n, _ in cfgs)}) × "
@@ -793,7 +843,7 @@ def launch(args: argparse.Namespace) -> int:
                 rec_path.write_text(json.dumps(records[0]))
                 rows.append(summarize(plan, transport, m, n, records, bounds[(m, n)], str(rec_path)))
     plan.load_end = list(os.getloadavg())
-    paths = write_outputs(plan, rows, bounds, args.json)
+    paths = write_outputs(plan, rows, bounds, json_path)
     if rows:
         paths += fig2(plan, rows) + fig3_fig4(plan, rows)
         print_summary(plan, rows, bounds)
@@ -811,7 +861,126 @@ def launch(args: argparse.Namespace) -> int:
                   f"grew by {r.rss_growth_producer_bytes / MIB:.0f} MiB from the first half of its steps to the "
                   f"second (more than "
                   f"{rss_growth_limit(r.bytes_per_rank_step) / MIB:g} MiB): memory held per step?")
-    return 0
+    return rows
+
+
+# -- the size sweep ------------------------------------------------------------------------------------
+
+def vs_plain(r: Row) -> float | None:
+    """Time inside the transport ÷ the plain ADIOS2 pair's: the same engine's pair for an adios2 row, the SST
+    pair's for the others (same configuration and size)."""
+    return r.transport_vs_plain if r.transport_vs_plain is not None else r.inside_vs_sst_plain
+
+
+def worst_cells(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """Each transport's largest ratio to POSIX and to the plain pair over every size and M:N, with where."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        w = out.setdefault(r.transport, {})
+        for key, val in (("vs_posix", r.overhead_vs_posix), ("vs_plain", vs_plain(r))):
+            if val is not None and val > w.get(key, {}).get("ratio", -1.0):
+                w[key] = {"ratio": val, "mib_per_rank": r.bytes_per_rank_step / MIB,
+                          "producers": r.producers, "consumers": r.consumers}
+    return out
+
+
+def write_sweep(plan: Plan, rows: list[Row], json_path: Path | None) -> list[Path]:
+    """sweep.csv, sweep.json and sweep.png (ratios against the size per rank) in ``plan.out``."""
+    out = plan.out
+    csv_path = out / "sweep.csv"
+    with open(csv_path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mib_per_rank", "producers", "consumers", "transport", "transport_seconds", "vs_posix", "vs_plain"])
+        for r in rows:
+            w.writerow([f"{r.bytes_per_rank_step / MIB:g}", r.producers, r.consumers, r.transport,
+                        f"{r.transport_seconds:.4f}", _fmt(r.overhead_vs_posix), _fmt(vs_plain(r))])
+    doc = {"benchmark": "transit-sweep", "mib_per_rank": [x / MIB for x in plan.sizes], "steps": plan.steps,
+           "reps": plan.reps, "failed": plan.failed, "worst": worst_cells(rows),
+           "skipped": [{"transport": t, "reason": why} for t, why in plan.skipped.items()],
+           "results": [asdict(r) for r in rows]}
+    paths = [csv_path, *_write_json(doc, out / "sweep.json", json_path)]
+    if rows:
+        paths.append(sweep_figure(plan, rows))
+    return paths
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def sweep_figure(plan: Plan, rows: list[Row]) -> Path:
+    """Per transport, its worst ratio over the M:N configurations at each size: ÷ POSIX (left), ÷ plain (right)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, ratio, label in ((axes[0], lambda r: r.overhead_vs_posix, "time inside ÷ POSIX write+read"),
+                             (axes[1], vs_plain, "time inside ÷ plain ADIOS2 pair")):
+        for t in dict.fromkeys(r.transport for r in rows):
+            pts: dict[float, float] = {}
+            for r in rows:
+                v = ratio(r)
+                if r.transport == t and v is not None:
+                    size = r.bytes_per_rank_step / MIB
+                    pts[size] = max(pts.get(size, 0.0), v)
+            if pts:
+                xs = sorted(pts)
+                ax.plot(xs, [pts[x] for x in xs], marker="o", label=t)
+        ax.set_xscale("log", base=2)
+        sizes = sorted({r.bytes_per_rank_step / MIB for r in rows})
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([f"{x:g}" for x in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("MiB per producer rank per step")
+        ax.set_ylabel(f"{label} (worst M:N)")
+        ax.grid(alpha=0.3)
+    axes[1].axhline(1.5, color="grey", linestyle="--", linewidth=1)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"h5flow bench transit sweep: {plan.steps} steps, M:N "
+                 + ", ".join(f"{m}:{n}" for m, n, _ in plan.configurations()))
+    fig.tight_layout()
+    path = plan.out / "sweep.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def print_sweep(plan: Plan, rows: list[Row]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    shown = list(dict.fromkeys(r.transport for r in rows))
+    tab = Table(title="the sweep: time inside the transport ÷ the POSIX write+read of the same bytes / ÷ the plain "
+                      "ADIOS2 pair (adios2 rows: the same engine's pair; others: adios2-sst-plain)")
+    tab.add_column("MiB/rank", justify="right")
+    tab.add_column("M:N", justify="right")
+    for t in shown:
+        tab.add_column(t, justify="right")
+    for size in sorted({r.bytes_per_rank_step for r in rows}):
+        for m, n in sorted({(r.producers, r.consumers) for r in rows if r.bytes_per_rank_step == size}):
+            cells = []
+            for t in shown:
+                r = next((x for x in rows if (x.transport, x.producers, x.consumers, x.bytes_per_rank_step)
+                          == (t, m, n, size)), None)
+                cells.append("-" if r is None else f"{_ratio(r.overhead_vs_posix)} / {_ratio(vs_plain(r))}")
+            tab.add_row(f"{size / MIB:g}", f"{m}:{n}", *cells)
+    console.print(tab)
+    worst = worst_cells(rows)
+    tab = Table(title="each transport's worst cell of the sweep (size, M:N)")
+    tab.add_column("transport")
+    tab.add_column("÷ POSIX", justify="right")
+    tab.add_column("÷ plain ADIOS2 pair", justify="right")
+    for t in shown:
+        cells = []
+        for key in ("vs_posix", "vs_plain"):
+            c = worst.get(t, {}).get(key)
+            cells.append("-" if c is None else
+                         f"{c['ratio']:.2f}× ({c['mib_per_rank']:g} MiB, {c['producers']}:{c['consumers']})")
+        tab.add_row(t, *cells)
+    console.print(tab)
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}×"
 
 
 def _loads(load: list[float]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Sequence
@@ -13,13 +14,15 @@ import numpy as np
 from h5flow.config import TransportConfig
 from h5flow.model import Association, Block, MeshMeta, StepMeta
 from h5flow.transports._buffers import ReadBuffers
-from h5flow.transports._common import assemble_blocks, check_association, dataset_layout, step_nbytes
+from h5flow.transports._common import assemble_blocks, check_association, step_nbytes
+from h5flow.transports._phases import Phases
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
-from h5flow.transports.adios2.stream import (ENGINES, Announcement, announcement_path, engine_name,
-                                             reader_parameters, stream_name, stream_reader, streams_of)
+from h5flow.transports.adios2.stream import (ENGINES, INLINE, PAYLOAD, Announcement, announcement_path, engine_name,
+                                             payload_layout, reader_parameters, stream_name, stream_reader, streams_of)
 from h5flow.transports.base import BeginStepResult, Reader, ReadStep, StepStatus, TransportError
 
 Rows = dict[str, dict[str, dict[int, np.ndarray]]]  # mesh → dataset path → block id → (count, components)
+OWN_COPY_BYTES = 1 << 20  # datasets smaller than this are handed out as copies, not as views of the payload
 
 
 class Adios2ReadStep(ReadStep):
@@ -78,6 +81,7 @@ class Adios2Reader(Reader):
         self._published = 0.0
         self._nbytes = 0
         self._buffers = ReadBuffers()  # fetch buffers, reused once no analysis refers to them
+        self._phase = Phases()  # per-step phase times, in each released step's event ("phases")
 
     # -- attach ----------------------------------------------------------------------------------
     def _find_announcement(self, deadline: float | None) -> tuple[Announcement | None, str]:
@@ -145,6 +149,7 @@ class Adios2Reader(Reader):
     def _do_begin_step(self, timeout: float | None) -> BeginStepResult:
         comm = self.comm
         t0 = time.time()
+        self._phase.take()  # a step's phases start at its begin_step
         self._buffers.next_step()
         deadline = None if timeout is None else t0 + timeout
         if self.info is None:
@@ -189,20 +194,24 @@ class Adios2Reader(Reader):
                 continue
             break
         self._seen = time.time()
+        self._phase.add("discover", self._seen - t0)
         return self._read_step(t0)
 
     def _read_step(self, t0: float) -> BeginStepResult:
         comm = self.comm
         assert self.info is not None
+        t_meta = time.perf_counter()
         head = next((s.info for s in self._streams if s.rank == 0), None)
         head = bcast_from_root(comm, head and {k: head[k] for k in ("step", "time", "meta")})
         published = comm.allreduce(max((s.info["published"] for s in self._streams), default=0.0), op=_max())
         meta = StepMeta.from_json(head["meta"])
         owners = {name: _owners(self.partitioner, m, comm.size) for name, m in meta.meshes.items()}
+        self._phase.add("meta", time.perf_counter() - t_meta)
         rows: Rows = {}
         outgoing: list[list[tuple[str, str, int, np.ndarray]]] = [[] for _ in range(comm.size)]
         for s in self._streams:
-            fetched = self._fetch(s, meta)
+            with self._phase("read"):
+                fetched = self._fetch(s, meta)
             for mesh, by_path in fetched.items():
                 for path, by_block in by_path.items():
                     for b, arr in by_block.items():
@@ -212,10 +221,11 @@ class Adios2Reader(Reader):
                         else:
                             outgoing[dest].append((mesh, path, b, arr))
         if self._exchange_needed(meta, owners):
-            sleepy_wait(comm)
-            for part in comm.alltoall(outgoing):
-                for mesh, path, b, arr in part:
-                    rows.setdefault(mesh, {}).setdefault(path, {})[b] = arr
+            with self._phase("exchange"):
+                sleepy_wait(comm)
+                for part in comm.alltoall(outgoing):
+                    for mesh, path, b, arr in part:
+                        rows.setdefault(mesh, {}).setdefault(path, {})[b] = arr
         assignment = {name: [b for b, o in enumerate(own) if o == comm.rank] for name, own in owners.items()}
         self._step_t0, self._published, self._nbytes = t0, published, step_nbytes(meta)
         step = Adios2ReadStep(meta.step, meta.time, meta, assignment, self._seq, rows)
@@ -229,52 +239,62 @@ class Adios2Reader(Reader):
                    for name, mesh in meta.meshes.items() for bm in mesh.blocks)
 
     def _fetch(self, s: _Stream, meta: StepMeta) -> Rows:
-        """Every block stream ``s`` holds, all arrays (deferred Gets, one PerformGets)."""
+        """Every block stream ``s`` holds, all arrays: its ``payload`` in one deferred Get and one PerformGets,
+        its small datasets from the ``inline`` string (stream.py)."""
+        slots, size, inline_size = payload_layout(meta, s.rank)
         out: Rows = {}
-        pending: list[tuple[str, str, np.ndarray, list[tuple[int, int, int]]]] = []
-        for name, mesh in meta.meshes.items():
-            mine = [b for b in mesh.blocks if b.owner == s.rank]
-            if not mine:
-                continue
-            for path, assoc, dtype, ncomp in dataset_layout(mesh):
-                spans, start = [], 0
-                for b in mine:
-                    spans.append((b.block_id, start, b.count(assoc)))
-                    start += b.count(assoc)
-                # last step's array when nothing outside this reader refers to it any more: a fresh 32 MiB
-                # array is a fresh mmap each step (above glibc's largest mmap threshold), every page faulted
-                # and zeroed again on the copy, which cost more than the copy itself
-                buf = self._buffers.take((start, ncomp), np.dtype(dtype))
-                if start:
-                    var = s.io.InquireVariable(f"{name}/{path}")
-                    if var is None:
-                        raise TransportError(f"step {meta.step}: producer stream {s.rank} has no variable "
-                                             f"{name}/{path}")
-                    if list(var.Shape()) != [buf.size]:
-                        raise TransportError(f"step {meta.step}: producer stream {s.rank}'s {name}/{path} has "
-                                             f"shape {list(var.Shape())}, the step's metadata says {buf.size} "
-                                             "values: producer and consumer run different h5flow versions?")
-                    var.SetSelection([[0], [buf.size]])  # 1-D on the wire (see stream.py)
-                    s.engine.Get(var, buf.reshape(-1), self._ab.Mode.Deferred)
-                pending.append((name, path, buf, spans))
-        s.engine.PerformGets()
-        for name, path, buf, spans in pending:
-            out.setdefault(name, {})[path] = {b: buf[a : a + n] for b, a, n in spans}
+        if not slots:
+            return out
+        # last step's buffer when nothing outside this reader refers to it any more: a fresh 32 MiB array is a
+        # fresh mmap each step (above glibc's largest mmap threshold), every page faulted and zeroed again on
+        # the copy, which cost more than the copy itself
+        buf = self._buffers.take((size,), np.dtype(np.uint8))
+        if size:
+            var = self._variable(s, meta, PAYLOAD)
+            if list(var.Shape()) != [size]:
+                raise TransportError(f"step {meta.step}: producer stream {s.rank}'s {PAYLOAD} holds "
+                                     f"{list(var.Shape())} bytes, the step's metadata says {size}: producer and "
+                                     "consumer run different h5flow versions?")
+            var.SetSelection([[0], [size]])
+            s.engine.Get(var, buf, self._ab.Mode.Deferred)
+            s.engine.PerformGets()
+        small = np.empty(0, dtype=np.uint8)
+        if inline_size:
+            small = np.frombuffer(bytearray(base64.b64decode(s.engine.Get(self._variable(s, meta, INLINE)))),
+                                  dtype=np.uint8)
+            if small.size != inline_size:
+                raise TransportError(f"step {meta.step}: producer stream {s.rank}'s {INLINE} holds {small.size} "
+                                     f"bytes, the step's metadata says {inline_size}")
+        for slot in slots:
+            src = small if slot.inline else buf
+            arr = src[slot.offset:slot.offset + slot.nbytes].view(slot.dtype).reshape(slot.rows, slot.components)
+            if not slot.inline and slot.nbytes < OWN_COPY_BYTES:
+                arr = arr.copy()  # a small array an analysis keeps must not hold the step's whole buffer
+            out.setdefault(slot.mesh, {})[slot.path] = {b: arr[a:a + n] for b, a, n in slot.spans}
         return out
+
+    @staticmethod
+    def _variable(s: _Stream, meta: StepMeta, name: str) -> Any:
+        var = s.io.InquireVariable(name)
+        if var is None:
+            raise TransportError(f"step {meta.step}: producer stream {s.rank} has no variable {name}")
+        return var
 
     def _do_release(self, step: ReadStep) -> None:
         if isinstance(step, Adios2ReadStep):
             step._rows = {}  # the step's views of the fetch buffers go (blocks already handed out stay valid)
-        for s in self._streams:
-            if s.state == "in_step":
-                s.engine.EndStep()
-                s.state, s.info = "idle", {}
+        with self._phase("release"):
+            for s in self._streams:
+                if s.state == "in_step":
+                    s.engine.EndStep()
+                    s.state, s.info = "idle", {}
         t_barrier = time.perf_counter()
         sleepy_wait(self.comm)
         barrier = time.perf_counter() - t_barrier
         self.events.append({"step": step.step, "seq": self._seq, "published": self._published,
                             "visible": self._seen, "begin": self._step_t0, "released": time.time(),
-                            "nbytes": self._nbytes, "barrier": barrier})
+                            "nbytes": self._nbytes, "barrier": barrier,
+                            "phases": {**self._phase.take(), "barrier": barrier}})
         self._seq += 1
 
     def _do_close(self) -> None:

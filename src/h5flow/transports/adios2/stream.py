@@ -13,11 +13,20 @@ Each ADIOS2 step of stream ``r`` holds, for step N of the producer:
 * ``info`` (string): JSON ``{"step": N, "time": t, "rank": r, "run_id": …, "published": unix time
   just before the writer's EndStep}``;
 * ``meta`` (string, stream 0 only): the step's global :class:`~h5flow.model.StepMeta` as JSON;
-* ``<mesh>/<association>/<array>`` and ``<mesh>/geometry/positions``: the rows of rank ``r``'s blocks of
-  that mesh concatenated in block-id order (the hdf5 transport's n-n layout), flattened to one
-  dimension of ``rows × components`` values (format version 2: ADIOS2 copies a ``(rows, 1)`` selection
-  one row at a time, 3-5× slower than the same bytes in 1-D); absent when the rank owns no block of
-  the mesh.
+* ``payload`` (1-D ``uint8``, format version 3): every dataset of rank ``r``'s blocks of the step of at
+  least :data:`INLINE_BYTES`, in one variable, placed by :func:`payload_layout` from the step's metadata
+  alone: mesh by mesh (sorted by name), dataset by dataset (``<association>/<array>``,
+  ``geometry/positions``; sorted), the rows of the rank's blocks of that mesh concatenated in block-id
+  order (the hdf5 transport's n-n layout), each dataset starting at a multiple of :data:`ALIGN` bytes;
+  absent when the rank has no such dataset;
+* ``inline`` (string): the smaller datasets, packed the same way, base64: a string travels with the
+  step's metadata, so they cost the consumer no data request.
+
+One data variable per stream and step, because SST serves each variable of a ``Get`` as its own request
+on the producer's side: with the producer computing, every further request of a step costs another wait
+for the producer's data thread (five small arrays beside a 32 MiB one made a step's read ~3× slower, see
+docs/ADIOS2.md). Version 2 sent one variable per dataset; version 1 a ``(rows, components)`` shape, which
+ADIOS2's reader copies one row at a time.
 
 Stream ``r`` is read by consumer rank :func:`stream_reader` ``(r, M, N)`` (SENSEI's contiguous block
 mapping), which opens it with ``RendezvousReaderCount=1``: the SST writer's ``Open`` waits for that reader.
@@ -32,11 +41,19 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from h5flow.config import TransportConfig
+from h5flow.model import StepMeta
 from h5flow._split import contiguous_owner, contiguous_range
+from h5flow.transports._common import dataset_layout
 
 FORMAT = "h5flow-adios2"
-VERSION = 2  # 2: arrays are 1-D on the wire (1: (rows, components))
+VERSION = 3  # 3: one payload variable per stream and step (2: one 1-D variable per dataset; 1: (rows, components))
+ALIGN = 64  # bytes: every dataset in a payload starts at a multiple of this (any dtype's alignment)
+PAYLOAD = "payload"  # the variable holding a stream's datasets of a step
+INLINE = "inline"  # the string variable holding its small datasets (base64)
+INLINE_BYTES = 64 << 10  # datasets below this size travel inline
 ENGINES = {"sst": "SST", "bp5": "BP5"}
 OPEN_TIMEOUT_S = 60  # a consumer waits this long for a producer stream to appear (SST's default)
 
@@ -56,6 +73,51 @@ class Announcement:
         if d.get("format") != FORMAT or d.get("version") != VERSION:
             raise ValueError(f"{path} is not an h5flow adios2 stream of format version {VERSION}")
         return Announcement(d["run_id"], int(d["producers"]), d["engine"], float(d["created"]))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one dataset of a producer rank's blocks lies in that rank's ``payload`` of a step."""
+
+    mesh: str
+    path: str  # dataset path inside the mesh: ``<association>/<array>`` or ``geometry/positions``
+    dtype: np.dtype
+    components: int
+    offset: int  # bytes from the start of the payload (or of the inline bytes)
+    inline: bool  # in the ``inline`` string instead of the ``payload`` variable
+    spans: tuple[tuple[int, int, int], ...]  # (block id, first row, rows) of each of the rank's blocks
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, _, n in self.spans)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.components * self.dtype.itemsize
+
+
+def payload_layout(meta: StepMeta, rank: int) -> tuple[list[Slot], int, int]:
+    """The datasets producer rank ``rank`` sends for the step ``meta`` describes, the size of its ``payload``
+    and of its inline bytes. Writer and reader both compute it from the step's global metadata, so the
+    stream carries no layout of its own."""
+    slots: list[Slot] = []
+    size = {True: 0, False: 0}
+    for name in sorted(meta.meshes):
+        mesh = meta.meshes[name]
+        mine = sorted((b for b in mesh.blocks if b.owner == rank), key=lambda b: b.block_id)
+        if not mine:
+            continue
+        for path, assoc, dtype, ncomp in dataset_layout(mesh):
+            spans, start = [], 0
+            for b in mine:
+                spans.append((b.block_id, start, b.count(assoc)))
+                start += b.count(assoc)
+            nbytes = start * ncomp * np.dtype(dtype).itemsize
+            inline = nbytes < INLINE_BYTES
+            offset = -(-size[inline] // ALIGN) * ALIGN
+            slots.append(Slot(name, path, np.dtype(dtype), ncomp, offset, inline, tuple(spans)))
+            size[inline] = offset + nbytes
+    return slots, size[False], size[True]
 
 
 def announcement_path(filename: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -12,9 +13,10 @@ import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
-from h5flow.transports.adios2.stream import (ENGINES, Announcement, announce, engine_name, remove_run, retract,
-                                             stream_name, writer_parameters)
-from h5flow.transports._common import PutsWriter, StepPuts, block_payload, dataset_layout, step_nbytes
+from h5flow.transports.adios2.stream import (ENGINES, INLINE, PAYLOAD, Announcement, Slot, announce, engine_name,
+                                             payload_layout, remove_run, retract, stream_name, writer_parameters)
+from h5flow.transports._common import PutsWriter, StepPuts, block_payload, step_nbytes
+from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 
 
@@ -47,6 +49,9 @@ class Adios2Writer(PutsWriter):
         except ValueError as e:
             raise TransportError(str(e)) from None
         self._vars: dict[str, Any] = {}
+        self._packed = np.empty(0, dtype=np.uint8)  # the payload buffer, reused from step to step
+        self._keep: np.ndarray | None = None  # the array of the step's deferred put, until its EndStep
+        self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         info, error = None, ""
         if comm.rank == 0:
             parent = Path(config.filename).parent
@@ -95,41 +100,77 @@ class Adios2Writer(PutsWriter):
         meta = self._puts.gather(comm, step, self._step_time)
         nbytes = step_nbytes(meta)
         t_admit = time.time()
-        self._engine.BeginStep()
-        keep = self._put_rows(meta)  # deferred puts: the arrays must live until EndStep
+        self._phase.add("gather", t_admit - t0)
+        with self._phase("begin"):  # SST: waits here while the queue is full (QueueFullPolicy=Block)
+            self._engine.BeginStep()
+        with self._phase("put"):
+            self._put_payload(meta)  # a deferred put: the buffer is not touched again before EndStep
         published = time.time()
         info = {"step": step, "time": self._step_time, "rank": comm.rank, "run_id": self.info.run_id,
                 "published": published}
         self._engine.Put(self._string("info"), json.dumps(info))
         if comm.rank == 0:
             self._engine.Put(self._string("meta"), meta.to_json())
-        self._engine.EndStep()
-        del keep
+        with self._phase("end"):  # the deferred puts are marshalled (copied) into the step's buffer here
+            self._engine.EndStep()
+        self._keep = None
         done = time.time()
         self._puts = StepPuts()
         self.events.append({"step": step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
-                            "written": done, "publish": published, "published": True, "nbytes": nbytes})
+                            "written": done, "publish": published, "published": True, "nbytes": nbytes,
+                            "phases": self._phase.take()})
         return PublishInfo(step, True, nbytes, "", done - t0)
 
-    def _put_rows(self, meta: StepMeta) -> list[np.ndarray]:
-        """Put this rank's rows of every dataset (its blocks concatenated in block-id order)."""
-        keep: list[np.ndarray] = []
-        for name, mesh in meta.meshes.items():
-            mine = self._puts.mine(name)
-            if not mine:
-                continue
-            payloads = [block_payload(b) for b in mine]
-            for i, (path, _assoc, dtype, _ncomp) in enumerate(dataset_layout(mesh)):
-                parts = [p[i][1] for p in payloads]
-                data = parts[0] if len(parts) == 1 else np.concatenate(parts)
-                # one dimension on the wire: ADIOS2 copies a (rows, 1) selection row by row (8 M four-byte
-                # copies per 32 MiB: 3-5x slower reads than the same bytes as a 1-D variable)
-                data = np.ascontiguousarray(data, dtype=dtype).reshape(-1)
-                if data.shape[0] == 0:
-                    continue
-                self._engine.Put(self._variable(f"{name}/{path}", data), data, self._ab.Mode.Deferred)
-                keep.append(data)
-        return keep
+    def _put_payload(self, meta: StepMeta) -> None:
+        """Put this rank's datasets of the step as :func:`payload_layout` places them: the large ones as one
+        ``payload`` variable (one request per stream and step on the consumer's side), the small ones in the
+        ``inline`` string. A payload that is one block's array as it is goes out without a copy."""
+        slots, size, inline_size = payload_layout(meta, self.comm.rank)
+        arrays = {(mesh, b.block_id): dict(block_payload(b)) for mesh in meta.meshes for b in self._puts.mine(mesh)}
+        big = [slot for slot in slots if not slot.inline]
+        if size:
+            direct = self._as_is(meta, big, arrays) if len(big) == 1 else None
+            if direct is None:
+                if self._packed.size != size:  # same size every step in a steady run: no new pages to fault in
+                    self._packed = np.empty(size, dtype=np.uint8)
+                self._pack(meta, big, arrays, self._packed)
+                direct = self._packed
+            self._keep = direct  # a deferred put: the array must live, unchanged, until EndStep
+            self._engine.Put(self._variable(PAYLOAD, direct), direct, self._ab.Mode.Deferred)
+        if inline_size:
+            small = np.empty(inline_size, dtype=np.uint8)
+            self._pack(meta, [slot for slot in slots if slot.inline], arrays, small)
+            self._engine.Put(self._string(INLINE), base64.b64encode(small.tobytes()).decode("ascii"))
+
+    @staticmethod
+    def _source(meta: StepMeta, slot: Slot, arrays: dict[tuple[str, int], dict[str, np.ndarray]], block_id: int,
+                rows: int) -> np.ndarray:
+        src = arrays.get((slot.mesh, block_id), {}).get(slot.path)
+        if src is None or src.shape != (rows, slot.components):
+            got = "none" if src is None else f"shape {src.shape}"
+            raise TransportError(f"step {meta.step}: block {block_id} of mesh {slot.mesh!r} put {got} for "
+                                 f"{slot.path}, its metadata says ({rows}, {slot.components})")
+        return src
+
+    def _as_is(self, meta: StepMeta, big: list[Slot], arrays: dict[tuple[str, int], dict[str, np.ndarray]]
+               ) -> np.ndarray | None:
+        """The payload as the producer's own array (bytes), when it is one block's array in the dataset's dtype."""
+        slot = big[0]
+        if len(slot.spans) != 1:
+            return None
+        block_id, _, rows = slot.spans[0]
+        src = self._source(meta, slot, arrays, block_id, rows)
+        if src.dtype != slot.dtype or not src.flags.c_contiguous:
+            return None
+        return src.reshape(-1).view(np.uint8)
+
+    def _pack(self, meta: StepMeta, slots: list[Slot], arrays: dict[tuple[str, int], dict[str, np.ndarray]],
+              out: np.ndarray) -> None:
+        for slot in slots:
+            dst = out[slot.offset:slot.offset + slot.nbytes].view(slot.dtype).reshape(slot.rows, slot.components)
+            for block_id, first, rows in slot.spans:
+                # converted to the dataset's dtype, as every transport stores it
+                dst[first:first + rows] = self._source(meta, slot, arrays, block_id, rows)
 
     def _do_close(self) -> None:
         if self._open:
