@@ -32,6 +32,14 @@ static void report(void)
     hfc_err_clear();
 }
 
+/* A file cannot be opened through the cache (a setting, the tier): also said on stderr, because h5py and
+ * many programs show only the outermost message of HDF5's error stack ("file create failed"). */
+static void report_open(void)
+{
+    fprintf(stderr, "%s\n", hfc_err_msg());
+    report();
+}
+
 /* ------------------------------------------------------------------ options */
 static void opts_default(void *opts) { hfc_cfg_defaults(opts); }
 
@@ -59,7 +67,7 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
         hfc_cfg_t cfg;
         if (hfc_cfg_effective(info ? info->opts : NULL, &cfg) != 0) {
             free(e);
-            report();
+            report_open();
             return -1;
         }
         unsigned long fileno = 0;
@@ -79,7 +87,7 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
             H5Pclose(fapl);
         if (!e->f) {
             free(e);
-            report();
+            report_open();
             return -1;
         }
     }
