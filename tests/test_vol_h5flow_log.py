@@ -303,17 +303,17 @@ def test_c_api_iteration_and_tools(tmp_path: Path) -> None:
     assert '"units"' in dump.stdout and "0, 1, 2, 3, 4, 5" in dump.stdout
 
 
-def _cmake_build(build: Path, *extra: str) -> None:
-    """Configure (once) and build the connector and all its C tests in ``build``. Tests running in parallel
-    (pytest -n) build the same tree: a lock beside it makes them take turns, so that one never links an
-    object file the other is still writing."""
+def _cmake_build(build: Path, *extra: str, targets: tuple[str, ...] = ("connectors/h5flow_log/all",)) -> None:
+    """Configure (once) and build ``targets`` (default: the connector and all its C tests) in ``build``.
+    Tests running in parallel (pytest -n) build the same tree: a lock beside it makes them take turns, so
+    that one never links an object file the other is still writing."""
     build.parent.mkdir(parents=True, exist_ok=True)
     with open(build.parent / f".{build.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _cmake_build_locked(build, *extra)
+        _cmake_build_locked(build, *extra, targets=targets)
 
 
-def _cmake_build_locked(build: Path, *extra: str) -> None:
+def _cmake_build_locked(build: Path, *extra: str, targets: tuple[str, ...]) -> None:
     env = dict(os.environ)
     cfg = ["cmake", "-G", "Ninja", "-S", str(NATIVE_ROOT / "native"), "-B", str(build),
            f"-DHDF5_ROOT={os.environ.get('H5FLOW_HDF5_DIR', '')}", "-DCMAKE_C_COMPILER=mpicc",
@@ -325,8 +325,8 @@ def _cmake_build_locked(build: Path, *extra: str) -> None:
     if not cache.exists():
         r = subprocess.run(cfg, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
-    # the connector's directory target: the plugin and every C test its CMakeLists adds (ctest runs them all)
-    r = subprocess.run(["cmake", "--build", str(build), "--target", "connectors/h5flow_log/all"], env=env,
+    # a connector's directory target: the plugin and every C test its CMakeLists adds (ctest runs them all)
+    r = subprocess.run(["cmake", "--build", str(build), "--target", *targets], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -235,6 +235,8 @@ typedef struct h5fl_obj {
 /* ---------------------------------------------------------------- open objects (registry.c) */
 void h5fl_reg_add(h5fl_obj_t *o); /* records the identity of o->dir */
 void h5fl_reg_remove(h5fl_obj_t *o);
+/* Whether p is one of this process's open h5flow_log objects (compares pointers only). */
+bool h5fl_reg_holds(const void *p);
 h5fl_obj_t *h5fl_reg_next(h5fl_obj_t *o); /* iteration: NULL gives the first */
 /* The open object of `type` whose directory is the one `dir` names now (and that `match` accepts). */
 h5fl_obj_t *h5fl_reg_find(H5I_type_t type, const char *dir, bool (*match)(const h5fl_obj_t *, const void *),

@@ -51,6 +51,14 @@ void h5fl_reg_remove(h5fl_obj_t *o)
 
 h5fl_obj_t *h5fl_reg_next(h5fl_obj_t *o) { return o ? o->reg_next : reg_head; }
 
+bool h5fl_reg_holds(const void *p)
+{
+    for (const h5fl_obj_t *o = reg_head; o; o = o->reg_next)
+        if ((const void *)o == p)
+            return true;
+    return false;
+}
+
 h5fl_obj_t *h5fl_reg_find(H5I_type_t type, const char *dir, bool (*match)(const h5fl_obj_t *, const void *),
                           const void *arg)
 {

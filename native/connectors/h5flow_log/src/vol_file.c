@@ -585,6 +585,8 @@ typedef struct obj_ids {
     size_t count;
 } obj_ids_t;
 
+/* Whether id is an object of this connector: directly, or under stacking connectors (h5flow_async,
+ * h5flow_cache, ...), whose ids name the top connector while H5VLobject reaches our object. */
 static bool is_ours(hid_t id)
 {
     char name[sizeof H5FL_NAME + 1];
@@ -593,7 +595,12 @@ static bool is_ours(hid_t id)
         return false;
     ssize_t n = H5VLget_connector_name(id, name, sizeof name);
     H5VLclose(vol);
-    return n == (ssize_t)strlen(H5FL_NAME) && !strcmp(name, H5FL_NAME);
+    if (n == (ssize_t)strlen(H5FL_NAME) && !strcmp(name, H5FL_NAME))
+        return true;
+    hbool_t native = true;
+    if (H5VLobject_is_native(id, &native) < 0 || native)
+        return false;
+    return h5fl_reg_holds(H5VLobject(id));
 }
 
 static herr_t obj_id_cb(hid_t id, void *udata)
