@@ -130,24 +130,40 @@ def test_background_migration_and_capacity(tmp_path: Path) -> None:
         assert np.array_equal(got, np.repeat(np.arange(40, dtype="f4")[:, None], 65536, axis=1))
 
 
-def test_stacked_over_h5flow_log(tmp_path: Path) -> None:
-    """The cache over the h5flow_log connector: a round trip, read back through h5flow_log alone."""
-    target = tmp_path / "log.h5"
+STACKS = {
+    # name: (HDF5_VOL_CONNECTOR with {tier} for the tier, connector that reads the result back)
+    "cache/h5flow_log": ("h5flow_cache path={tier};under_vol=311;under_info={{}}", "h5flow_log"),
+    "cache/async/native": ("h5flow_cache path={tier};under_vol=312;under_info={{under_vol=0;under_info={{}}}}",
+                           None),
+    "async/cache/native": ("h5flow_async under_vol=313;under_info={{path={tier};under_vol=0;under_info={{}}}}",
+                           None),
+}
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_stacked(stack: str, tmp_path: Path) -> None:
+    """The cache over h5flow_log, over h5flow_async, and under h5flow_async: a round trip with reads in the
+    same run, read back through the connector that stores the file."""
+    conn, reader = STACKS[stack]
+    target = tmp_path / "stacked.h5"
     (tmp_path / "tier").mkdir()
     run_script("""
-        with opened(h5py.File(sys.argv[1], "w")) as f:
+        with h5py.File(sys.argv[1], "w") as f:
+            assert _hdf5lib.connector_name(f.id.id) == sys.argv[3], _hdf5lib.connector_name(f.id.id)
             d = f.create_dataset("x", shape=(100, 20), dtype="i8")
             for i in range(10):
                 d[i * 10:(i + 1) * 10] = np.arange(200).reshape(10, 20) + i
             assert d[55, 3] == 5 * 20 + 3 + 5
-    """, connector(tmp_path / "tier", under="under_vol=311;under_info={}"), str(target))
+            assert np.array_equal(d[::7, 19], (np.arange(200).reshape(10, 20)[np.arange(0, 100, 7) % 10, 19]
+                                               + np.arange(0, 100, 7) // 10))
+        assert glob.glob(os.path.join(sys.argv[2], "h5flow-cache.*")) == []
+    """, conn.format(tier=tmp_path / "tier"), str(target), str(tmp_path / "tier"), conn.split()[0])
     check = run_script("""
         with h5py.File(sys.argv[1], "r") as f:
-            assert _hdf5lib.connector_name(f.id.id) == "h5flow_log"
             x = f["x"][()]
         want = np.concatenate([np.arange(200).reshape(10, 20) + i for i in range(10)])
         assert np.array_equal(x, want)
-    """, "h5flow_log", str(target))
+    """, reader or "native", str(target))
     assert check.returncode == 0
 
 
