@@ -8,6 +8,7 @@ read back with the native connector, which proves the cached writes reached the 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from h5flow._paths import default_plugin_dir
 from h5flow.testing.pytest_mpi import mpi_assert
+from test_vol_h5flow_log import _cmake_build
 
 PLUGIN_DIR = Path(os.environ.get("H5FLOW_CACHE_PLUGIN_DIR", default_plugin_dir()))
 NATIVE_ROOT = Path(__file__).resolve().parents[1]
@@ -329,3 +331,32 @@ def test_mpi_round_trip(comm, mpi_tmp_path: Path) -> None:
             col = f["d"][:, 17]
         want = [r * 10 + k for r in range(comm.size) for k in (0, 1, 2, 2)]
         assert list(col) == want, col
+
+
+SANITIZERS = {  # variant: (build directory, CMake options)
+    "normal": ("native", ()),
+    "asan-ubsan": ("native-asan", ("-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug")),
+    "tsan": ("native-tsan", ("-DH5FLOW_TSAN=ON", "-DCMAKE_BUILD_TYPE=Debug")),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(SANITIZERS))
+def test_ctest_suites(variant: str) -> None:
+    """The connector's C tests (the engine against a native twin, with its migration thread; the plugin
+    under an unmodified HDF5 program), plain, under ASan/UBSan and under ThreadSanitizer."""
+    assert shutil.which("cmake"), "cmake is part of the stack (make setup)"
+    name, options = SANITIZERS[variant]
+    build = NATIVE_ROOT / "build" / name
+    plugins = PLUGIN_DIR
+    if options:
+        _cmake_build(build, *options, targets=("connectors/h5flow_cache/all",))
+        plugins = build / "plugins"
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(plugins),
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
+               TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1",
+               UCX_MEM_EVENTS="no")  # MPICH's UCX hooks malloc/mmap, which ThreadSanitizer must own
+    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build / "connectors" / "h5flow_cache")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "100% tests passed" in r.stdout, r.stdout

@@ -15,23 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(c)                                                                                           \
-    do {                                                                                                   \
-        if (!(c)) {                                                                                        \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed %s\n", __FILE__, __LINE__, #c, hfc_err_msg());       \
-            failures++;                                                                                    \
-        }                                                                                                  \
-    } while (0)
+#include "check.h" /* h5flow_log's C tests' CHECK and xr() */
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t xr(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 /* Engine calls are made by connector callbacks, inside an HDF5 call: with HDF5's global lock and an API
  * context. The test makes the same conditions around each of its engine calls. */
