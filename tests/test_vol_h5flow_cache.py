@@ -33,7 +33,13 @@ def opened(f):
     assert _hdf5lib.connector_name(f.id.id) == "h5flow_cache", _hdf5lib.connector_name(f.id.id)
     return f
 def cached_bytes(tier):
-    return sum(os.path.getsize(p) for p in glob.glob(os.path.join(tier, "h5flow-cache.*", "seg.*")))
+    total = 0
+    for p in glob.glob(os.path.join(tier, "h5flow-cache.*", "seg.*")):
+        try:
+            total += os.path.getsize(p)
+        except FileNotFoundError:  # migrated and deleted meanwhile
+            pass
+    return total
 def cache_dirs(tier):
     return glob.glob(os.path.join(tier, "h5flow-cache.*"))
 """

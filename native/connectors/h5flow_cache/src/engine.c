@@ -38,9 +38,10 @@ struct hfc_dset {
     int refs;         /* open handles */
     int owned;        /* the handle of `under` is closed: the engine closes it when nothing is pending */
     uint64_t pending; /* queued records */
-    hid_t ftype;      /* the dataset's type in the file */
+    unsigned char *tenc; /* the dataset's type in the file, encoded (H5Tencode): an open type id would count
+                            as an open named datatype of every file (H5Fget_obj_count(H5F_OBJ_ALL)) */
     size_t tsize;
-    int plain;        /* ftype is of a class the cache keeps (numbers, bitfields, fixed strings, enums) */
+    int plain;        /* the type is of a class the cache keeps (numbers, bitfields, fixed strings, enums) */
     int must_collective; /* filtered dataset in an MPI file: writes stay collective, never cached */
 };
 
@@ -88,6 +89,15 @@ static int plain_class(hid_t t)
     default:
         return 0;
     }
+}
+
+/* The dataset's file type as a transient id for the length of one operation (close it). */
+static hid_t dset_type(const hfc_dset_t *d)
+{
+    hid_t t = d->tenc ? H5Tdecode(d->tenc) : H5I_INVALID_HID;
+    if (t < 0)
+        hfc_err("h5flow_cache: cannot rebuild a dataset's datatype");
+    return t;
 }
 
 hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vol, hid_t fapl_id,
@@ -186,8 +196,7 @@ static void dset_free(hfc_dset_t *d)
             *pp = d->next;
             break;
         }
-    if (d->ftype >= 0)
-        H5Tclose(d->ftype);
+    free(d->tenc);
     H5Idec_ref(d->under_vol);
     free(d);
 }
@@ -234,11 +243,16 @@ static int migrate_one(hfc_file_t *f)
     }
     hsize_t n = r->npoints;
     hid_t ms = H5Screate_simple(1, &n, NULL);
+    hid_t ft = dset_type(d);
+    hfc_err_clear();
     const void *bufs[1] = {buf};
     void *objs[1] = {d->under};
-    hid_t mts[1] = {d->ftype}, mss[1] = {ms}, fss[1] = {r->fspace};
-    herr_t w = H5VLdataset_write(1, objs, d->under_vol, mts, mss, fss, H5P_DATASET_XFER_DEFAULT, bufs, NULL);
+    hid_t mts[1] = {ft}, mss[1] = {ms}, fss[1] = {r->fspace};
+    herr_t w = ft < 0 ? -1
+                      : H5VLdataset_write(1, objs, d->under_vol, mts, mss, fss, H5P_DATASET_XFER_DEFAULT, bufs, NULL);
     H5Sclose(ms);
+    if (ft >= 0)
+        H5Tclose(ft);
     free(buf);
     if (w < 0) {
         char msg[700];
@@ -446,12 +460,20 @@ hfc_dset_t *hfc_dset_attach(hfc_file_t *f, void *under_dset, hid_t under_vol, co
     if (token_ok)
         memcpy(d->token, token16, 16);
     d->refs = 1;
-    d->ftype = H5I_INVALID_HID;
     H5VL_dataset_get_args_t ga = {.op_type = H5VL_DATASET_GET_TYPE};
     if (H5VLdataset_get(under_dset, under_vol, &ga, H5P_DATASET_XFER_DEFAULT, NULL) >= 0) {
-        d->ftype = ga.args.get_type.type_id;
-        d->tsize = H5Tget_size(d->ftype);
-        d->plain = plain_class(d->ftype) && d->tsize > 0;
+        hid_t t = ga.args.get_type.type_id;
+        size_t nb = 0;
+        if (H5Tencode(t, NULL, &nb) >= 0 && (d->tenc = malloc(nb ? nb : 1)) != NULL &&
+            H5Tencode(t, d->tenc, &nb) < 0) {
+            free(d->tenc);
+            d->tenc = NULL;
+        }
+        if (!d->tenc)
+            H5Eclear2(H5E_DEFAULT); /* the dataset is then simply never cached */
+        d->tsize = H5Tget_size(t);
+        d->plain = d->tenc && plain_class(t) && d->tsize > 0;
+        H5Tclose(t);
     }
     else
         H5Eclear2(H5E_DEFAULT); /* the dataset is then simply never cached */
@@ -596,6 +618,9 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     uint64_t len = (uint64_t)np * d->tsize;
     char *tmp = malloc((size_t)np * esz);
     int rc = -1;
+    hid_t ft = dset_type(d);
+    if (ft < 0)
+        goto out;
     if (!tmp) {
         hfc_err("h5flow_cache: out of memory copying a write of %lld elements", (long long)np);
         goto out;
@@ -604,8 +629,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
         hfc_err("h5flow_cache: cannot gather the write's memory selection");
         goto out;
     }
-    if (H5Tequal(mem_type, d->ftype) <= 0 &&
-        H5Tconvert(mem_type, d->ftype, (size_t)np, tmp, NULL, dxpl) < 0) {
+    if (H5Tequal(mem_type, ft) <= 0 && H5Tconvert(mem_type, ft, (size_t)np, tmp, NULL, dxpl) < 0) {
         hfc_err("h5flow_cache: cannot convert the written values to the dataset's type");
         goto out;
     }
@@ -640,7 +664,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
             goto out;
         hsize_t n = (hsize_t)np;
         hid_t ls = H5Screate_simple(1, &n, NULL);
-        rc = forward_write(d, d->ftype, ls, fs, dxpl, tmp, NULL);
+        rc = forward_write(d, ft, ls, fs, dxpl, tmp, NULL);
         H5Sclose(ls);
         pthread_mutex_lock(&f->mu);
         f->stats.written_through++;
@@ -673,6 +697,8 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     rc = 0;
 out:
     free(tmp);
+    if (ft >= 0)
+        H5Tclose(ft);
     if (fs >= 0)
         H5Sclose(fs);
     H5Sclose(ms);
@@ -735,6 +761,7 @@ int hfc_dset_read(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_spa
     hfc_runs_t rr = {0};
     char *g = NULL, *rec = NULL;
     hfc_rec_t **recs = NULL;
+    hid_t ft = H5I_INVALID_HID;
     size_t msize = H5Tget_size(mem_type);
     hssize_t np = H5Sget_select_npoints(fs);
     if (np <= 0) {
@@ -795,8 +822,9 @@ int hfc_dset_read(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_spa
         rec = nrec;
         if (hfc_store_get(f->store, &r->loc, rec) != 0)
             goto out;
-        if (H5Tequal(d->ftype, mem_type) <= 0 &&
-            H5Tconvert(d->ftype, mem_type, (size_t)r->npoints, rec, NULL, dxpl) < 0) {
+        if (ft < 0 && (ft = dset_type(d)) < 0)
+            goto out;
+        if (H5Tequal(ft, mem_type) <= 0 && H5Tconvert(ft, mem_type, (size_t)r->npoints, rec, NULL, dxpl) < 0) {
             hfc_err("h5flow_cache: cannot convert cached values to the read's type");
             goto out;
         }
@@ -813,6 +841,8 @@ int hfc_dset_read(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_spa
     }
     rc = 0;
 out:
+    if (ft >= 0)
+        H5Tclose(ft);
     free(recs);
     free(g);
     free(rec);
