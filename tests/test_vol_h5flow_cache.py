@@ -366,3 +366,39 @@ def test_ctest_suites(variant: str) -> None:
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "100% tests passed" in r.stdout, r.stdout
+
+
+@pytest.mark.mpi(n=2, env={"HDF5_VOL_CONNECTOR": MPI_CONN, "HDF5_PLUGIN_PATH": str(PLUGIN_DIR),
+                           "H5FLOW_CACHE_QUIET": "1", "H5FLOW_CACHE_BACKGROUND": "off"}, timeout=120)
+def test_mpi_error_on_one_rank_fails_the_flush_on_every_rank(comm, mpi_tmp_path: Path) -> None:
+    """Rank 1's cached write cannot reach the shared file (RLIMIT_FSIZE on rank 1 only). The collective
+    flush fails on both ranks (neither waits for ever), the data stays cached, and once the cause is gone
+    the close writes it: the file holds both rows."""
+    import resource
+
+    import h5py
+
+    n = 1 << 17  # one row = 1 MiB
+    path = mpi_tmp_path / "mpi-err.h5"
+    f = h5py.File(path, "w", driver="mpio", comm=comm)
+    d = f.create_dataset("d", shape=(comm.size, n), dtype="f8")
+    f.flush()
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if comm.rank == 1:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n * 8 + (n * 8) // 2, old[1]))
+    d[comm.rank] = np.full(n, comm.rank + 1.0)
+    failed = False
+    try:
+        f.flush()
+    except Exception:
+        failed = True
+    mpi_assert(comm, failed, "the flush should fail on every rank")
+    if comm.rank == 1:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+    del d
+    f.close()
+    comm.Barrier()
+    with h5py.File(path, "r", driver="mpio", comm=comm) as g:
+        col = g["d"][:, 100]
+    mpi_assert(comm, list(col) == [1.0, 2.0], f"after the retry: {col}")

@@ -245,20 +245,34 @@ static herr_t cache_dataset_close(void *dset, hid_t dxpl_id, void **req)
 }
 
 /* ------------------------------------------------------------------ files and other objects */
+/* Drain before a flush or a close. When a cached write cannot be written, the flush or close fails and
+ * changes nothing (HDF5 keeps the file id): the data stays in the cache and the next flush or close tries
+ * again. In an MPI file both are collective: the ranks first agree on the outcome, so that every rank
+ * fails (or goes on) together and none waits in the operation below for a rank that left it out. */
+static herr_t drain_then(void *obj, int close, H5VL_file_specific_args_t *args, hid_t dxpl_id, void **req)
+{
+    hfc_file_t *f = engine_of(obj);
+    int rc = f ? hfc_file_drain(f) : 0;
+    if (f && hfc_file_is_mpi(f))
+        rc = hfc_file_agree(f, rc);
+    if (rc != 0) {
+        report();
+        return -1;
+    }
+    return close ? h5fpt_file_close(obj, dxpl_id, req) : h5fpt_file_specific(obj, args, dxpl_id, req);
+}
+
 static herr_t cache_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl_id, void **req)
 {
-    if (args->op_type == H5VL_FILE_FLUSH && drain_file(obj) < 0)
-        return -1;
-    return h5fpt_file_specific(obj, args, dxpl_id, req);
+    if (args->op_type != H5VL_FILE_FLUSH)
+        return h5fpt_file_specific(obj, args, dxpl_id, req);
+    return drain_then(obj, 0, args, dxpl_id, req);
 }
 
 static herr_t cache_file_close(void *file, hid_t dxpl_id, void **req)
 {
-    /* H5Fclose returns when every cached write is below. When one cannot be written the close fails and
-     * changes nothing (HDF5 keeps the id): the data stays in the cache and the next close tries again. */
-    if (drain_file(file) < 0)
-        return -1;
-    return h5fpt_file_close(file, dxpl_id, req);
+    /* H5Fclose returns when every cached write is below */
+    return drain_then(file, 1, NULL, dxpl_id, req);
 }
 
 static herr_t cache_object_copy(void *src, const H5VL_loc_params_t *loc1, const char *src_name, void *dst,

@@ -63,6 +63,7 @@ struct hfc_file {
     int thread_on;
     int stop;
     int mpio;
+    MPI_Comm comm;    /* the file's communicator (MPI files), for agreeing on errors at flush and close */
     char error[1024]; /* the first migration error; sticky until a drain succeeds again */
     hfc_stats_t stats;
 };
@@ -152,6 +153,16 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vo
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
     f->mpio = fapl_id > 0 && fapl_id != H5P_DEFAULT && H5Pget_driver(fapl_id) == H5FD_MPIO;
+    f->comm = MPI_COMM_NULL;
+    if (f->mpio) {
+        MPI_Info minfo = MPI_INFO_NULL;
+        if (H5Pget_fapl_mpio(fapl_id, &f->comm, &minfo) < 0) { /* a duplicate, ours to free */
+            H5Eclear2(H5E_DEFAULT);
+            f->comm = MPI_COMM_NULL;
+        }
+        if (minfo != MPI_INFO_NULL)
+            MPI_Info_free(&minfo);
+    }
     int background = cfg->background;
     if (background && f->mpio) {
         /* the migration thread writes with MPI-IO while the application may be in MPI itself */
@@ -428,10 +439,36 @@ int hfc_file_close(hfc_file_t *f)
     if (lost)
         hfc_err("%s; %llu bytes of cached writes could not be written to the layer below and are lost", cause,
                 (unsigned long long)lost);
+    if (f->comm != MPI_COMM_NULL) {
+        int fin = 0;
+        if (MPI_Finalized(&fin) == MPI_SUCCESS && !fin)
+            MPI_Comm_free(&f->comm);
+    }
     pthread_cond_destroy(&f->cv);
     pthread_mutex_destroy(&f->mu);
     free(f);
     return rc;
+}
+
+int hfc_file_is_mpi(const hfc_file_t *f) { return f->comm != MPI_COMM_NULL; }
+
+int hfc_file_agree(hfc_file_t *f, int rc)
+{
+    if (f->comm == MPI_COMM_NULL)
+        return rc;
+    int rank = 0, size = 1, first = 0;
+    MPI_Comm_rank(f->comm, &rank);
+    MPI_Comm_size(f->comm, &size);
+    int mine = rc != 0 ? rank : size;
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, f->comm) != MPI_SUCCESS) {
+        hfc_err("h5flow_cache: the ranks could not agree on the migration's outcome (MPI_Allreduce failed)");
+        return -1;
+    }
+    if (first == size)
+        return 0;
+    if (rc == 0)
+        hfc_err("h5flow_cache: cached writes could not be written below on rank %d (its error says why)", first);
+    return -1;
 }
 
 /* ------------------------------------------------------------------ datasets */

@@ -125,6 +125,12 @@ int hfc_file_drain(hfc_file_t *f);
 /* Last handle: drain, close datasets whose close was deferred, stop the thread, delete the cache directory.
  * The caller then closes the file below. Returns -1 if any write was lost (message set). */
 int hfc_file_close(hfc_file_t *f);
+/* MPI files: every rank learns whether a drain failed on any rank (collective on the file's communicator;
+ * call it where the operation below is collective: flush, close). Returns 0 when none failed; else -1 with
+ * the local error or one naming the first failing rank. Other files: returns rc. */
+int hfc_file_agree(hfc_file_t *f, int rc);
+/* Whether the file is open with MPI-IO (its flush and close are collective). */
+int hfc_file_is_mpi(const hfc_file_t *f);
 /* One more reference (a handle of an object in the file). */
 void hfc_file_retain(hfc_file_t *f);
 const char *hfc_file_cache_dir(const hfc_file_t *f);
