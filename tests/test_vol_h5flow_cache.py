@@ -108,6 +108,46 @@ def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path) -> None:
     assert np.allclose(native_read(target, "e"), np.linspace(0, 1, 1000))
 
 
+def test_h5py_patterns(tmp_path: Path) -> None:
+    """h5py's usual patterns with writes still cached: a dataset written through ``f[name][...] =`` (its
+    handle closes at once, the connector keeps it open below), opened again by name; appending with
+    ``resize``; attributes and groups made meanwhile; a dataset deleted and made again under its name;
+    ``len``/``shape``/``dtype``/``keys``."""
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    target = tmp_path / "p.h5"
+    run_script("""
+        p = sys.argv[1]
+        with opened(h5py.File(p, "w")) as f:
+            f.create_dataset("x", shape=(1000,), dtype="i4")
+            f["x"][100:200] = np.arange(100)                 # the Dataset object is gone after this line
+            assert cached_bytes(sys.argv[2]) > 0
+            assert np.array_equal(f["x"][150:160], np.arange(50, 60))   # a new handle sees the cached write
+            f["x"].attrs["units"] = "K"
+            f.create_group("g/h")
+            a = f.create_dataset("a", shape=(0, 8), maxshape=(None, 8), dtype="f8", chunks=(4, 8))
+            for i in range(6):                               # append: resize migrates the earlier rows first
+                a.resize((i + 1) * 3, axis=0)
+                a[i * 3:(i + 1) * 3] = i
+            assert a.shape == (18, 8) and a.dtype == np.float64 and len(a) == 18
+            assert np.array_equal(a[:, 0], np.repeat(np.arange(6.0), 3))
+            f["y"] = np.ones(10)
+            del f["y"]
+            f["y"] = np.full(4, 2.5)                         # another dataset under the same name
+            assert np.array_equal(f["y"][()], np.full(4, 2.5))
+            assert sorted(f.keys()) == ["a", "g", "x", "y"]
+        assert cache_dirs(sys.argv[2]) == []
+    """, connector(tier, "background=off"), str(target), str(tier))
+    import h5py
+
+    with h5py.File(target, "r") as f:
+        x = f["x"][()]
+        assert np.array_equal(x[100:200], np.arange(100)) and not x[:100].any() and not x[200:].any()
+        assert f["x"].attrs["units"] == "K"
+        assert np.array_equal(f["a"][:, 7], np.repeat(np.arange(6.0), 3))
+        assert np.array_equal(f["y"][()], np.full(4, 2.5))
+
+
 def test_background_migration_and_capacity(tmp_path: Path) -> None:
     """Background migration empties the tier while the program computes; a capacity smaller than the
     writes keeps the tier at most that full (block), and write_through still stores every value."""

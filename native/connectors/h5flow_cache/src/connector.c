@@ -285,12 +285,6 @@ static herr_t cache_object_copy(void *src, const H5VL_loc_params_t *loc1, const 
 }
 
 /* ------------------------------------------------------------------ class */
-static herr_t cache_initialize(hid_t vipl_id)
-{
-    (void)vipl_id;
-    return 0;
-}
-
 static const h5fpt_desc_t desc = {
     .name = HFC_NAME,
     .value = HFC_VALUE,
@@ -302,16 +296,17 @@ static const h5fpt_desc_t desc = {
     .opts_to_str = opts_to_str,
     .obj_init = obj_init,
     .obj_fini = obj_fini,
-    .initialize = cache_initialize,
 };
 
 static H5VL_class_t cache_cls;
 static pthread_once_t cls_once = PTHREAD_ONCE_INIT;
+static int cls_ok;
 
 static void cls_build(void)
 {
     if (h5fpt_class_init(&cache_cls, &desc) < 0)
         return;
+    cls_ok = 1;
     cache_cls.dataset_cls.write = cache_dataset_write;
     cache_cls.dataset_cls.read = cache_dataset_read;
     cache_cls.dataset_cls.get = cache_dataset_get;
@@ -328,5 +323,5 @@ H5PL_type_t H5PLget_plugin_type(void) { return H5PL_TYPE_VOL; }
 const void *H5PLget_plugin_info(void)
 {
     pthread_once(&cls_once, cls_build);
-    return &cache_cls;
+    return cls_ok ? &cache_cls : NULL;
 }

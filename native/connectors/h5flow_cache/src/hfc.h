@@ -21,14 +21,11 @@
 #define HFC_VALUE 313 /* in the 256-511 range HDF5 reserves for testing new connectors */
 
 /* ------------------------------------------------------------------ errors */
-/* The calling thread's pending message (first one wins), pushed on HDF5's error stack by hfc_err_push. */
+/* The calling thread's pending message (the first one wins); the connector pushes it on HDF5's error stack
+ * in the pass-through core's error class. */
 void hfc_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hfc_err_clear(void);
 const char *hfc_err_msg(void);
-void hfc_err_push_at(const char *file, const char *func, unsigned line);
-#define hfc_err_push() hfc_err_push_at(__FILE__, __func__, __LINE__)
-int hfc_err_init(void);
-void hfc_err_term(void);
 /* The innermost message on the calling thread's HDF5 error stack, into buf (for errors of the layer below). */
 void hfc_h5_error_text(char *buf, size_t n);
 

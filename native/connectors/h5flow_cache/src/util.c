@@ -11,8 +11,6 @@
 /* ---------------------------------------------------------------- errors */
 /* The failing callback's message, per thread (never shared between files or threads). */
 static _Thread_local char err_msg[1024];
-/* Error class registered once per library lifetime. */
-static hid_t err_class = H5I_INVALID_HID, err_major = H5I_INVALID_HID, err_minor = H5I_INVALID_HID;
 
 void hfc_err(const char *fmt, ...)
 {
@@ -26,45 +24,6 @@ void hfc_err(const char *fmt, ...)
 
 void hfc_err_clear(void) { err_msg[0] = '\0'; }
 const char *hfc_err_msg(void) { return err_msg; }
-
-void hfc_err_push_at(const char *file, const char *func, unsigned line)
-{
-    const char *msg = err_msg[0] ? err_msg : "h5flow_cache: operation failed";
-    if (err_class >= 0)
-        H5Epush2(H5E_DEFAULT, file, func, line, err_class, err_major, err_minor, "%s", msg);
-    else
-        H5Epush2(H5E_DEFAULT, file, func, line, H5E_ERR_CLS, H5E_VOL, H5E_CANTOPERATE, "%s", msg);
-    err_msg[0] = '\0';
-}
-
-int hfc_err_init(void)
-{
-    if (err_class >= 0)
-        return 0;
-    hid_t saved = H5Eget_current_stack();
-    err_class = H5Eregister_class(HFC_NAME, HFC_NAME, "1");
-    if (err_class >= 0) {
-        err_major = H5Ecreate_msg(err_class, H5E_MAJOR, "h5flow_cache VOL connector");
-        err_minor = H5Ecreate_msg(err_class, H5E_MINOR, "operation failed");
-    }
-    if (saved >= 0 && H5Eset_current_stack(saved) < 0)
-        H5Eclose_stack(saved);
-    return 0;
-}
-
-void hfc_err_term(void)
-{
-    hid_t saved = H5Eget_current_stack();
-    if (err_minor >= 0)
-        H5Eclose_msg(err_minor);
-    if (err_major >= 0)
-        H5Eclose_msg(err_major);
-    if (err_class >= 0)
-        H5Eunregister_class(err_class);
-    err_class = err_major = err_minor = H5I_INVALID_HID;
-    if (saved >= 0 && H5Eset_current_stack(saved) < 0)
-        H5Eclose_stack(saved);
-}
 
 typedef struct {
     char *buf;
