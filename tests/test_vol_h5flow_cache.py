@@ -111,7 +111,7 @@ def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path) -> None:
 def test_h5py_patterns(tmp_path: Path) -> None:
     """h5py's usual patterns with writes still cached: a dataset written through ``f[name][...] =`` (its
     handle closes at once, the connector keeps it open below), opened again by name; appending with
-    ``resize``; attributes and groups made meanwhile; a dataset deleted and made again under its name;
+    ``resize`` (growing keeps the earlier appends cached); attributes and groups made meanwhile; a dataset deleted and made again under its name;
     ``len``/``shape``/``dtype``/``keys``."""
     tier = tmp_path / "tier"
     tier.mkdir()
@@ -126,16 +126,26 @@ def test_h5py_patterns(tmp_path: Path) -> None:
             f["x"].attrs["units"] = "K"
             f.create_group("g/h")
             a = f.create_dataset("a", shape=(0, 8), maxshape=(None, 8), dtype="f8", chunks=(4, 8))
-            for i in range(6):                               # append: resize migrates the earlier rows first
+            before = cached_bytes(sys.argv[2])
+            for i in range(6):                               # append: growing keeps the earlier rows cached
                 a.resize((i + 1) * 3, axis=0)
                 a[i * 3:(i + 1) * 3] = i
+            assert cached_bytes(sys.argv[2]) - before >= 6 * 3 * 8 * 8, cached_bytes(sys.argv[2]) - before
+            a[1:4, 2:5] = -1.0                               # over rows cached before two resizes
+            assert np.array_equal(a[0:5, 2], [0, -1, -1, -1, 1])
+            a[1:4, 2:5] = [[0.0] * 3, [0.0] * 3, [1.0] * 3]
             assert a.shape == (18, 8) and a.dtype == np.float64 and len(a) == 18
             assert np.array_equal(a[:, 0], np.repeat(np.arange(6.0), 3))
+            b = f.create_dataset("b", shape=(10,), maxshape=(None,), dtype="i2")
+            b[:] = np.arange(10)
+            b.resize((4,))                                   # shrinking migrates first
+            b.resize((6,))
+            assert list(b[()]) == [0, 1, 2, 3, 0, 0]
             f["y"] = np.ones(10)
             del f["y"]
             f["y"] = np.full(4, 2.5)                         # another dataset under the same name
             assert np.array_equal(f["y"][()], np.full(4, 2.5))
-            assert sorted(f.keys()) == ["a", "g", "x", "y"]
+            assert sorted(f.keys()) == ["a", "b", "g", "x", "y"]
         assert cache_dirs(sys.argv[2]) == []
     """, connector(tier, "background=off"), str(target), str(tier))
     import h5py

@@ -212,9 +212,32 @@ static herr_t cache_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t 
     return h5fpt_dataset_get(obj, args, dxpl_id, req);
 }
 
+typedef struct {
+    void *obj;
+    H5VL_dataset_specific_args_t *args;
+    hid_t dxpl_id;
+    void **req;
+} specific_call_t;
+
+static int forward_specific(void *arg)
+{
+    specific_call_t *c = arg;
+    return h5fpt_dataset_specific(c->obj, c->args, c->dxpl_id, c->req);
+}
+
 static herr_t cache_dataset_specific(void *obj, H5VL_dataset_specific_args_t *args, hid_t dxpl_id, void **req)
 {
-    /* a new extent, a flush or a refresh: the cached writes go first, in program order */
+    hfc_dset_t *d = dset_of(obj);
+    if (d && args->op_type == H5VL_DATASET_SET_EXTENT) {
+        /* growing keeps the cached writes cached; shrinking migrates them first */
+        specific_call_t c = {obj, args, dxpl_id, req};
+        hfc_err_clear();
+        int rc = hfc_dset_set_extent(d, args->args.set_extent.size, forward_specific, &c);
+        if (rc < 0 && hfc_err_msg()[0])
+            report();
+        return rc;
+    }
+    /* a flush or a refresh: the cached writes go first, in program order */
     if (drain_dset(obj) < 0)
         return -1;
     return h5fpt_dataset_specific(obj, args, dxpl_id, req);

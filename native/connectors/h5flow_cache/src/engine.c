@@ -555,6 +555,101 @@ int hfc_dset_detach(hfc_dset_t *d, void *under_dset)
     return keep ? 0 : 1;
 }
 
+/* The selection of `old` in a new dataspace of extent dims (each at least the old one): same elements. */
+static hid_t reextent(hid_t old, int rank, const hsize_t *dims)
+{
+    hid_t sp = H5Screate_simple(rank, dims, NULL);
+    if (sp < 0)
+        return sp;
+    H5S_sel_type st = H5Sget_select_type(old);
+    herr_t rc = H5Sselect_none(sp);
+    if (st == H5S_SEL_ALL) {
+        hsize_t start[H5S_MAX_RANK] = {0}, count[H5S_MAX_RANK];
+        if (H5Sget_simple_extent_dims(old, count, NULL) < 0)
+            rc = -1;
+        else
+            rc = H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+    }
+    else if (st == H5S_SEL_POINTS) {
+        hssize_t n = H5Sget_select_elem_npoints(old);
+        hsize_t *c = n > 0 ? malloc((size_t)n * (size_t)rank * sizeof *c) : NULL;
+        if (!c || H5Sget_select_elem_pointlist(old, 0, (hsize_t)n, c) < 0 ||
+            H5Sselect_elements(sp, H5S_SELECT_SET, (size_t)n, c) < 0)
+            rc = -1;
+        free(c);
+    }
+    else if (st == H5S_SEL_HYPERSLABS) {
+        hssize_t nb = H5Sget_select_hyper_nblocks(old);
+        hsize_t *b = nb > 0 ? malloc((size_t)nb * 2 * (size_t)rank * sizeof *b) : NULL;
+        if (!b || H5Sget_select_hyper_blocklist(old, 0, (hsize_t)nb, b) < 0)
+            rc = -1;
+        for (hssize_t i = 0; rc >= 0 && i < nb; i++) {
+            const hsize_t *lo = b + (size_t)i * 2 * (size_t)rank, *hi = lo + rank;
+            hsize_t count[H5S_MAX_RANK];
+            for (int k = 0; k < rank; k++)
+                count[k] = hi[k] - lo[k] + 1;
+            rc = H5Sselect_hyperslab(sp, i ? H5S_SELECT_OR : H5S_SELECT_SET, lo, NULL, count, NULL);
+        }
+        free(b);
+    }
+    else
+        rc = -1;
+    if (rc < 0 || H5Sget_select_npoints(sp) != H5Sget_select_npoints(old)) {
+        H5Sclose(sp);
+        return H5I_INVALID_HID;
+    }
+    return sp;
+}
+
+int hfc_dset_set_extent(hfc_dset_t *d, const hsize_t *new_dims, int (*set_extent)(void *arg), void *arg)
+{
+    hfc_file_t *f = d->f;
+    H5VL_dataset_get_args_t ga = {.op_type = H5VL_DATASET_GET_SPACE};
+    int grows = 0, rank = 0;
+    if (H5VLdataset_get(d->under, d->under_vol, &ga, H5P_DATASET_XFER_DEFAULT, NULL) >= 0) {
+        hsize_t cur[H5S_MAX_RANK];
+        rank = H5Sget_simple_extent_dims(ga.args.get_space.space_id, cur, NULL);
+        grows = rank > 0;
+        for (int k = 0; k < rank; k++)
+            grows &= new_dims[k] >= cur[k];
+        H5Sclose(ga.args.get_space.space_id);
+    }
+    else
+        H5Eclear2(H5E_DEFAULT);
+    if (!grows) { /* shrinking (or unknown): the writes go below first, in order */
+        int dr = drain(f, d);
+        if (f->comm != MPI_COMM_NULL) /* set_extent is collective: fail on every rank or on none */
+            dr = hfc_file_agree(f, dr);
+        if (dr != 0)
+            return -1;
+    }
+    int rc = set_extent(arg);
+    if (rc < 0 || !grows)
+        return rc;
+    /* the cached writes keep their elements in the larger extent */
+    int lost = 0;
+    pthread_mutex_lock(&f->mu);
+    for (hfc_rec_t *r = f->head; r; r = r->next) {
+        if (r->d != d)
+            continue;
+        hid_t sp = reextent(r->fspace, rank, new_dims);
+        if (sp < 0) {
+            lost = 1;
+            break;
+        }
+        H5Sclose(r->fspace);
+        r->fspace = sp;
+        hfc_runs_free(&r->runs);
+        r->runs_ok = 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (lost) {
+        H5Eclear2(H5E_DEFAULT);
+        return drain(f, d); /* could not carry a selection over: migrate now (the layer below judges it) */
+    }
+    return rc;
+}
+
 /* resolve H5S_ALL / H5S_BLOCK: the file space (a copy with its selection) and the memory space */
 static int resolve_spaces(hfc_dset_t *d, hid_t mem_space, hid_t file_space, hid_t *fs, hid_t *ms)
 {

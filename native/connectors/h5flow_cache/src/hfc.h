@@ -140,6 +140,10 @@ hfc_dset_t *hfc_dset_attach(hfc_file_t *f, void *under_dset, hid_t under_vol, co
 int hfc_dset_detach(hfc_dset_t *d, void *under_dset);
 /* Drain the dataset's cached writes (an operation that depends on them follows). */
 int hfc_dset_drain(hfc_dset_t *d);
+/* H5Dset_extent to new_dims. Growing in every dimension: the cached writes stay cached (their selections
+ * are carried over to the new extent) and set_extent(arg) is called; otherwise they are migrated first.
+ * Returns what set_extent returned, or -1 with a message. */
+int hfc_dset_set_extent(hfc_dset_t *d, const hsize_t *new_dims, int (*set_extent)(void *arg), void *arg);
 /* A write: cached, or written through; returns 0 or -1 (message set). */
 int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_space, hid_t dxpl,
                    const void *buf, void **req);
