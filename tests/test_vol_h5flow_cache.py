@@ -102,6 +102,8 @@ def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path) -> None:
             f.flush()
             assert cached_bytes(tier) == 0, cached_bytes(tier)
         assert cache_dirs(tier) == [], cache_dirs(tier)
+        with opened(h5py.File(p, "r")) as g:                # only reading: no cache directory at all
+            assert np.array_equal(g["a"][7], a[7]) and cache_dirs(tier) == []
         np.save(sys.argv[3], a)
     """, connector(tmp_path / "tier", "background=off"), str(target), str(tier), str(tmp_path / "a.npy"))
     assert np.array_equal(native_read(target, "a"), np.load(tmp_path / "a.npy"))

@@ -61,6 +61,8 @@ struct hfc_file {
     hfc_dset_t *dsets;
     pthread_t thread;
     int thread_on;
+    int background;   /* migrate on a thread of its own, started at the first cached write */
+    uint64_t segment; /* segment size of the store, made at the first cached write */
     int stop;
     int mpio;
     MPI_Comm comm;    /* the file's communicator (MPI files), for agreeing on errors at flush and close */
@@ -128,7 +130,6 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vo
         free(f);
         return NULL;
     }
-    hfc_tier_sweep(f->tier.dir);
     /* default capacity: half of the tier's free space, at most 4 GiB */
     f->capacity = cfg->capacity;
     if (!f->capacity) {
@@ -142,11 +143,7 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vo
         seg = 64u << 20;
     if (seg < (64u << 10))
         seg = 64u << 10;
-    f->store = hfc_store_open(f->tier.dir, seg);
-    if (!f->store) {
-        free(f);
-        return NULL;
-    }
+    f->segment = seg;
     f->key = key;
     f->key_ok = key_ok;
     f->refs = 1;
@@ -178,10 +175,7 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vo
                                 "background (initialise MPI with MPI_THREAD_MULTIPLE for background migration)\n");
         }
     }
-    if (background) {
-        if (pthread_create(&f->thread, NULL, migrator, f) == 0)
-            f->thread_on = 1;
-    }
+    f->background = background;
     pthread_mutex_lock(&reg_mu);
     f->next = reg_head;
     reg_head = f;
@@ -189,7 +183,22 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vo
     return f;
 }
 
-const char *hfc_file_cache_dir(const hfc_file_t *f) { return hfc_store_dir(f->store); }
+const char *hfc_file_cache_dir(const hfc_file_t *f) { return f->store ? hfc_store_dir(f->store) : ""; }
+
+/* The cache directory and the migration thread exist from the first cached write on: a file only read, or
+ * written only through, costs neither. Called by the thread that writes (HDF5's lock held). */
+static int ensure_started(hfc_file_t *f)
+{
+    if (!f->store) {
+        hfc_tier_sweep(f->tier.dir); /* directories of dead processes of this host go first */
+        f->store = hfc_store_open(f->tier.dir, f->segment);
+        if (!f->store)
+            return -1;
+    }
+    if (f->background && !f->thread_on && pthread_create(&f->thread, NULL, migrator, f) == 0)
+        f->thread_on = 1;
+    return 0;
+}
 
 void hfc_file_stats(hfc_file_t *f, hfc_stats_t *out)
 {
@@ -786,7 +795,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
             break;
     }
     hfc_loc_t loc;
-    if (!through && hfc_store_put(f->store, tmp, len, &loc) != 0) {
+    if (!through && (ensure_started(f) != 0 || hfc_store_put(f->store, tmp, len, &loc) != 0)) {
         /* the tier is full or failing: this write goes straight below, nothing is lost */
         hfc_err_clear();
         through = 1;
