@@ -82,7 +82,7 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
             fapl = pa.args.get_fapl.fapl_id;
         else
             H5Eclear2(H5E_DEFAULT);
-        e->f = hfc_file_open(&cfg, obj->under_object, obj->under_vol_id, fapl, fileno, key_ok);
+        e->f = hfc_file_open(&cfg, fapl, fileno, key_ok);
         if (fapl >= 0)
             H5Pclose(fapl);
         if (!e->f) {

@@ -103,11 +103,8 @@ static hid_t dset_type(const hfc_dset_t *d)
     return t;
 }
 
-hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vol, hid_t fapl_id,
-                          unsigned long key, int key_ok)
+hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key, int key_ok)
 {
-    (void)under_file;
-    (void)under_vol;
     if (key_ok) {
         pthread_mutex_lock(&reg_mu);
         for (hfc_file_t *f = reg_head; f; f = f->next)
@@ -249,7 +246,10 @@ static int migrate_one(hfc_file_t *f)
     hfc_dset_t *d = r->d;
     void *buf = malloc(r->loc.len ? r->loc.len : 1);
     if (!buf) {
-        snprintf(f->error, sizeof f->error, "h5flow_cache: out of memory migrating a cached write");
+        pthread_mutex_lock(&f->mu);
+        if (!f->error[0])
+            snprintf(f->error, sizeof f->error, "h5flow_cache: out of memory migrating a cached write");
+        pthread_mutex_unlock(&f->mu);
         return -1;
     }
     if (hfc_store_get(f->store, &r->loc, buf) != 0) {
@@ -346,7 +346,7 @@ static void *migrator(void *arg)
                 if (stop || migrate_one(f) <= 0)
                     break;
                 clock_gettime(CLOCK_MONOTONIC, &t1);
-                if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > 20000000L)
+                if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) > 5000000L)
                     break;
             }
             H5VLfinish_lib_state();

@@ -111,11 +111,10 @@ void hfc_runs_overlap(const hfc_runs_t *a, const hfc_runs_t *b, hfc_overlap_fn f
 typedef struct hfc_file hfc_file_t;
 typedef struct hfc_dset hfc_dset_t;
 
-/* Open (or join, for a second handle of the same file below) the engine state of a file. under_obj and
- * under_vol are the file below; fapl_id is the application's. key identifies the file below (its fileno);
- * key_ok == 0 means it could not be had, and the state is private to this handle. */
-hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, void *under_file, hid_t under_vol, hid_t fapl_id,
-                          unsigned long key, int key_ok);
+/* Open (or join, for a second handle of the same file below) the engine state of a file. fapl_id is the
+ * file's access list (MPI-IO or not); key identifies the file below (its fileno); key_ok == 0 means it
+ * could not be had, and the state is private to this handle. */
+hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key, int key_ok);
 /* Wait for every cached write of the file to reach the layer below (on the calling thread). Returns -1 with
  * the migration error if one happened (sticky: flush and close report it again). */
 int hfc_file_drain(hfc_file_t *f);

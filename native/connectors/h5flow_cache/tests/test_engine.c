@@ -229,7 +229,7 @@ static void test_engine(const char *scratch, int background, hfc_policy_t policy
     cfg.policy = policy;
     cfg.capacity = capacity;
     enter();
-    hfc_file_t *f = hfc_file_open(&cfg, NULL, -1, H5P_DEFAULT, 0, 0);
+    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
     leave();
     CHECK(f != NULL);
     if (!f)
@@ -303,7 +303,7 @@ static void test_error_surfaces(const char *scratch)
     snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
     cfg.background = 0;
     enter();
-    hfc_file_t *f = hfc_file_open(&cfg, NULL, -1, H5P_DEFAULT, 0, 0);
+    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
     hfc_dset_t *d = hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0);
     leave();
     int *v = malloc(N * sizeof *v);
@@ -372,7 +372,7 @@ static void test_grow(const char *scratch)
     snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
     cfg.background = 0;
     enter();
-    hfc_file_t *f = hfc_file_open(&cfg, NULL, -1, H5P_DEFAULT, 0, 0);
+    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
     hfc_dset_t *d = hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0);
     leave();
     int v[4 * 6];
