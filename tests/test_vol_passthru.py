@@ -1,7 +1,7 @@
 """The pass-through core (native/connectors/passthru) and the stacking connectors built on it.
 
-The C side (tests/test_core.c, run by ctest, normal and under ASan/UBSan) builds a connector from the
-core inside the test program; here unmodified h5py goes through h5flow_async, a plugin made from the
+The C side (passthru/tests/test_core.c, run by ctest, normal and under ASan/UBSan, with h5flow_async's
+C tests beside it) builds a connector from the core inside the test program; here unmodified h5py goes through h5flow_async, a plugin made from the
 core, stacked on native and on h5flow_log. Every script checks that the stacking connector really served
 the file and that the connector below really stored it.
 """
@@ -86,8 +86,9 @@ def test_a_bad_info_string_is_an_error_that_names_the_setting(tmp_path: Path) ->
     assert not (tmp_path / "f.h5").exists()
 
 
+@pytest.mark.parametrize("suite", ["passthru", "h5flow_async"])
 @pytest.mark.parametrize("variant", ["normal", "sanitized"])
-def test_ctest_core(variant: str) -> None:
+def test_ctest_suites(variant: str, suite: str) -> None:
     if shutil.which("cmake") is None:
         pytest.skip("cmake not available")
     if variant == "normal":
@@ -95,11 +96,11 @@ def test_ctest_core(variant: str) -> None:
     else:
         build = NATIVE_ROOT / "build" / "native-asan"
         _cmake_build(build, "-DH5FLOW_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug",
-                     targets=("connectors/h5flow_log/all", "connectors/passthru/all"))
+                     targets=("connectors/h5flow_log/all", "connectors/passthru/all", "connectors/h5flow_async/all"))
         plugins = build / "plugins"
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(plugins), ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build / "connectors" / "passthru")],
+    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build / "connectors" / suite)],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tests passed" in r.stdout

@@ -83,7 +83,7 @@ def render(info: StackInfo, as_json: bool) -> None:
     table.add_row("mpi4py", info.mpi4py_version)
     table.add_row("Python", info.python)
     table.add_row("plugin path", ":".join(info.plugin_path))
-    names = ", ".join(f"{c['name']} ({c['file']})" for c in info.connectors)
+    names = ", ".join(f"{c['name']} (value {c['value']}, {c['file']})" for c in info.connectors)
     table.add_row("h5flow connectors", names or "none built yet")
     if info.other_plugins:
         table.add_row("other plugins", ", ".join(f"{p['type']}:{p['name'] or p['value']}" for p in info.other_plugins))

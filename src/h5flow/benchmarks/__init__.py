@@ -19,6 +19,7 @@ BENCHMARKS["query"] = "h5flow.benchmarks.query"
 BENCHMARKS["faults"] = "h5flow.benchmarks.faults"
 BENCHMARKS["semantic"] = "h5flow.benchmarks.semantic"
 BENCHMARKS["pack"] = "h5flow.benchmarks.pack"
+BENCHMARKS["async"] = "h5flow.benchmarks.async_io"
 
 
 def load(name: str) -> ModuleType:

@@ -30,7 +30,9 @@
 extern "C" {
 #endif
 
-/* The wrapper every object, file and request of a stacking connector is. */
+/* The wrapper every object, file and request of a stacking connector is. A wrapper whose under_vol_id
+ * is H5I_INVALID_HID is the connector's own request (made by it, not by the connector below): the
+ * core's wrap callbacks give it no wrap context; the connector's request callbacks handle it. */
 typedef struct h5fpt_obj {
     hid_t under_vol_id;  /* the connector below (a reference held by this wrapper) */
     void *under_object;  /* its object */
@@ -164,6 +166,9 @@ herr_t h5fpt_info_from_str(const char *str, void **info);
 void h5fpt_error(const char *file, const char *func, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define H5FPT_ERR(...) h5fpt_error(__FILE__, __func__, __LINE__, __VA_ARGS__)
+/* The same on the error stack `stack` (an event-set request's stack, for H5ESget_err_info). */
+void h5fpt_error_on(hid_t stack, const char *file, const char *func, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* --- the forwarding callbacks (every slot of H5VL_class_t) ------------------------------------- */
 void *h5fpt_attr_create(void *obj, const H5VL_loc_params_t *loc, const char *name, hid_t type_id,

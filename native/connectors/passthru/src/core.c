@@ -2,6 +2,7 @@
 #include "h5fpt_int.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,18 +22,32 @@ const H5VL_class_t *h5fpt_class(void) { return g_cls; }
 
 /* ---------------------------------------------------------------------------------------- errors */
 
-void h5fpt_error(const char *file, const char *func, unsigned line, const char *fmt, ...)
+static void push_error(hid_t stack, const char *file, const char *func, unsigned line, const char *fmt,
+                       va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     const char *name = h5fpt_g_desc ? h5fpt_g_desc->name : "h5flow pass-through";
     if (err_class >= 0)
-        H5Epush2(H5E_DEFAULT, file, func, line, err_class, err_major, err_minor, "%s: %s", name, msg);
+        H5Epush2(stack, file, func, line, err_class, err_major, err_minor, "%s: %s", name, msg);
     else
-        H5Epush2(H5E_DEFAULT, file, func, line, H5E_ERR_CLS, H5E_VOL, H5E_CANTOPERATE, "%s: %s", name, msg);
+        H5Epush2(stack, file, func, line, H5E_ERR_CLS, H5E_VOL, H5E_CANTOPERATE, "%s: %s", name, msg);
+}
+
+void h5fpt_error(const char *file, const char *func, unsigned line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    push_error(H5E_DEFAULT, file, func, line, fmt, ap);
+    va_end(ap);
+}
+
+void h5fpt_error_on(hid_t stack, const char *file, const char *func, unsigned line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    push_error(stack, file, func, line, fmt, ap);
+    va_end(ap);
 }
 
 static void err_unregister(void)
@@ -296,6 +311,25 @@ __attribute__((format(printf, 5, 6))) static void refuse(h5fpt_info_t *info, con
 }
 #define REFUSE(info, ...) refuse(info, __FILE__, __func__, __LINE__, __VA_ARGS__)
 
+/* A copy of a connector name that lives as long as the process: HDF5's plugin cache keeps the name
+ * pointer it was searched with (H5PLplugin_cache.c stores the search key, not a copy) and compares
+ * later searches with it. Distinct names are few; the table is only ever appended to. */
+static const char *interned_name(const char *name)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char *names[64];
+    static size_t n;
+    const char *found = NULL;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n && !found; i++)
+        if (!strcmp(names[i], name))
+            found = names[i];
+    if (!found && n < sizeof names / sizeof *names && (names[n] = strdup(name)))
+        found = names[n++];
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
 /* The under connector named by text: a registered value (digits) or a name. */
 static hid_t register_under(h5fpt_info_t *info, const char *text)
 {
@@ -312,7 +346,12 @@ static hid_t register_under(h5fpt_info_t *info, const char *text)
         H5E_END_TRY
     }
     else {
-        H5E_BEGIN_TRY { id = H5VLregister_connector_by_name(text, H5P_VOL_INITIALIZE_DEFAULT); }
+        const char *name = interned_name(text);
+        if (!name) {
+            REFUSE(info, "under_vol=%s: too many distinct connector names in this process", text);
+            return H5I_INVALID_HID;
+        }
+        H5E_BEGIN_TRY { id = H5VLregister_connector_by_name(name, H5P_VOL_INITIALIZE_DEFAULT); }
         H5E_END_TRY
     }
     if (id < 0)
@@ -482,6 +521,10 @@ void *h5fpt_get_object(const void *obj)
 herr_t h5fpt_get_wrap_ctx(const void *obj, void **wrap_ctx)
 {
     h5fpt_obj_t *o = (h5fpt_obj_t *)obj; /* the context holds a reference to it */
+    if (o->under_vol_id < 0) { /* the connector's own request: nothing below to wrap for */
+        *wrap_ctx = NULL;
+        return 0;
+    }
     wrap_ctx_t *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         H5FPT_ERR("out of memory for a wrap context");
@@ -503,6 +546,10 @@ herr_t h5fpt_get_wrap_ctx(const void *obj, void **wrap_ctx)
 void *h5fpt_wrap_object(void *obj, H5I_type_t obj_type, void *wrap_ctx)
 {
     wrap_ctx_t *ctx = wrap_ctx;
+    if (!ctx) {
+        H5FPT_ERR("no wrap context to wrap an object with");
+        return NULL;
+    }
     void *under = H5VLwrap_object(obj, obj_type, ctx->under_vol_id, ctx->under_wrap_ctx);
     if (!under)
         return NULL;
@@ -521,6 +568,8 @@ void *h5fpt_unwrap_object(void *obj)
 herr_t h5fpt_free_wrap_ctx(void *wrap_ctx)
 {
     wrap_ctx_t *ctx = wrap_ctx;
+    if (!ctx)
+        return 0;
     hid_t err = H5Eget_current_stack();
     if (ctx->under_wrap_ctx)
         H5VLfree_wrap_ctx(ctx->under_wrap_ctx, ctx->under_vol_id);

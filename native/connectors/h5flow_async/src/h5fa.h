@@ -1,0 +1,79 @@
+/* h5flow_async internals: settings, per-file state, the queue of background operations. */
+#ifndef H5FA_H
+#define H5FA_H
+
+#include "h5fpt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define H5FA_NAME "h5flow_async"
+#define H5FA_VALUE 312 /* in the 256-511 range HDF5 reserves for testing new connectors */
+
+/* The connector's settings (info string keys; docs/ASYNC.md). Plain data: copied by value. */
+typedef struct h5fa_opts {
+    uint64_t max_mem;  /* max_mem=SIZE: bytes of copied write buffers queued at once (past it, writes wait) */
+    int implicit;      /* implicit=1|0: plain H5Dwrite is queued too (1), or only the *_async calls (0) */
+    int merge;         /* merge=1|0: adjacent queued writes to one dataset become one write; writes to
+                          several datasets of a file become one multi-dataset write */
+    int defer;         /* defer=1|0: a file's queued work starts only when the application waits for it
+                          (flush, close, read, a dependent operation) or the memory bound is reached */
+    char stats[1024];  /* stats=PATH: one JSON line per closed file appended there ("" = none) */
+} h5fa_opts_t;
+
+/* What one open file handle shares with every object opened from it. */
+typedef struct h5fa_file {
+    atomic_uint refs;
+    h5fa_opts_t opts;
+    bool parallel; /* opened with MPI-IO or subfiling: everything else waits for its queued operations */
+    char name[512];
+    /* counters (under the queue's lock) */
+    uint64_t writes;       /* dataset writes the application made (one per dataset of a multi-dataset call) */
+    uint64_t queued;       /* of which queued for the background thread */
+    uint64_t merged;       /* queued writes folded into the previous one */
+    uint64_t calls_below;  /* write calls made to the connector below */
+    uint64_t multi_calls;  /* of which carried several datasets */
+    uint64_t bytes;        /* bytes queued */
+    uint64_t failures;     /* background operations that failed */
+    /* the oldest background failure not yet reported to the application ("" = none) */
+    char pending_error[512];
+} h5fa_file_t;
+
+h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts);
+void h5fa_file_retain(h5fa_file_t *f);
+void h5fa_file_release(h5fa_file_t *f);
+static inline h5fa_file_t *h5fa_file_of(const h5fpt_obj_t *o) { return o ? (h5fa_file_t *)o->ext : NULL; }
+
+/* --- the queue (queue.c) ----------------------------------------------------------------------- */
+/* Queue a write of count datasets (their buffers copied first); req != NULL: an event-set request is
+ * returned in *req. Returns 0 when queued, 1 when it must run synchronously instead (nothing queued),
+ * -1 on error (pushed). */
+int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_space_id[],
+                     hid_t file_space_id[], hid_t dxpl_id, const void *buf[], void **req);
+/* Queue a read (explicit mode): the buffers are filled in the background. Same returns. */
+int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_space_id[],
+                    hid_t file_space_id[], hid_t dxpl_id, void *buf[], void **req);
+/* Wait until every operation queued so far has run (the HDF5 library lock is let go meanwhile). */
+void h5fa_drain(void);
+/* h5fa_drain, then the failure of f's background operations not yet reported: -1 with it pushed. */
+int h5fa_drain_and_check(h5fa_file_t *f);
+/* The failure of f's background operations not yet reported (no waiting): -1 with it pushed. */
+int h5fa_check(h5fa_file_t *f);
+/* Count a write that ran at the call. */
+void h5fa_count_call_below(h5fa_file_t *f);
+/* Stop the background thread (library shutdown; the queue is empty by then). */
+void h5fa_queue_stop(void);
+/* Append f's counters to its stats file (if set). */
+void h5fa_write_stats(h5fa_file_t *f);
+
+/* --- requests (event sets) --------------------------------------------------------------------- */
+herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *status);
+herr_t h5fa_request_notify(void *req, H5VL_request_notify_t cb, void *ctx);
+herr_t h5fa_request_cancel(void *req, H5VL_request_status_t *status);
+herr_t h5fa_request_specific(void *req, H5VL_request_specific_args_t *args);
+herr_t h5fa_request_optional(void *req, H5VL_optional_args_t *args);
+herr_t h5fa_request_free(void *req);
+
+#endif

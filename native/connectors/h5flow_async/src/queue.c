@@ -1,0 +1,924 @@
+/* The background thread and its queue: copied writes (merged when adjacent, batched into one
+ * multi-dataset call when several datasets of a file follow each other), explicit reads, completion
+ * of event-set requests, failures kept until reported.
+ *
+ * One queue and one thread per process, by design: operations run in the program's order across all
+ * files, so the collective operations of parallel files run in the same order on every rank, and an
+ * operation of the application on a parallel file never runs beside a collective of the background
+ * thread (each waits for the queue first). Each file keeps its own counters and failures.
+ *
+ * Locking: HDF5's library lock and the queue's mutex. The application thread runs inside HDF5 calls
+ * (holding the library lock) and may take the queue's mutex; the background thread never makes an
+ * HDF5 call while it holds the queue's mutex. A thread that waits for the background thread lets go of
+ * the library lock first (H5TSmutex_release) and takes it back afterwards. */
+#include "h5fa.h"
+
+#include <H5TSdevelop.h>
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct done { /* the completion of one application call (an event-set request) */
+    atomic_uint refs;
+    int state; /* 0: pending, 1: succeeded, -1: failed (under Q.mu) */
+    char msg[512];
+    uint64_t exec_ts, exec_time;
+} done_t;
+
+typedef struct block { /* a file selection that is one block */
+    int rank;
+    hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK], count[H5S_MAX_RANK];
+} block_t;
+
+typedef struct item { /* one dataset of a queued call */
+    h5fpt_obj_t *dset;  /* held */
+    hid_t mem_type;     /* owned copy */
+    hid_t mem_space;    /* read: owned copy or H5S_ALL/H5S_BLOCK; write: made at run (1-D, contiguous) */
+    hid_t file_space;   /* owned copy or H5S_ALL; H5I_INVALID_HID when is_block (made at run) */
+    bool is_block;
+    block_t blk;
+    void *buf;          /* write: owned copy of the selected elements; read: the application's */
+    hsize_t npoints;
+    size_t bytes;
+} item_t;
+
+typedef struct task {
+    struct task *next;
+    uint64_t seq;
+    bool write, running;
+    h5fa_file_t *file; /* held */
+    hid_t dxpl;        /* owned copy */
+    bool dxpl_default; /* equal to the default transfer list: batching joins only such writes */
+    void *lib_state;   /* the library's state at the call (API context), restored on the thread */
+    size_t n;
+    item_t *items;
+    done_t **done; /* the requests it completes */
+    size_t ndone;
+    size_t bytes;
+} task_t;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, progress;
+    task_t *head, *tail;
+    uint64_t next_seq, done_seq;
+    uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
+    uint64_t bytes;
+    bool started, stop;
+    atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
+    pthread_t thread;
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
+
+/* Let deferred tasks queued so far start (Q.mu held). */
+static void release_deferred(void)
+{
+    if (Q.release_seq < Q.next_seq) {
+        Q.release_seq = Q.next_seq;
+        pthread_cond_signal(&Q.work);
+    }
+}
+
+/* ----------------------------------------------------------------------------- the library lock */
+
+static unsigned lib_release(void)
+{
+    unsigned count = 0;
+    if (H5TSmutex_release(&count) < 0)
+        return 0;
+    return count;
+}
+
+static void lib_reacquire(unsigned count)
+{
+    if (!count)
+        return;
+    atomic_fetch_add(&Q.app_waiting, 1);
+    for (unsigned spins = 0;; spins++) {
+        bool acquired = false;
+        if (H5TSmutex_acquire(count, &acquired) >= 0 && acquired)
+            break;
+        if (spins < 100)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+    atomic_fetch_sub(&Q.app_waiting, 1);
+}
+
+/* ------------------------------------------------------------------------------------ per file */
+
+h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts)
+{
+    h5fa_file_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    atomic_init(&f->refs, 1u);
+    f->opts = *opts;
+    return f;
+}
+
+void h5fa_file_retain(h5fa_file_t *f) { atomic_fetch_add(&f->refs, 1u); }
+
+void h5fa_file_release(h5fa_file_t *f)
+{
+    if (f && atomic_fetch_sub(&f->refs, 1u) == 1u)
+        free(f);
+}
+
+void h5fa_write_stats(h5fa_file_t *f)
+{
+    if (!f->opts.stats[0])
+        return;
+    FILE *out = fopen(f->opts.stats, "a");
+    if (!out)
+        return;
+    pthread_mutex_lock(&Q.mu);
+    fprintf(out,
+            "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
+            "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu}\n",
+            f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
+            (unsigned long long)f->merged, (unsigned long long)f->calls_below,
+            (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures);
+    pthread_mutex_unlock(&Q.mu);
+    fclose(out);
+}
+
+/* ---------------------------------------------------------------------------------------- tasks */
+
+static void done_release(done_t *d)
+{
+    if (d && atomic_fetch_sub(&d->refs, 1u) == 1u)
+        free(d);
+}
+
+/* Let go of what a task holds in the library (HDF5 calls: never with Q.mu held). */
+static void task_release_resources(task_t *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        item_t *it = &t->items[i];
+        if (it->mem_type >= 0)
+            H5Tclose(it->mem_type);
+        if (it->mem_space > H5S_PLIST)
+            H5Sclose(it->mem_space);
+        if (it->file_space > H5S_PLIST)
+            H5Sclose(it->file_space);
+        it->mem_type = it->mem_space = it->file_space = H5I_INVALID_HID;
+        if (t->write)
+            free(it->buf);
+        it->buf = NULL;
+        if (it->dset)
+            h5fpt_obj_release(it->dset);
+        it->dset = NULL;
+    }
+    if (t->dxpl >= 0)
+        H5Pclose(t->dxpl);
+    t->dxpl = H5I_INVALID_HID;
+    if (t->lib_state)
+        H5VLfree_lib_state(t->lib_state);
+    t->lib_state = NULL;
+}
+
+/* Free a task. */
+static void task_free(task_t *t)
+{
+    task_release_resources(t);
+    for (size_t i = 0; i < t->ndone; i++)
+        done_release(t->done[i]);
+    free(t->done);
+    free(t->items);
+    h5fa_file_release(t->file);
+    free(t);
+}
+
+static task_t *task_new(size_t n, bool write, h5fa_file_t *f, hid_t dxpl_id)
+{
+    task_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->items = calloc(n, sizeof *t->items);
+    t->write = write;
+    t->file = f;
+    h5fa_file_retain(f);
+    t->dxpl = H5I_INVALID_HID;
+    if (!t->items) {
+        task_free(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        t->items[i].mem_type = t->items[i].mem_space = t->items[i].file_space = H5I_INVALID_HID;
+    t->n = n;
+    hid_t src = dxpl_id == H5P_DEFAULT ? H5P_DATASET_XFER_DEFAULT : dxpl_id;
+    t->dxpl = H5Pcopy(src);
+    t->dxpl_default = dxpl_id == H5P_DEFAULT || H5Pequal(dxpl_id, H5P_DATASET_XFER_DEFAULT) > 0;
+    if (t->dxpl < 0 || H5VLretrieve_lib_state(&t->lib_state) < 0) {
+        task_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Whether a datatype holds pointers (variable-length data, variable strings, references): such
+ * buffers cannot be copied by value, so their writes run at the call. */
+static bool has_pointers(hid_t type)
+{
+    switch (H5Tget_class(type)) {
+    case H5T_VLEN:
+    case H5T_REFERENCE: return true;
+    case H5T_STRING: return H5Tis_variable_str(type) > 0;
+    case H5T_ARRAY: {
+        hid_t base = H5Tget_super(type);
+        bool r = base < 0 || has_pointers(base);
+        if (base >= 0)
+            H5Tclose(base);
+        return r;
+    }
+    case H5T_COMPOUND: {
+        int n = H5Tget_nmembers(type);
+        for (int i = 0; i < n; i++) {
+            hid_t m = H5Tget_member_type(type, (unsigned)i);
+            bool r = m < 0 || has_pointers(m);
+            if (m >= 0)
+                H5Tclose(m);
+            if (r)
+                return true;
+        }
+        return n < 0;
+    }
+    default: return false;
+    }
+}
+
+/* The selection of space as one block (regular hyperslab of one block per dimension, or all). */
+static bool as_block(hid_t space, block_t *b)
+{
+    int rank = H5Sget_simple_extent_ndims(space);
+    if (rank <= 0 || rank > H5S_MAX_RANK)
+        return false;
+    b->rank = rank;
+    if (H5Sget_simple_extent_dims(space, b->dims, NULL) < 0)
+        return false;
+    H5S_sel_type sel = H5Sget_select_type(space);
+    if (sel == H5S_SEL_ALL) {
+        for (int d = 0; d < rank; d++) {
+            b->start[d] = 0;
+            b->count[d] = b->dims[d];
+        }
+        return true;
+    }
+    if (sel != H5S_SEL_HYPERSLABS || H5Sis_regular_hyperslab(space) <= 0)
+        return false;
+    hsize_t start[H5S_MAX_RANK], stride[H5S_MAX_RANK], count[H5S_MAX_RANK], block[H5S_MAX_RANK];
+    if (H5Sget_regular_hyperslab(space, start, stride, count, block) < 0)
+        return false;
+    for (int d = 0; d < rank; d++) {
+        b->start[d] = start[d];
+        if (count[d] == 1)
+            b->count[d] = block[d];
+        else if (block[d] == 1 && stride[d] == 1)
+            b->count[d] = count[d];
+        else
+            return false;
+    }
+    return true;
+}
+
+/* Fill item i of t from the application's write arguments: copy the selected elements. 1: cannot
+ * be queued (run it at the call), -1: error, 0: done. */
+static int prepare_write_item(item_t *it, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space, hid_t file_space,
+                              const void *buf)
+{
+    if (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_pointers(mem_type))
+        return 1;
+    hid_t dspace = H5I_INVALID_HID;
+    int rc = 1;
+    if (file_space == H5S_ALL || mem_space == H5S_ALL) {
+        H5VL_dataset_get_args_t get = {.op_type = H5VL_DATASET_GET_SPACE};
+        if (H5VLdataset_get(dset->under_object, dset->under_vol_id, &get, H5P_DATASET_XFER_DEFAULT, NULL) < 0)
+            return -1;
+        dspace = get.args.get_space.space_id;
+    }
+    hid_t fsel = file_space == H5S_ALL ? dspace : file_space;
+    hid_t msel = mem_space == H5S_ALL ? fsel : mem_space; /* H5S_ALL in memory: the file's selection */
+    hssize_t np = H5Sget_select_npoints(fsel);
+    size_t esize = H5Tget_size(mem_type);
+    if (np < 0 || esize == 0)
+        goto out;
+    if (msel != H5S_BLOCK && H5Sget_select_npoints(msel) != np)
+        goto out; /* let the library below report the mismatch at the call */
+    it->npoints = (hsize_t)np;
+    it->bytes = (size_t)np * esize;
+    it->buf = malloc(it->bytes ? it->bytes : 1);
+    if (!it->buf) {
+        rc = -1;
+        H5FPT_ERR("out of memory copying a %zu-byte write", it->bytes);
+        goto out;
+    }
+    if (msel == H5S_BLOCK)
+        memcpy(it->buf, buf, it->bytes);
+    else if (np > 0 && H5Dgather(msel, buf, mem_type, it->bytes, it->buf, NULL, NULL) < 0) {
+        rc = -1;
+        goto out;
+    }
+    it->mem_type = H5Tcopy(mem_type);
+    if (as_block(fsel, &it->blk))
+        it->is_block = true;
+    else
+        it->file_space = file_space == H5S_ALL ? H5S_ALL : H5Scopy(file_space);
+    if (it->mem_type < 0 || (!it->is_block && it->file_space < 0)) {
+        rc = -1;
+        goto out;
+    }
+    it->dset = dset;
+    h5fpt_obj_retain(dset);
+    rc = 0;
+out:
+    if (dspace >= 0)
+        H5Sclose(dspace);
+    return rc;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------------- the background */
+
+static herr_t first_message(unsigned n, const H5E_error2_t *e, void *data)
+{
+    if (n == 0 && e->desc)
+        snprintf(data, 384, "%s", e->desc);
+    return 0;
+}
+
+/* Run a batch (the thread, no Q.mu held): 0, or -1 with the reason in msg. */
+static int run_batch(task_t **batch, size_t nb, char *msg, size_t msglen)
+{
+    size_t total = 0;
+    for (size_t b = 0; b < nb; b++)
+        total += batch[b]->n;
+    void **objs = calloc(total, sizeof *objs);
+    void **bufs = calloc(total, sizeof *bufs);
+    hid_t *types = calloc(total, sizeof *types), *mspaces = calloc(total, sizeof *mspaces),
+          *fspaces = calloc(total, sizeof *fspaces);
+    bool *made_m = calloc(total, sizeof *made_m), *made_f = calloc(total, sizeof *made_f);
+    int rc = -1;
+    if (!objs || !bufs || !types || !mspaces || !fspaces || !made_m || !made_f) {
+        snprintf(msg, msglen, "out of memory running %zu queued operations", total);
+        goto out;
+    }
+    hid_t uvid = batch[0]->items[0].dset->under_vol_id;
+    size_t k = 0;
+    for (size_t b = 0; b < nb; b++)
+        for (size_t i = 0; i < batch[b]->n; i++, k++) {
+            item_t *it = &batch[b]->items[i];
+            objs[k] = it->dset->under_object;
+            types[k] = it->mem_type;
+            bufs[k] = it->buf;
+            if (batch[b]->write) {
+                hsize_t n = it->npoints;
+                mspaces[k] = H5Screate_simple(1, &n, NULL);
+                made_m[k] = true;
+            }
+            else
+                mspaces[k] = it->mem_space;
+            if (it->is_block) {
+                fspaces[k] = H5Screate_simple(it->blk.rank, it->blk.dims, NULL);
+                made_f[k] = true;
+                if (fspaces[k] >= 0 && H5Sselect_hyperslab(fspaces[k], H5S_SELECT_SET, it->blk.start, NULL,
+                                                           it->blk.count, NULL) < 0) {
+                    snprintf(msg, msglen, "cannot rebuild a queued write's selection");
+                    goto out;
+                }
+            }
+            else
+                fspaces[k] = it->file_space;
+            if (mspaces[k] < 0 || fspaces[k] < 0) {
+                snprintf(msg, msglen, "cannot rebuild a queued operation's dataspaces");
+                goto out;
+            }
+        }
+    hid_t dxpl = batch[0]->dxpl;
+    herr_t r = -1;
+    /* the calls below run in the library state of the application's call (its API context) */
+    if (H5VLstart_lib_state() >= 0) {
+        if (H5VLrestore_lib_state(batch[0]->lib_state) >= 0)
+            r = batch[0]->write ? H5VLdataset_write(total, objs, uvid, types, mspaces, fspaces, dxpl,
+                                                    (const void **)bufs, NULL)
+                                : H5VLdataset_read(total, objs, uvid, types, mspaces, fspaces, dxpl, bufs, NULL);
+        hid_t err = r < 0 ? H5Eget_current_stack() : H5I_INVALID_HID; /* finishing clears it */
+        H5VLfinish_lib_state();
+        if (err >= 0)
+            H5Eset_current_stack(err);
+    }
+    if (r < 0) {
+        /* the most specific message of the stack below */
+        char inner[384] = "";
+        hid_t stack = H5Eget_current_stack();
+        if (stack >= 0) {
+            H5Ewalk2(stack, H5E_WALK_UPWARD, first_message, inner);
+            H5Eclose_stack(stack);
+        }
+        snprintf(msg, msglen, "a background %s of %zu dataset(s) in '%.120s' failed below%s%.300s",
+                 batch[0]->write ? "write" : "read", total, batch[0]->file->name, inner[0] ? ": " : "", inner);
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t j = 0; j < total && made_m && made_f; j++) {
+        if (made_m[j] && mspaces[j] >= 0)
+            H5Sclose(mspaces[j]);
+        if (made_f[j] && fspaces[j] >= 0)
+            H5Sclose(fspaces[j]);
+    }
+    free(objs);
+    free(bufs);
+    free(types);
+    free(mspaces);
+    free(fspaces);
+    free(made_m);
+    free(made_f);
+    return rc;
+}
+
+/* Whether dataset object o is among the first n tasks' datasets. */
+static bool in_batch(task_t **batch, size_t n, const void *under)
+{
+    for (size_t b = 0; b < n; b++)
+        for (size_t i = 0; i < batch[b]->n; i++)
+            if (batch[b]->items[i].dset->under_object == under)
+                return true;
+    return false;
+}
+
+#define MAX_BATCH 32
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures go to the application, not to this thread's stderr */
+    pthread_mutex_lock(&Q.mu);
+    for (;;) {
+        while (!Q.stop && (!Q.head || (Q.head->file->opts.defer && Q.head->seq > Q.release_seq)))
+            pthread_cond_wait(&Q.work, &Q.mu);
+        if (!Q.head)
+            break;
+        task_t *batch[MAX_BATCH];
+        size_t nb = 0;
+        task_t *first = Q.head;
+        batch[nb++] = first;
+        first->running = true;
+        /* several datasets of one serial file written one after the other: one multi-dataset call */
+        if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
+            for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
+                                          t->dxpl_default && t->n == 1 &&
+                                          !in_batch(batch, nb, t->items[0].dset->under_object);
+                 t = t->next) {
+                t->running = true;
+                batch[nb++] = t;
+            }
+        pthread_mutex_unlock(&Q.mu);
+
+        /* let an application thread that waits for the library lock have it first */
+        while (atomic_load(&Q.app_waiting) > 0)
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+        char msg[512] = "";
+        uint64_t t0 = now_ns();
+        int rc;
+        pthread_mutex_lock(&Q.mu);
+        bool earlier_failed = !first->write && first->file->pending_error[0];
+        if (earlier_failed) /* a read after a failed write would return what was never written */
+            snprintf(msg, sizeof msg, "not read: an earlier background write failed (%.400s)",
+                     first->file->pending_error);
+        pthread_mutex_unlock(&Q.mu);
+        rc = earlier_failed ? -1 : run_batch(batch, nb, msg, sizeof msg);
+        uint64_t t1 = now_ns();
+        for (size_t b = 0; b < nb; b++) /* before it counts as done: no library call after that */
+            task_release_resources(batch[b]);
+
+        pthread_mutex_lock(&Q.mu);
+        h5fa_file_t *f = first->file;
+        if (first->write) {
+            f->calls_below++;
+            if (nb > 1 || first->n > 1)
+                f->multi_calls++;
+        }
+        for (size_t b = 0; b < nb; b++) {
+            task_t *t = batch[b];
+            Q.head = t->next;
+            if (!Q.head)
+                Q.tail = NULL;
+            Q.done_seq = t->seq;
+            Q.bytes -= t->bytes;
+            for (size_t d = 0; d < t->ndone; d++) {
+                t->done[d]->state = rc < 0 ? -1 : 1;
+                t->done[d]->exec_ts = t0;
+                t->done[d]->exec_time = t1 - t0;
+                if (rc < 0)
+                    snprintf(t->done[d]->msg, sizeof t->done[d]->msg, "%s", msg);
+            }
+            if (rc < 0 && !earlier_failed) {
+                t->file->failures++;
+                if (!t->file->pending_error[0])
+                    snprintf(t->file->pending_error, sizeof t->file->pending_error, "%s", msg);
+            }
+        }
+        pthread_cond_broadcast(&Q.progress);
+        pthread_mutex_unlock(&Q.mu);
+        for (size_t b = 0; b < nb; b++)
+            task_free(batch[b]);
+        pthread_mutex_lock(&Q.mu);
+    }
+    pthread_mutex_unlock(&Q.mu);
+    return NULL;
+}
+
+/* Link t at the tail (Q.mu held), starting the thread if needed: 0, or -1 when it cannot start. */
+static int link_task(task_t *t)
+{
+    if (!Q.started) {
+        if (pthread_create(&Q.thread, NULL, worker, NULL) != 0)
+            return -1;
+        Q.started = true;
+        Q.stop = false;
+    }
+    t->seq = ++Q.next_seq;
+    if (Q.tail)
+        Q.tail->next = t;
+    else
+        Q.head = t;
+    Q.tail = t;
+    Q.bytes += t->bytes;
+    pthread_cond_signal(&Q.work);
+    return 0;
+}
+
+/* Merging saves calls below, which matters for small writes; a large write gains nothing from it and
+ * the merged buffer would be copied as it grows. */
+#define MERGE_MAX_BYTES (4u << 20)
+
+/* Fold write t (one dataset, a block) into the queue's last task when that is a write of the same
+ * dataset whose block ends where t's begins along the first dimension (Q.mu held). */
+static bool try_merge(task_t *t)
+{
+    task_t *p = Q.tail;
+    if (!p || p->running || !p->write || p->n != 1 || t->n != 1 || p->file != t->file || !t->file->opts.merge ||
+        t->file->parallel)
+        return false;
+    item_t *a = &p->items[0], *b = &t->items[0];
+    if (a->bytes + b->bytes > MERGE_MAX_BYTES)
+        return false;
+    if (a->dset->under_object != b->dset->under_object || !a->is_block || !b->is_block ||
+        a->blk.rank != b->blk.rank)
+        return false;
+    for (int d = 0; d < a->blk.rank; d++)
+        if (a->blk.dims[d] != b->blk.dims[d] || (d > 0 && (a->blk.start[d] != b->blk.start[d] ||
+                                                            a->blk.count[d] != b->blk.count[d])))
+            return false;
+    if (b->blk.start[0] != a->blk.start[0] + a->blk.count[0])
+        return false;
+    if (!(p->dxpl_default && t->dxpl_default) && H5Pequal(p->dxpl, t->dxpl) <= 0)
+        return false;
+    if (H5Tequal(a->mem_type, b->mem_type) <= 0)
+        return false;
+    void *grown = realloc(a->buf, a->bytes + b->bytes);
+    done_t **dn = realloc(p->done, (p->ndone + t->ndone + 1) * sizeof *dn);
+    if (dn)
+        p->done = dn;
+    if (!grown || !dn) {
+        if (grown)
+            a->buf = grown;
+        return false;
+    }
+    a->buf = grown;
+    memcpy((char *)a->buf + a->bytes, b->buf, b->bytes);
+    a->bytes += b->bytes;
+    a->npoints += b->npoints;
+    a->blk.count[0] += b->blk.count[0];
+    for (size_t d = 0; d < t->ndone; d++)
+        p->done[p->ndone++] = t->done[d];
+    t->ndone = 0;
+    p->bytes += b->bytes;
+    Q.bytes += b->bytes;
+    return true;
+}
+
+static bool queue_has_room(uint64_t need, uint64_t max)
+{
+    return Q.head == NULL || Q.bytes + need <= max;
+}
+
+/* A request for done d (one more reference), in the wrapper form the class's request callbacks take. */
+static void *new_request(done_t *d)
+{
+    h5fpt_obj_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->under_vol_id = H5I_INVALID_HID; /* ours, not a request of the connector below */
+    r->under_object = d;
+    r->type = H5I_BADID;
+    atomic_init(&r->refs, 1u);
+    atomic_fetch_add(&d->refs, 1u);
+    return r;
+}
+
+/* Queue t (prepared) for file f; req: hand back a request. */
+static int enqueue(task_t *t, h5fa_file_t *f, void **req)
+{
+    done_t *d = NULL;
+    if (req) {
+        d = calloc(1, sizeof *d);
+        t->done = malloc(sizeof *t->done);
+        if (!d || !t->done) {
+            free(d);
+            task_free(t);
+            H5FPT_ERR("out of memory for an event-set request");
+            return -1;
+        }
+        atomic_init(&d->refs, 1u);
+        t->done[0] = d;
+        t->ndone = 1;
+        *req = new_request(d);
+        if (!*req) {
+            task_free(t);
+            H5FPT_ERR("out of memory for an event-set request");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < t->n; i++)
+        t->bytes += t->write ? t->items[i].bytes : 0;
+    /* memory bound: wait (library lock let go) until the queue has room */
+    pthread_mutex_lock(&Q.mu);
+    if (!queue_has_room(t->bytes, f->opts.max_mem)) {
+        release_deferred();
+        pthread_mutex_unlock(&Q.mu);
+        unsigned held = lib_release();
+        pthread_mutex_lock(&Q.mu);
+        while (!queue_has_room(t->bytes, f->opts.max_mem))
+            pthread_cond_wait(&Q.progress, &Q.mu);
+        pthread_mutex_unlock(&Q.mu);
+        lib_reacquire(held);
+        pthread_mutex_lock(&Q.mu);
+    }
+    bool merged = t->write && try_merge(t);
+    int rc = 0;
+    if (merged)
+        f->merged++;
+    else if (link_task(t) < 0)
+        rc = -1;
+    if (t->write) {
+        f->queued += t->n;
+        f->bytes += t->bytes;
+    }
+    pthread_mutex_unlock(&Q.mu);
+    if (merged)
+        task_free(t);
+    if (rc < 0) {
+        if (req && *req) {
+            h5fa_request_free(*req);
+            *req = NULL;
+        }
+        task_free(t);
+        H5FPT_ERR("cannot start the background thread");
+    }
+    return rc;
+}
+
+int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_space_id[],
+                     hid_t file_space_id[], hid_t dxpl_id, const void *buf[], void **req)
+{
+    h5fa_file_t *f = h5fa_file_of(dset[0]);
+    pthread_mutex_lock(&Q.mu);
+    f->writes += count;
+    pthread_mutex_unlock(&Q.mu);
+    if (!req && !f->opts.implicit)
+        return 1;
+    for (size_t i = 1; i < count; i++)
+        if (h5fa_file_of(dset[i]) != f)
+            return 1; /* datasets of several file handles in one call: run it at the call */
+    task_t *t = task_new(count, true, f, dxpl_id);
+    if (!t) {
+        H5FPT_ERR("out of memory queueing a write");
+        return -1;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        int rc = prepare_write_item(&t->items[i], dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
+                                    buf[i]);
+        total += t->items[i].bytes;
+        if (rc != 0 || total > f->opts.max_mem) { /* larger than the bound: run it at the call */
+            task_free(t);
+            return rc < 0 ? -1 : 1;
+        }
+    }
+    return enqueue(t, f, req);
+}
+
+int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_space_id[],
+                    hid_t file_space_id[], hid_t dxpl_id, void *buf[], void **req)
+{
+    h5fa_file_t *f = h5fa_file_of(dset[0]);
+    for (size_t i = 1; i < count; i++)
+        if (h5fa_file_of(dset[i]) != f)
+            return 1;
+    task_t *t = task_new(count, false, f, dxpl_id);
+    if (!t) {
+        H5FPT_ERR("out of memory queueing a read");
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        item_t *it = &t->items[i];
+        if (mem_space_id[i] == H5S_PLIST || file_space_id[i] == H5S_PLIST) {
+            task_free(t);
+            return 1;
+        }
+        it->dset = dset[i];
+        h5fpt_obj_retain(dset[i]);
+        it->mem_type = H5Tcopy(mem_type_id[i]);
+        it->mem_space = mem_space_id[i] <= H5S_BLOCK ? mem_space_id[i] : H5Scopy(mem_space_id[i]);
+        it->file_space = file_space_id[i] <= H5S_BLOCK ? file_space_id[i] : H5Scopy(file_space_id[i]);
+        it->buf = buf[i];
+        if (it->mem_type < 0 || it->mem_space < 0 || it->file_space < 0) {
+            task_free(t);
+            return -1;
+        }
+    }
+    return enqueue(t, f, req);
+}
+
+/* -------------------------------------------------------------------------------------- waiting */
+
+void h5fa_drain(void)
+{
+    pthread_mutex_lock(&Q.mu);
+    uint64_t target = Q.next_seq;
+    release_deferred();
+    bool done = Q.done_seq >= target;
+    pthread_mutex_unlock(&Q.mu);
+    if (done)
+        return;
+    unsigned held = lib_release();
+    pthread_mutex_lock(&Q.mu);
+    while (Q.done_seq < target)
+        pthread_cond_wait(&Q.progress, &Q.mu);
+    pthread_mutex_unlock(&Q.mu);
+    lib_reacquire(held);
+}
+
+void h5fa_count_call_below(h5fa_file_t *f)
+{
+    pthread_mutex_lock(&Q.mu);
+    f->calls_below++;
+    pthread_mutex_unlock(&Q.mu);
+}
+
+int h5fa_drain_and_check(h5fa_file_t *f)
+{
+    h5fa_drain();
+    return h5fa_check(f);
+}
+
+int h5fa_check(h5fa_file_t *f)
+{
+    char msg[sizeof f->pending_error] = "";
+    pthread_mutex_lock(&Q.mu);
+    if (f && f->pending_error[0]) {
+        memcpy(msg, f->pending_error, sizeof msg);
+        f->pending_error[0] = '\0';
+    }
+    pthread_mutex_unlock(&Q.mu);
+    if (msg[0]) {
+        H5FPT_ERR("%s", msg);
+        return -1;
+    }
+    return 0;
+}
+
+void h5fa_queue_stop(void)
+{
+    pthread_mutex_lock(&Q.mu);
+    bool started = Q.started;
+    Q.stop = true;
+    pthread_cond_broadcast(&Q.work);
+    pthread_mutex_unlock(&Q.mu);
+    if (started) {
+        unsigned held = lib_release();
+        pthread_join(Q.thread, NULL);
+        lib_reacquire(held);
+    }
+    pthread_mutex_lock(&Q.mu);
+    Q.started = false;
+    pthread_mutex_unlock(&Q.mu);
+}
+
+/* ------------------------------------------------------------------------------------- requests */
+
+static bool is_ours(const h5fpt_obj_t *r) { return r->under_vol_id == H5I_INVALID_HID; }
+
+herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *status)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_wait(req, timeout, status);
+    done_t *d = r->under_object;
+    pthread_mutex_lock(&Q.mu);
+    int state = d->state;
+    if (state == 0)
+        release_deferred(); /* waited for: deferred work starts */
+    pthread_mutex_unlock(&Q.mu);
+    if (state == 0 && timeout > 0) {
+        unsigned held = lib_release();
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
+        until.tv_sec += (time_t)(timeout == H5ES_WAIT_FOREVER ? 0 : timeout / 1000000000ull) + (time_t)(ns / 1000000000ull);
+        until.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_mutex_lock(&Q.mu);
+        while (d->state == 0) {
+            if (timeout == H5ES_WAIT_FOREVER)
+                pthread_cond_wait(&Q.progress, &Q.mu);
+            else if (pthread_cond_timedwait(&Q.progress, &Q.mu, &until) == ETIMEDOUT)
+                break;
+        }
+        state = d->state;
+        pthread_mutex_unlock(&Q.mu);
+        lib_reacquire(held);
+    }
+    *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS
+              : state > 0 ? H5VL_REQUEST_STATUS_SUCCEED
+                          : H5VL_REQUEST_STATUS_FAIL;
+    return 0;
+}
+
+herr_t h5fa_request_notify(void *req, H5VL_request_notify_t cb, void *ctx)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_notify(req, cb, ctx);
+    H5FPT_ERR("completion callbacks are not supported; wait on the event set");
+    return -1;
+}
+
+herr_t h5fa_request_cancel(void *req, H5VL_request_status_t *status)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_cancel(req, status);
+    *status = H5VL_REQUEST_STATUS_CANT_CANCEL; /* queued work always runs: program order */
+    return 0;
+}
+
+herr_t h5fa_request_specific(void *req, H5VL_request_specific_args_t *args)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_specific(req, args);
+    done_t *d = r->under_object;
+    char msg[sizeof d->msg];
+    pthread_mutex_lock(&Q.mu);
+    int state = d->state;
+    uint64_t exec_ts = d->exec_ts, exec_time = d->exec_time;
+    memcpy(msg, d->msg, sizeof msg);
+    pthread_mutex_unlock(&Q.mu);
+    if (args->op_type == H5VL_REQUEST_GET_EXEC_TIME) {
+        *args->args.get_exec_time.exec_ts = exec_ts;
+        *args->args.get_exec_time.exec_time = exec_time;
+        return 0;
+    }
+    if (args->op_type == H5VL_REQUEST_GET_ERR_STACK) {
+        hid_t stack = H5Ecreate_stack();
+        if (stack < 0)
+            return -1;
+        if (state < 0)
+            h5fpt_error_on(stack, __FILE__, __func__, __LINE__, "%s", msg);
+        args->args.get_err_stack.err_stack_id = stack;
+        return 0;
+    }
+    H5FPT_ERR("request operation %d is not supported", (int)args->op_type);
+    return -1;
+}
+
+herr_t h5fa_request_optional(void *req, H5VL_optional_args_t *args)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_optional(req, args);
+    H5FPT_ERR("optional request operations are not supported");
+    return -1;
+}
+
+herr_t h5fa_request_free(void *req)
+{
+    h5fpt_obj_t *r = req;
+    if (!is_ours(r))
+        return h5fpt_request_free(req);
+    done_release(r->under_object);
+    free(r);
+    return 0;
+}

@@ -1,0 +1,285 @@
+/* h5flow_async from C, stacked on native and on h5flow_log (the plugin from HDF5_PLUGIN_PATH):
+ * explicit mode (event sets), implicit mode (a write returns once its buffer is copied), program order
+ * (reads see writes; sync and async calls mixed), merged and batched writes counted in the stats file,
+ * a failure below reported through the event set and at close, never lost.
+ *   h5fa_test_async <scratch dir> */
+#include <hdf5.h>
+
+#include "../../h5flow_log/tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ROWS 64
+#define COLS 16
+
+static char dir[2048];
+
+/* a FAPL with h5flow_async stacked as `below` says, stats to stats_path */
+static hid_t fapl_for(const char *below, const char *stats_path, const char *extra)
+{
+    char info[4096];
+    snprintf(info, sizeof info, "stats=%s;%sunder_vol=%s;under_info={}", stats_path, extra, below);
+    hid_t conn = H5VLregister_connector_by_name("h5flow_async", H5P_DEFAULT);
+    CHECK(conn >= 0);
+    void *vi = NULL;
+    CHECK(H5VLconnector_str_to_info(info, conn, &vi) >= 0);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK(H5Pset_vol(fapl, conn, vi) >= 0);
+    H5VLfree_connector_info(conn, vi);
+    H5VLclose(conn);
+    return fapl;
+}
+
+/* the last JSON line of the stats file: value of "key" */
+static long stat_of(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[2048], last[2048] = "";
+    while (fgets(line, sizeof line, f))
+        strcpy(last, line);
+    fclose(f);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(last, pat);
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+static void row_values(int *row, int r, int gen)
+{
+    for (int c = 0; c < COLS; c++)
+        row[c] = gen * 100000 + r * COLS + c;
+}
+
+/* Explicit mode: everything through one event set; rows appended one by one (merged), a read after
+ * the writes sees them, a multi-dataset batch, then a failing write reported by H5ESwait/get_err. */
+static void explicit_mode(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/explicit-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/explicit-%s.stats", dir, tag);
+    remove(stats);
+    hid_t fapl = fapl_for(below, stats, "defer=1;"); /* starts when waited for: every row merges */
+    hid_t es = H5EScreate();
+    hid_t f = H5Fcreate_async(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl, es);
+    CHECK(f >= 0);
+    hsize_t dims[2] = {ROWS, COLS};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate_async(f, "rows", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT, es);
+    hid_t e = H5Dcreate_async(f, "other", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT, es);
+    CHECK(d >= 0 && e >= 0);
+    int row[COLS];
+    hsize_t one[2] = {1, COLS};
+    hid_t ms = H5Screate_simple(2, one, NULL);
+    for (int r = 0; r < ROWS; r++) {
+        hsize_t start[2] = {(hsize_t)r, 0};
+        hid_t fs = H5Scopy(sp);
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
+        row_values(row, r, 1);
+        CHECK(H5Dwrite_async(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, row, es) >= 0);
+        memset(row, 0xff, sizeof row); /* the connector copied it */
+        H5Sclose(fs);
+    }
+    /* read after write, through the same event set: sees every row */
+    int *got = calloc(ROWS * COLS, sizeof *got);
+    CHECK(H5Dread_async(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got, es) >= 0);
+    /* a whole-dataset write to the other dataset, then a sync overwrite of one row (mixing is safe) */
+    int *all = malloc(ROWS * COLS * sizeof *all);
+    for (int i = 0; i < ROWS * COLS; i++)
+        all[i] = -i;
+    CHECK(H5Dwrite_async(e, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, all, es) >= 0);
+    hsize_t start5[2] = {5, 0};
+    hid_t fs5 = H5Scopy(sp);
+    H5Sselect_hyperslab(fs5, H5S_SELECT_SET, start5, NULL, one, NULL);
+    row_values(row, 5, 2);
+    CHECK(H5Dwrite(e, H5T_NATIVE_INT, ms, fs5, H5P_DEFAULT, row) >= 0);
+    size_t in_progress = 0;
+    hbool_t failed = 0;
+    CHECK(H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed) >= 0);
+    CHECK(in_progress == 0 && !failed);
+    for (int r = 0; r < ROWS; r++) {
+        row_values(row, r, 1);
+        if (memcmp(got + r * COLS, row, sizeof row)) {
+            fprintf(stderr, "%s: row %d read after the queued writes differs\n", tag, r);
+            failures++;
+            break;
+        }
+    }
+    int *got_e = calloc(ROWS * COLS, sizeof *got_e);
+    CHECK(H5Dread(e, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got_e) >= 0);
+    row_values(row, 5, 2);
+    CHECK(got_e[0] == 0 && got_e[6 * COLS] == -6 * COLS && memcmp(got_e + 5 * COLS, row, sizeof row) == 0);
+
+    /* a write the library below refuses (no conversion from strings to integers): H5ESwait says so */
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, sizeof(int));
+    herr_t queued;
+    H5E_BEGIN_TRY
+    {
+        queued = H5Dwrite_async(d, str, ms, fs5, H5P_DEFAULT, row, es);
+        H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed);
+    }
+    H5E_END_TRY
+    H5Tclose(str);
+    CHECK(queued >= 0 && failed);
+    size_t nerr = 0;
+    CHECK(H5ESget_err_count(es, &nerr) >= 0 && nerr == 1);
+    H5ES_err_info_t info;
+    size_t ncleared = 0;
+    if (nerr == 1 && H5ESget_err_info(es, 1, &info, &ncleared) >= 0) {
+        ssize_t n = H5Eget_num(info.err_stack_id);
+        CHECK(n >= 1);
+        CHECK(strstr(info.api_name, "H5Dwrite_async") != NULL);
+        H5ESfree_err_info(1, &info);
+    }
+    H5Sclose(fs5);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Dclose(e);
+    /* the failure is also reported once at close: the handle stays valid, the second close succeeds */
+    herr_t rc;
+    H5E_BEGIN_TRY { rc = H5Fclose(f); }
+    H5E_END_TRY
+    CHECK(rc < 0);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(H5ESclose(es) >= 0);
+    H5Pclose(fapl);
+    /* ROWS single-row writes became one call below; failures counted */
+    CHECK(stat_of(stats, "merged") == ROWS - 1);
+    CHECK(stat_of(stats, "failures") == 1);
+    free(got);
+    free(got_e);
+    free(all);
+}
+
+/* Implicit mode: plain H5Dwrite returns once the buffer is copied; rows of several datasets; a tight
+ * memory bound makes writes wait, never lose; the file reopened has every value. */
+static void implicit_mode(const char *below, const char *tag, const char *extra, int expect_merge)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/implicit-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/implicit-%s.stats", dir, tag);
+    remove(stats);
+    hid_t fapl = fapl_for(below, stats, extra);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    hsize_t dims[2] = {ROWS, COLS}, one[2] = {1, COLS};
+    hid_t sp = H5Screate_simple(2, dims, NULL), ms = H5Screate_simple(2, one, NULL);
+    hid_t ds[3];
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "d%d", k);
+        ds[k] = H5Dcreate2(f, name, H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds[k] >= 0);
+    }
+    int row[COLS];
+    for (int r = 0; r < ROWS; r++)
+        for (int k = 0; k < 3; k++) {
+            hsize_t start[2] = {(hsize_t)r, 0};
+            hid_t fs = H5Scopy(sp);
+            H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
+            row_values(row, r, k);
+            CHECK(H5Dwrite(ds[k], H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, row) >= 0);
+            memset(row, 0xab, sizeof row);
+            H5Sclose(fs);
+        }
+    /* read back before close: sees every write */
+    int *got = calloc(ROWS * COLS, sizeof *got);
+    CHECK(H5Dread(ds[1], H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    row_values(row, ROWS - 1, 1);
+    CHECK(memcmp(got + (ROWS - 1) * COLS, row, sizeof row) == 0);
+    for (int k = 0; k < 3; k++)
+        H5Dclose(ds[k]);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(stat_of(stats, "writes") == 3 * ROWS && stat_of(stats, "failures") == 0);
+    if (expect_merge > 0) /* deferred: each row of the three datasets is one multi-dataset call */
+        CHECK(stat_of(stats, "calls_below") == ROWS && stat_of(stats, "multi_calls") == ROWS);
+    else if (expect_merge == 0)
+        CHECK(stat_of(stats, "merged") == 0 && stat_of(stats, "multi_calls") == 0);
+
+    /* natively readable (when native stores it), every value */
+    hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    CHECK(rf >= 0);
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "d%d", k);
+        hid_t d = H5Dopen2(rf, name, H5P_DEFAULT);
+        CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+        for (int r = 0; r < ROWS; r++) {
+            row_values(row, r, k);
+            if (memcmp(got + r * COLS, row, sizeof row)) {
+                fprintf(stderr, "%s: d%d row %d differs after reopening\n", tag, k, r);
+                failures++;
+                break;
+            }
+        }
+        H5Dclose(d);
+    }
+    H5Fclose(rf);
+    H5Pclose(fapl);
+    free(got);
+}
+
+/* Implicit mode: a failing queued write is reported at the next flush; the next close succeeds. */
+static void implicit_failure(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/fail-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/fail-%s.stats", dir, tag);
+    hid_t fapl = fapl_for(below, stats, "");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hsize_t n = 8;
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, "x", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t str = H5Tcopy(H5T_C_S1); /* no conversion to integers: the library below refuses the write */
+    H5Tset_size(str, sizeof(int));
+    int v[8] = {7};
+    herr_t queued, flushed, closed;
+    H5E_BEGIN_TRY
+    {
+        queued = H5Dwrite(d, str, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+        flushed = H5Fflush(f, H5F_SCOPE_GLOBAL);
+    }
+    H5E_END_TRY
+    H5Tclose(str);
+    CHECK(queued >= 0); /* it returned once copied */
+    CHECK(flushed < 0); /* and its failure came back */
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5E_BEGIN_TRY { closed = H5Fclose(f); }
+    H5E_END_TRY
+    CHECK(closed >= 0); /* reported once, at the flush */
+    H5Pclose(fapl);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <scratch dir>\n", argv[0]);
+        return 2;
+    }
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    mkdir(dir, 0777);
+    const char *below[][2] = {{"0", "native"}, {"h5flow_log", "log"}};
+    for (int b = 0; b < 2; b++) {
+        explicit_mode(below[b][0], below[b][1]);
+        implicit_mode(below[b][0], below[b][1], "", -1); /* timing decides what merges */
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s-deferred", below[b][1]);
+        implicit_mode(below[b][0], tag, "defer=1;", 1);
+        snprintf(tag, sizeof tag, "%s-tight", below[b][1]);
+        implicit_mode(below[b][0], tag, "max_mem=200;merge=0;", 0); /* three rows of the queue at most */
+        implicit_failure(below[b][0], below[b][1]);
+    }
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    else
+        printf("h5flow_async: all checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,164 @@
+"""``h5flow bench async``: how much I/O the stacking connectors hide behind compute (docs/ASYNC.md).
+
+Every case runs the same kernel (:mod:`h5flow.benchmarks.async_kernel`) in a fresh process, so that
+``HDF5_VOL_CONNECTOR`` selects its stack: a compute + write loop (compute time and bytes per step, 1..N
+ranks) on each storage directory, with native, h5flow_async over native, h5flow_log and h5flow_async over
+h5flow_log (and the cache connector's stacks, when it is built). Cases alternate within each repetition
+so that the machine's load falls on all of them alike; medians are reported.
+
+Columns: time to solution; the I/O time left exposed (time to solution minus the compute); the fraction of
+the plain stack's I/O time hidden (1 - exposed / exposed of the plain stack); the overhead when there is
+nothing to hide (a run without compute, against the plain stack). A metadata run times attribute writes
+and reports the microseconds each operation costs, per stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from h5flow import connectors
+
+
+def _stacks() -> dict[str, str | None]:
+    """name -> HDF5_VOL_CONNECTOR (None: native) of every stack the built connectors allow."""
+    names = {c.name for c in connectors.find()}
+    stacks: dict[str, str | None] = {"native": None}
+    if "h5flow_async" in names:
+        stacks["async"] = "h5flow_async under_vol=0;under_info={}"
+    if "h5flow_cache" in names:
+        stacks["cache"] = "h5flow_cache under_vol=0;under_info={}"
+        if "h5flow_async" in names:
+            stacks["cache+async"] = "h5flow_cache under_vol=312;under_info={under_vol=0;under_info={}}"
+    if "h5flow_log" in names:
+        stacks["log"] = "h5flow_log"
+        if "h5flow_async" in names:
+            stacks["async/log"] = "h5flow_async under_vol=311;under_info={}"
+    return stacks
+
+
+def _plain(stack: str) -> str:
+    """The stack without the stacking connectors (what its hidden fraction is measured against)."""
+    return "log" if stack.endswith("log") else "native"
+
+
+def _run(stack_env: str | None, path: Path, ranks: int, extra: list[str]) -> dict[str, float]:
+    env = dict(os.environ)
+    env.pop("HDF5_VOL_CONNECTOR", None)
+    if stack_env:
+        env["HDF5_VOL_CONNECTOR"] = stack_env
+    cmd = [sys.executable, "-m", "h5flow.benchmarks.async_kernel", str(path), *extra]
+    if ranks > 1:
+        cmd = ["mpiexec", "-n", str(ranks), *cmd, "--mpi"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"kernel failed ({stack_env or 'native'}): {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=20, help="steps of the loop (default 20)")
+    p.add_argument("--step-mib", type=float, default=16.0, help="MiB each rank writes per step (default 16)")
+    p.add_argument("--compute-ms", type=float, default=100.0, help="compute per step in ms (default 100)")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1], help="rank counts (default 1)")
+    p.add_argument("--dirs", nargs="+", default=["/var/tmp", "/dev/shm"],
+                   help="storage directories (default /var/tmp = disk, /dev/shm = tmpfs)")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions; medians reported (default 3)")
+    p.add_argument("--metadata-ops", type=int, default=2000,
+                   help="attribute writes of the metadata run (0: no metadata run; default 2000)")
+    p.add_argument("--png", default="bench-async.png", help="the figure (default bench-async.png)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+
+
+def launch(args: argparse.Namespace) -> int:
+    if args.steps < 1 or args.step_mib <= 0 or args.compute_ms < 0 or args.repeat < 1 or min(args.ranks) < 1:
+        raise ValueError("--steps, --repeat, --ranks >= 1; --step-mib > 0; --compute-ms >= 0")
+    stacks = _stacks()
+    step_bytes = int(args.step_mib * (1 << 20))
+    rows: list[dict] = []
+    for d in args.dirs:
+        for ranks in args.ranks:
+            for compute_ms in sorted({args.compute_ms, 0.0}):
+                samples: dict[str, list[dict]] = {s: [] for s in stacks}
+                for _ in range(args.repeat):
+                    for name, env in stacks.items():
+                        with tempfile.TemporaryDirectory(dir=d, prefix="h5flow-bench-async-") as tmp:
+                            path = Path(tmp) / "f.h5"
+                            samples[name].append(_run(env, path, ranks, [
+                                "--steps", str(args.steps), "--step-bytes", str(step_bytes),
+                                "--compute-s", str(compute_ms / 1000)]))
+                            _remove(path)
+                med = {n: {k: statistics.median(s[k] for s in v) for k in v[0]} for n, v in samples.items()}
+                for name, m in med.items():
+                    exposed = max(0.0, m["total_s"] - m["compute_s"])
+                    base = med[_plain(name)]
+                    base_exposed = max(1e-9, base["total_s"] - base["compute_s"])
+                    rows.append({"dir": d, "ranks": ranks, "compute_ms": compute_ms, "stack": name,
+                                 "total_s": m["total_s"], "exposed_io_s": exposed,
+                                 "hidden": 1 - exposed / base_exposed if name != _plain(name) else 0.0,
+                                 "vs_plain": m["total_s"] / base["total_s"]})
+    meta: list[dict] = []
+    if args.metadata_ops:
+        for name, env in stacks.items():
+            runs = []
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory(dir=args.dirs[-1], prefix="h5flow-bench-async-") as tmp:
+                    runs.append(_run(env, Path(tmp) / "m.h5", 1, ["--metadata-ops", str(args.metadata_ops)]))
+            meta.append({"stack": name, "per_op_us": statistics.median(r["per_op_us"] for r in runs)})
+        base = {m["stack"]: m["per_op_us"] for m in meta}
+        for m in meta:
+            m["added_us"] = m["per_op_us"] - base[_plain(m["stack"])]
+    load = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps({"rows": rows, "metadata": meta, "loadavg": load}, indent=2))
+    else:
+        print(f"h5flow bench async: {args.steps} steps x {args.step_mib} MiB per rank, compute "
+              f"{args.compute_ms} ms/step (and 0), median of {args.repeat}; load average {load:.2f}")
+        print(f"{'dir':10} {'ranks':>5} {'comp ms':>7} {'stack':12} {'total s':>8} {'exposed s':>9} "
+              f"{'hidden':>7} {'vs plain':>8}")
+        for r in rows:
+            print(f"{r['dir']:10} {r['ranks']:5d} {r['compute_ms']:7.0f} {r['stack']:12} {r['total_s']:8.3f} "
+                  f"{r['exposed_io_s']:9.3f} {r['hidden'] * 100:6.1f}% {r['vs_plain']:8.3f}")
+        for m in meta:
+            print(f"metadata: {m['stack']:12} {m['per_op_us']:8.1f} us/op ({m['added_us']:+.1f} us vs plain)")
+    _figure(rows, Path(args.png))
+    print(f"figure: {args.png}")
+    return 0
+
+
+def _figure(rows: list[dict], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(r["dir"], r["ranks"], r["compute_ms"]) for r in rows})
+    stacks = list(dict.fromkeys(r["stack"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
+    width = 0.8 / max(1, len(stacks))
+    for k, s in enumerate(stacks):
+        ys = [next((r["total_s"] for r in rows if (r["dir"], r["ranks"], r["compute_ms"]) == g and r["stack"] == s),
+                   0.0) for g in groups]
+        ax.bar([i + k * width for i in range(len(groups))], ys, width, label=s)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))],
+                  [f"{d}\n{n} rank(s), {c:.0f} ms" for d, n, c in groups], fontsize=8)
+    ax.set_ylabel("time to solution (s)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)

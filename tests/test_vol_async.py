@@ -1,0 +1,179 @@
+"""h5flow_async (docs/ASYNC.md) under unmodified h5py and MPI, and its C tests.
+
+The C tests (native/connectors/h5flow_async/tests/test_async.c: event sets, implicit mode, merged and
+batched writes, failures through the event set and at flush/close) run through ctest, normally and
+under ASan/UBSan; `make tsan` runs them under ThreadSanitizer. Here: h5py's patterns through the
+connector stacked on native and on h5flow_log, the counters that say what was merged, parallel files,
+and the refusal of an MPI without MPI_THREAD_MULTIPLE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from h5flow._paths import default_plugin_dir
+from h5flow.testing.pytest_mpi import mpi_assert
+
+PLUGIN_DIR = Path(os.environ.get("H5FLOW_LOG_PLUGIN_DIR", default_plugin_dir()))
+ASYNC_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_async under_vol=0;under_info={}", "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+
+pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_async.so").exists(),
+                                reason="h5flow_async not built (make setup)")
+
+H5PY_SCRIPT = r"""
+import json, sys, numpy as np, h5py
+from h5flow import _hdf5lib
+path, stats = sys.argv[1], sys.argv[2]
+rows, cols = 200, 33
+want = np.arange(rows * cols, dtype="f8").reshape(rows, cols)
+with h5py.File(path, "w") as f:
+    assert _hdf5lib.connector_name(f.id.id) == "h5flow_async"
+    d = f.create_dataset("d", shape=(rows, cols), dtype="f8")
+    g = f.create_dataset("g", shape=(0, cols), maxshape=(None, cols), dtype="i4", chunks=(16, cols))
+    buf = np.empty(cols)
+    for r in range(rows):
+        buf[:] = want[r]
+        d[r] = buf            # returns once copied: the buffer is reused at once
+        buf[:] = -1
+    for r in range(10):       # resize (waits for the queue) then write, as appending code does
+        g.resize((r + 1, cols))
+        g[r] = np.full(cols, r)
+    d[5, 3:7] = 0.5           # an overlapping later write wins
+    want[5, 3:7] = 0.5
+    second = h5py.File(path, "r")   # a second handle sees everything written so far
+    assert np.array_equal(second["d"][:], want)
+    second.close()
+    f.attrs["done"] = 1
+    assert np.array_equal(d[:], want) and np.array_equal(g[:, 0], np.arange(10))
+with h5py.File(path, "r") as f:
+    assert np.array_equal(f["d"][:], want)
+lines = [json.loads(x) for x in open(stats)]  # one per closed handle: the writer's has the writes
+print(json.dumps(max(lines, key=lambda x: x["writes"])))
+"""
+
+
+@pytest.mark.parametrize("below", ["0", "h5flow_log"])
+def test_h5py_writes_return_at_once_and_every_value_arrives(below: str, tmp_path: Path) -> None:
+    stats = tmp_path / "stats.jsonl"
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;stats={stats};under_vol={below};under_info={{}}")
+    proc = subprocess.run([sys.executable, "-c", H5PY_SCRIPT, str(tmp_path / "f.h5"), str(stats)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    # deferred until waited for: the 200 row writes are adjacent and became one call below
+    assert counts["writes"] == 211 and counts["failures"] == 0, counts
+    assert counts["merged"] >= 199 and counts["calls_below"] <= 12, counts
+
+
+def test_a_tight_memory_bound_makes_writes_wait_not_lose(tmp_path: Path) -> None:
+    script = r"""
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("d", shape=(64, 1000), dtype="f8")
+    for r in range(64):
+        d[r] = np.full(1000, r, dtype="f8")
+with h5py.File(sys.argv[1], "r") as f:
+    assert np.array_equal(f["d"][:, 17], np.arange(64)), f["d"][:, 17]
+print("ok")
+"""
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR="h5flow_async max_mem=20K;under_vol=0;under_info={}")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f.h5")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_settings_are_checked(tmp_path: Path) -> None:
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR="h5flow_async max_mem=lots;under_vol=0;under_info={}")
+    proc = subprocess.run([sys.executable, "-c", "import h5py, sys; h5py.File(sys.argv[1], 'w')",
+                           str(tmp_path / "f.h5")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "max_mem=lots" in proc.stderr, proc.stderr
+
+
+def test_mpi_without_thread_multiple_is_refused_at_open(tmp_path: Path) -> None:
+    script = r"""
+import sys, mpi4py
+mpi4py.rc.thread_level = "single"
+from mpi4py import MPI
+import h5py
+try:
+    h5py.File(sys.argv[1], "w", driver="mpio", comm=MPI.COMM_WORLD)
+except OSError as e:
+    print("refused:", e)
+"""
+    env = dict(os.environ, **ASYNC_ENV)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f.h5")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused:" in proc.stdout and "MPI_THREAD_MULTIPLE" in proc.stdout, proc.stdout
+    assert "MPI_THREAD_SINGLE" in proc.stdout
+
+
+ASYNC_LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_async under_vol=h5flow_log;under_info={}",
+                 "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+
+
+@pytest.mark.mpi(n=2, env=ASYNC_ENV, timeout=180)
+def test_mpi_collective_writes_through_the_background_thread(comm, mpi_tmp_path: Path) -> None:
+    """Both ranks write their rows collectively; metadata operations between them (collective in parallel
+    HDF5) wait for the queue, so every rank makes them in the same order."""
+    _mpi_round_trip(comm, mpi_tmp_path / "par.h5")
+
+
+@pytest.mark.mpi(n=2, env=ASYNC_LOG_ENV, timeout=180)
+def test_mpi_round_trip_over_h5flow_log(comm, mpi_tmp_path: Path) -> None:
+    _mpi_round_trip(comm, mpi_tmp_path / "par-log.h5")
+
+
+def _mpi_round_trip(comm, path: Path) -> None:
+    import h5py
+
+    from h5flow import _hdf5lib
+
+    rows, cols = 8, 1000
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == "h5flow_async", "h5flow_async not loaded")
+        for k in range(3):
+            d = f.create_dataset(f"d{k}", shape=(rows * comm.size, cols), dtype="f8")
+            with d.collective:
+                for r in range(rows):
+                    d[comm.rank * rows + r] = np.full(cols, k * 1000 + comm.rank * rows + r, dtype="f8")
+            d.attrs["k"] = k
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        for k in range(3):
+            col = f[f"d{k}"][:, 5]
+            mpi_assert(comm, np.array_equal(col, k * 1000 + np.arange(rows * comm.size)), f"d{k}: {col}")
+
+
+def test_info_lists_the_connector_with_its_value() -> None:
+    proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "info", "--json"], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
+    assert proc.returncode == 0, proc.stderr
+    found = {c["name"]: c["value"] for c in json.loads(proc.stdout)["connectors"]}
+    assert found.get("h5flow_async") == 312, found
+
+
+def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
+    """`h5flow bench async` at its smallest: every stack built here gets a row, with and without compute."""
+    png = tmp_path / "b.png"
+    proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "async", "--steps", "2", "--step-mib",
+                           "0.05", "--compute-ms", "5", "--repeat", "1", "--dirs", str(tmp_path),
+                           "--metadata-ops", "20", "--png", str(png), "--json"],
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
+    stacks = {r["stack"] for r in out["rows"]}
+    assert {"native", "async", "log", "async/log"} <= stacks, stacks
+    assert {r["compute_ms"] for r in out["rows"]} == {0.0, 5.0}
+    assert all(r["total_s"] > 0 for r in out["rows"]) and len(out["metadata"]) == len(stacks)
+    assert png.stat().st_size > 0
