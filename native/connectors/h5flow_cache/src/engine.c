@@ -757,22 +757,28 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     }
     size_t esz = msize > d->tsize ? msize : d->tsize;
     uint64_t len = (uint64_t)np * d->tsize;
-    char *tmp = malloc((size_t)np * esz);
+    char *tmp = NULL;
+    const char *src = NULL; /* the bytes to cache: the caller's buffer itself, or tmp */
     int rc = -1;
     hid_t ft = dset_type(d);
     if (ft < 0)
         goto out;
-    if (!tmp) {
-        hfc_err("h5flow_cache: out of memory copying a write of %lld elements", (long long)np);
-        goto out;
-    }
-    if (H5Dgather(ms, buf, mem_type, (size_t)np * msize, tmp, NULL, NULL) < 0) {
-        hfc_err("h5flow_cache: cannot gather the write's memory selection");
-        goto out;
-    }
-    if (H5Tequal(mem_type, ft) <= 0 && H5Tconvert(mem_type, ft, (size_t)np, tmp, NULL, dxpl) < 0) {
-        hfc_err("h5flow_cache: cannot convert the written values to the dataset's type");
-        goto out;
+    if (H5Sget_select_type(ms) == H5S_SEL_ALL && H5Tequal(mem_type, ft) > 0)
+        src = buf; /* already contiguous, in the file's type (h5py's usual write): no copy before the cache */
+    else {
+        if (!(tmp = malloc((size_t)np * esz))) {
+            hfc_err("h5flow_cache: out of memory copying a write of %lld elements", (long long)np);
+            goto out;
+        }
+        if (H5Dgather(ms, buf, mem_type, (size_t)np * msize, tmp, NULL, NULL) < 0) {
+            hfc_err("h5flow_cache: cannot gather the write's memory selection");
+            goto out;
+        }
+        if (H5Tequal(mem_type, ft) <= 0 && H5Tconvert(mem_type, ft, (size_t)np, tmp, NULL, dxpl) < 0) {
+            hfc_err("h5flow_cache: cannot convert the written values to the dataset's type");
+            goto out;
+        }
+        src = tmp;
     }
     int through = len > f->capacity;
     while (!through) {
@@ -795,7 +801,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
             break;
     }
     hfc_loc_t loc;
-    if (!through && (ensure_started(f) != 0 || hfc_store_put(f->store, tmp, len, &loc) != 0)) {
+    if (!through && (ensure_started(f) != 0 || hfc_store_put(f->store, src, len, &loc) != 0)) {
         /* the tier is full or failing: this write goes straight below, nothing is lost */
         hfc_err_clear();
         through = 1;
@@ -805,7 +811,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
             goto out;
         hsize_t n = (hsize_t)np;
         hid_t ls = H5Screate_simple(1, &n, NULL);
-        rc = forward_write(d, ft, ls, fs, dxpl, tmp, NULL);
+        rc = forward_write(d, ft, ls, fs, dxpl, src, NULL);
         H5Sclose(ls);
         pthread_mutex_lock(&f->mu);
         f->stats.written_through++;

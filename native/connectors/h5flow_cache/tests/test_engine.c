@@ -258,8 +258,8 @@ static void test_engine(const char *scratch, int background, hfc_policy_t policy
     hfc_stats_t st;
     hfc_file_stats(f, &st);
     CHECK(st.pending_bytes <= (capacity ? capacity : UINT64_MAX));
-    if (policy == HFC_POLICY_WRITE_THROUGH && capacity && capacity < 4000)
-        CHECK(st.written_through > 0);
+    if (policy == HFC_POLICY_WRITE_THROUGH && capacity && capacity < 4000 && !background)
+        CHECK(st.written_through > 0); /* (with the thread, migration may keep up: then none goes through) */
     if (!background && capacity == 0)
         CHECK(st.pending_bytes > 0 && st.migrated_writes == 0); /* nothing moved before the drain */
     CHECK(E(hfc_file_drain(f)) == 0);
