@@ -301,7 +301,7 @@ def test_kill_during_migration_leaves_the_last_flush(tmp_path: Path) -> None:
             if line.startswith("queued"):
                 break
         assert lines and lines[-1].startswith("queued"), "".join(lines) + proc.stderr.read()
-        time.sleep(0.01)
+        time.sleep(0.002)  # into the flush's migration of 64 MiB
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
