@@ -315,6 +315,7 @@ static void *migrator(void *arg)
         pthread_mutex_unlock(&f->mu);
         /* HDF5's global lock: free while the application computes */
         bool got = false;
+        long wait_ns = 50 * 1000; /* doubled up to 1 ms while the program stays inside HDF5 */
         for (;;) {
             if (H5TSmutex_acquire(1, &got) < 0)
                 got = false;
@@ -325,8 +326,10 @@ static void *migrator(void *arg)
             pthread_mutex_unlock(&f->mu);
             if (stop)
                 break;
-            struct timespec ts = {0, 100 * 1000};
+            struct timespec ts = {0, wait_ns};
             nanosleep(&ts, NULL);
+            if (wait_ns < 1000 * 1000)
+                wait_ns *= 2;
         }
         if (got && H5VLstart_lib_state() < 0) { /* an API context of this thread for the calls below */
             unsigned cnt = 0;
