@@ -695,6 +695,34 @@ static int resolve_spaces(hfc_dset_t *d, hid_t mem_space, hid_t file_space, hid_
     return 0;
 }
 
+/* Whether a selection was moved with H5Soffset_simple. HDF5's selection queries (block and point lists)
+ * give the unmoved coordinates, so such a write is not cached and such a read is not overlaid: the
+ * dataset's cached writes go below first and the layer below does the I/O. (H5S_ALL and H5S_BLOCK carry
+ * no offset.) */
+static int moved(hid_t space)
+{
+    if (space == H5S_ALL || space == H5S_BLOCK || space == H5S_PLIST)
+        return 0;
+    H5S_sel_type st = H5Sget_select_type(space);
+    if (st != H5S_SEL_HYPERSLABS && st != H5S_SEL_POINTS)
+        return 0;
+    int rank = H5Sget_simple_extent_ndims(space);
+    if (rank <= 0)
+        return 0;
+    hsize_t a0[H5S_MAX_RANK], a1[H5S_MAX_RANK], b0[H5S_MAX_RANK], b1[H5S_MAX_RANK];
+    hssize_t zero[H5S_MAX_RANK] = {0};
+    hid_t c = H5Scopy(space);
+    int differs = 1; /* when in doubt, treat it as moved: the safe side */
+    if (c >= 0 && H5Soffset_simple(c, zero) >= 0 && H5Sget_select_bounds(space, a0, a1) >= 0 &&
+        H5Sget_select_bounds(c, b0, b1) >= 0)
+        differs = memcmp(a0, b0, (size_t)rank * sizeof *a0) != 0;
+    if (c >= 0)
+        H5Sclose(c);
+    if (differs)
+        H5Eclear2(H5E_DEFAULT);
+    return differs;
+}
+
 static int has_transform(hid_t dxpl)
 {
     if (dxpl == H5P_DEFAULT || dxpl == H5P_DATASET_XFER_DEFAULT)
@@ -731,7 +759,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     if (failed && drain(f, NULL) != 0) /* a migration failed: say so now, not only at close */
         return -1;
     int cacheable = d->plain && !d->must_collective && plain_class(mem_type) && mem_space != H5S_PLIST &&
-                    file_space != H5S_PLIST && !has_transform(dxpl);
+                    file_space != H5S_PLIST && !has_transform(dxpl) && !moved(mem_space) && !moved(file_space);
     if (!cacheable) {
         if (drain(f, d) != 0)
             return -1;
@@ -887,7 +915,7 @@ int hfc_dset_read(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_spa
     pthread_mutex_unlock(&f->mu);
     int overlay = pending > 0;
     if (overlay && (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_transform(dxpl) ||
-                    !plain_class(mem_type))) {
+                    !plain_class(mem_type) || moved(mem_space) || moved(file_space))) {
         if (drain(f, d) != 0)
             return -1;
         overlay = 0;
