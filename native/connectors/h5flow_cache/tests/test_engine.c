@@ -286,6 +286,21 @@ static void test_engine(const char *scratch, int background, hfc_policy_t policy
     H5Fclose(file);
 }
 
+/* An engine without migration thread in scratch, with the native dataset dset attached as *d. */
+static hfc_file_t *open_engine(const char *scratch, hid_t dset, hfc_dset_t **d)
+{
+    hfc_cfg_t cfg;
+    hfc_cfg_defaults(&cfg);
+    snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
+    cfg.background = 0;
+    enter();
+    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
+    *d = f ? hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0) : NULL;
+    leave();
+    CHECK(f != NULL && *d != NULL);
+    return f;
+}
+
 /* An error of the layer below (here: the file may not grow, RLIMIT_FSIZE) reaches the next drain, stays
  * until a drain succeeds, and the data is written once the cause is gone. */
 static void test_error_surfaces(const char *scratch)
@@ -298,14 +313,8 @@ static void test_error_surfaces(const char *scratch)
     hid_t space = H5Screate_simple(1, dims, NULL);
     hid_t dset = H5Dcreate2(file, "d", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Fflush(file, H5F_SCOPE_GLOBAL);
-    hfc_cfg_t cfg;
-    hfc_cfg_defaults(&cfg);
-    snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
-    cfg.background = 0;
-    enter();
-    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
-    hfc_dset_t *d = hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0);
-    leave();
+    hfc_dset_t *d = NULL;
+    hfc_file_t *f = open_engine(scratch, dset, &d);
     int *v = malloc(N * sizeof *v);
     for (int i = 0; i < N; i++)
         v[i] = i;
@@ -367,14 +376,8 @@ static void test_grow(const char *scratch)
     H5Pset_chunk(dcpl, 2, ch);
     hid_t dset = H5Dcreate2(file, "g", H5T_NATIVE_INT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     hid_t twin = H5Dcreate2(file, "gt", H5T_NATIVE_INT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    hfc_cfg_t cfg;
-    hfc_cfg_defaults(&cfg);
-    snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
-    cfg.background = 0;
-    enter();
-    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
-    hfc_dset_t *d = hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0);
-    leave();
+    hfc_dset_t *d = NULL;
+    hfc_file_t *f = open_engine(scratch, dset, &d);
     int v[4 * 6];
     for (int i = 0; i < 24; i++)
         v[i] = i + 1;
@@ -435,14 +438,8 @@ static void test_moved_selections(const char *scratch)
     hid_t space = H5Screate_simple(2, dims, NULL);
     hid_t dset = H5Dcreate2(file, "m", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t twin = H5Dcreate2(file, "mt", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hfc_cfg_t cfg;
-    hfc_cfg_defaults(&cfg);
-    snprintf(cfg.path, sizeof cfg.path, "%s", scratch);
-    cfg.background = 0;
-    enter();
-    hfc_file_t *f = hfc_file_open(&cfg, H5P_DEFAULT, 0, 0);
-    hfc_dset_t *d = hfc_dset_attach(f, H5VLobject(dset), H5VLget_connector_id(dset), NULL, 0);
-    leave();
+    hfc_dset_t *d = NULL;
+    hfc_file_t *f = open_engine(scratch, dset, &d);
     int v[12];
     for (int i = 0; i < 12; i++)
         v[i] = 100 + i;
