@@ -328,6 +328,40 @@ def test_kill_during_migration_leaves_the_last_flush(tmp_path: Path) -> None:
     """, connector(tier), str(tmp_path / "next.h5"), str(tier))
 
 
+def test_forked_child_leaves_the_cache_to_its_parent(tmp_path: Path) -> None:
+    """A child forked with the file open and writes cached exits (HDF5 closes the file at exit in the
+    child too): it neither hangs on the parent's migration thread nor touches the parent's cache, and the
+    parent's close writes everything."""
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    target = tmp_path / "fork.h5"
+    run_script("""
+        import time
+        f = opened(h5py.File(sys.argv[1], "w"))
+        d = f.create_dataset("d", shape=(64, 4096), dtype="f8")
+        for i in range(64):
+            d[i] = np.full(4096, float(i))
+        pid = os.fork()
+        if pid == 0:                   # the child: a normal exit (atexit handlers, H5close) with the file open
+            sys.exit(0)
+        t0 = time.time()
+        while time.time() - t0 < 30:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            raise AssertionError("the forked child hung at exit")
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        assert np.array_equal(d[:, 7], np.arange(64.0))
+        f.close()
+        assert cache_dirs(sys.argv[2]) == []
+    """, connector(tier), str(target), str(tier), timeout=120)
+    got = native_read(target, "d")
+    assert np.array_equal(got[:, 4095], np.arange(64.0))
+
+
 def test_automatic_directory_is_said(tmp_path: Path) -> None:
     """Without path= or H5FLOW_CACHE_DIR the connector picks a node-local directory and says which."""
     proc = run_script("""

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct hfc_rec {
     struct hfc_rec *next;
@@ -65,6 +66,7 @@ struct hfc_file {
     uint64_t segment; /* segment size of the store, made at the first cached write */
     int stop;
     int mpio;
+    pid_t pid;        /* the process that opened the file: a forked child leaves the cache to its parent */
     MPI_Comm comm;    /* the file's communicator (MPI files), for agreeing on errors at flush and close */
     char error[1024]; /* the first migration error; sticky until a drain succeeds again */
     hfc_stats_t stats;
@@ -75,7 +77,35 @@ struct hfc_file {
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hfc_file_t *reg_head = NULL;
 
+
 static void *migrator(void *arg);
+
+/* fork() while a migration thread holds HDF5's global lock would leave the child a library locked by a
+ * thread it does not have (its first HDF5 call, at the latest H5close at exit, would wait for ever). A
+ * migration thread holds this gate for as long as it holds HDF5's lock; fork takes it first. */
+static pthread_mutex_t fork_gate = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void gate_lock(void) { pthread_mutex_lock(&fork_gate); }
+static void gate_unlock(void) { pthread_mutex_unlock(&fork_gate); }
+/* fork: no migration thread inside HDF5 (the gate), and every engine's mutex held by the forking thread,
+ * so that the child gets them all unlocked */
+static void fork_prepare(void)
+{
+    gate_lock();
+    pthread_mutex_lock(&reg_mu);
+    for (hfc_file_t *f = reg_head; f; f = f->next)
+        pthread_mutex_lock(&f->mu);
+}
+
+static void fork_after(void)
+{
+    for (hfc_file_t *f = reg_head; f; f = f->next)
+        pthread_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&reg_mu);
+    gate_unlock();
+}
+
+static void fork_gate_install(void) { pthread_atfork(fork_prepare, fork_after, fork_after); }
 
 static int plain_class(hid_t t)
 {
@@ -141,6 +171,7 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key
     if (seg < (64u << 10))
         seg = 64u << 10;
     f->segment = seg;
+    f->pid = getpid();
     f->key = key;
     f->key_ok = key_ok;
     f->refs = 1;
@@ -192,8 +223,11 @@ static int ensure_started(hfc_file_t *f)
         if (!f->store)
             return -1;
     }
-    if (f->background && !f->thread_on && pthread_create(&f->thread, NULL, migrator, f) == 0)
-        f->thread_on = 1;
+    if (f->background && !f->thread_on) {
+        pthread_once(&fork_once, fork_gate_install);
+        if (pthread_create(&f->thread, NULL, migrator, f) == 0)
+            f->thread_on = 1;
+    }
     return 0;
 }
 
@@ -314,6 +348,7 @@ static void *migrator(void *arg)
             break;
         pthread_mutex_unlock(&f->mu);
         /* HDF5's global lock: free while the application computes */
+        gate_lock();
         bool got = false;
         long wait_ns = 50 * 1000; /* doubled up to 1 ms while the program stays inside HDF5 */
         for (;;) {
@@ -356,6 +391,7 @@ static void *migrator(void *arg)
             unsigned cnt = 0;
             H5TSmutex_release(&cnt);
         }
+        gate_unlock();
         pthread_mutex_lock(&f->mu);
     }
     pthread_mutex_unlock(&f->mu);
@@ -363,8 +399,15 @@ static void *migrator(void *arg)
 }
 
 /* Migrate records (all, or only those of d and everything queued before them) on the calling thread. */
+/* A child forked while the file was open: the queued writes, the cache files and the migration thread
+ * are its parent's. The child caches nothing and migrates nothing (it writes straight below, as HDF5 lets
+ * it), and its exit leaves the parent's cache alone. */
+static int forked(const hfc_file_t *f) { return getpid() != f->pid; }
+
 static int drain(hfc_file_t *f, hfc_dset_t *d)
 {
+    if (forked(f))
+        return 0;
     pthread_mutex_lock(&f->mu);
     f->stats.drains++;
     f->error[0] = '\0'; /* try again: the cause may have been fixed */
@@ -402,8 +445,44 @@ void hfc_file_retain(hfc_file_t *f)
 }
 int hfc_dset_drain(hfc_dset_t *d) { return drain(d->f, d); }
 
+static void unregister(hfc_file_t *f)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (hfc_file_t **pp = &reg_head; *pp; pp = &(*pp)->next)
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* The engine's memory freed in a forked child: nothing below is touched, no thread joined (the child has
+ * none), the parent's cache files stay. */
+static int forget(hfc_file_t *f)
+{
+    unregister(f);
+    while (f->head) {
+        hfc_rec_t *r = f->head;
+        f->head = r->next;
+        H5Sclose(r->fspace);
+        hfc_runs_free(&r->runs);
+        free(r);
+    }
+    while (f->dsets) {
+        hfc_dset_t *d = f->dsets;
+        f->dsets = d->next;
+        free(d->tenc);
+        free(d);
+    }
+    hfc_store_forget(f->store);
+    free(f);
+    return 0;
+}
+
 int hfc_file_close(hfc_file_t *f)
 {
+    if (forked(f)) /* the child has one thread: no lock (the parent's threads may have held it at fork) */
+        return --f->refs == 0 ? forget(f) : 0;
     pthread_mutex_lock(&f->mu);
     int last = --f->refs == 0;
     pthread_mutex_unlock(&f->mu);
@@ -421,13 +500,7 @@ int hfc_file_close(hfc_file_t *f)
     pthread_mutex_unlock(&f->mu);
     if (f->thread_on)
         pthread_join(f->thread, NULL);
-    pthread_mutex_lock(&reg_mu);
-    for (hfc_file_t **pp = &reg_head; *pp; pp = &(*pp)->next)
-        if (*pp == f) {
-            *pp = f->next;
-            break;
-        }
-    pthread_mutex_unlock(&reg_mu);
+    unregister(f);
     /* what a failed drain left: the writes are lost now, and said so */
     uint64_t lost = 0;
     while (f->head) {
@@ -758,7 +831,7 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     pthread_mutex_unlock(&f->mu);
     if (failed && drain(f, NULL) != 0) /* a migration failed: say so now, not only at close */
         return -1;
-    int cacheable = d->plain && !d->must_collective && plain_class(mem_type) && mem_space != H5S_PLIST &&
+    int cacheable = !forked(f) && d->plain && !d->must_collective && plain_class(mem_type) && mem_space != H5S_PLIST &&
                     file_space != H5S_PLIST && !has_transform(dxpl) && !moved(mem_space) && !moved(file_space);
     if (!cacheable) {
         if (drain(f, d) != 0)
@@ -913,7 +986,7 @@ int hfc_dset_read(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_spa
     pthread_mutex_lock(&f->mu);
     uint64_t pending = d->pending;
     pthread_mutex_unlock(&f->mu);
-    int overlay = pending > 0;
+    int overlay = pending > 0 && !forked(f);
     if (overlay && (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_transform(dxpl) ||
                     !plain_class(mem_type) || moved(mem_space) || moved(file_space))) {
         if (drain(f, d) != 0)

@@ -85,6 +85,8 @@ void hfc_store_release(hfc_store_t *st, const hfc_loc_t *loc);
 uint64_t hfc_store_nsegments(hfc_store_t *st); /* segment files existing now */
 /* Delete every segment and the directory. */
 int hfc_store_close(hfc_store_t *st);
+/* Free the store's memory and descriptors, leaving its files alone (a forked child: they are its parent's). */
+void hfc_store_forget(hfc_store_t *st);
 
 /* ------------------------------------------------------------------ selections */
 typedef struct {

@@ -285,6 +285,20 @@ uint64_t hfc_store_nsegments(hfc_store_t *st)
     return n;
 }
 
+void hfc_store_forget(hfc_store_t *st)
+{
+    if (!st)
+        return;
+    while (st->segs) {
+        hfc_seg_t *s = st->segs;
+        st->segs = s->next;
+        close(s->fd);
+        free(s);
+    }
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
 int hfc_store_close(hfc_store_t *st)
 {
     if (!st)
