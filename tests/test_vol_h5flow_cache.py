@@ -362,6 +362,24 @@ def test_forked_child_leaves_the_cache_to_its_parent(tmp_path: Path) -> None:
     assert np.array_equal(got[:, 4095], np.arange(64.0))
 
 
+def test_program_exiting_with_the_file_open(tmp_path: Path) -> None:
+    """A program that ends without closing its file: HDF5 closes it at exit (without its library lock), the
+    migration thread may be writing at that moment, and every cached write still reaches the file."""
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    target = tmp_path / "exit.h5"
+    run_script("""
+        f = opened(h5py.File(sys.argv[1], "w"))
+        d = f.create_dataset("d", shape=(96, 8192), dtype="i8")
+        for i in range(96):
+            d[i] = np.arange(8192) + i * 8192
+        # no close: the interpreter's exit and HDF5's atexit close the file
+    """, connector(tier), str(target))
+    got = native_read(target, "d")
+    assert np.array_equal(got, np.arange(96 * 8192).reshape(96, 8192))
+    assert not list(tier.glob("h5flow-cache.*"))
+
+
 def test_automatic_directory_is_said(tmp_path: Path) -> None:
     """Without path= or H5FLOW_CACHE_DIR the connector picks a node-local directory and says which."""
     proc = run_script("""

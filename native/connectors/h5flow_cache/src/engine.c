@@ -58,6 +58,7 @@ struct hfc_file {
     hfc_store_t *store;
     uint64_t capacity;
     hfc_rec_t *head, *tail;
+    hfc_rec_t *inflight; /* taken from the queue and being written below (by the thread that took it) */
     uint64_t pending_bytes;
     hfc_dset_t *dsets;
     pthread_t thread;
@@ -270,10 +271,33 @@ static int dset_maybe_close(hfc_dset_t *d)
 
 /* Migrate the oldest record. The caller holds HDF5's global lock. Returns 1 if one was migrated, 0 if the
  * queue is empty, -1 if the write below failed (the record stays first in the queue). */
-static int migrate_one(hfc_file_t *f)
+/* Put a record taken by migrate_one back first in the queue (its write failed). */
+static void requeue(hfc_file_t *f, hfc_rec_t *r)
 {
     pthread_mutex_lock(&f->mu);
+    r->next = f->head;
+    f->head = r;
+    if (!f->tail)
+        f->tail = r;
+    f->inflight = NULL;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int migrate_one(hfc_file_t *f)
+{
+    /* The record is taken from the queue before it is written, so that no two threads write it. Normally
+     * that cannot happen (both would need HDF5's lock), but HDF5 shuts down from atexit without its lock,
+     * and the migration thread may then take the lock while the exiting thread closes the file. */
+    pthread_mutex_lock(&f->mu);
     hfc_rec_t *r = f->head;
+    if (r) {
+        f->head = r->next;
+        if (!f->head)
+            f->tail = NULL;
+        r->next = NULL;
+        f->inflight = r;
+    }
     pthread_mutex_unlock(&f->mu);
     if (!r)
         return 0;
@@ -284,6 +308,7 @@ static int migrate_one(hfc_file_t *f)
         if (!f->error[0])
             snprintf(f->error, sizeof f->error, "h5flow_cache: out of memory migrating a cached write");
         pthread_mutex_unlock(&f->mu);
+        requeue(f, r);
         return -1;
     }
     if (hfc_store_get(f->store, &r->loc, buf) != 0) {
@@ -293,6 +318,7 @@ static int migrate_one(hfc_file_t *f)
         pthread_mutex_unlock(&f->mu);
         hfc_err_clear();
         free(buf);
+        requeue(f, r);
         return -1;
     }
     hsize_t n = r->npoints;
@@ -318,12 +344,11 @@ static int migrate_one(hfc_file_t *f)
                      "h5flow_cache: writing %llu cached bytes to the layer below failed: %s",
                      (unsigned long long)r->loc.len, msg);
         pthread_mutex_unlock(&f->mu);
+        requeue(f, r);
         return -1;
     }
     pthread_mutex_lock(&f->mu);
-    f->head = r->next;
-    if (!f->head)
-        f->tail = NULL;
+    f->inflight = NULL;
     f->pending_bytes -= r->loc.len;
     f->stats.migrated_writes++;
     d->pending--;
@@ -426,8 +451,21 @@ static int drain(hfc_file_t *f, hfc_dset_t *d)
                     "or close", f->error, hfc_store_dir(f->store));
             return -1;
         }
-        if (r == 0)
+        if (r == 0) {
+            /* the queue is empty; a record the migration thread is writing (only possible while HDF5
+             * shuts down without its lock) is waited for: after the drain everything is below */
+            pthread_mutex_lock(&f->mu);
+            int waited = 0;
+            while (f->inflight) {
+                pthread_cond_wait(&f->cv, &f->mu);
+                waited = 1;
+            }
+            int more = f->head != NULL;
+            pthread_mutex_unlock(&f->mu);
+            if (waited && more)
+                continue; /* it failed and went back into the queue */
             break;
+        }
     }
     pthread_mutex_lock(&f->mu);
     pthread_cond_broadcast(&f->cv);
