@@ -45,6 +45,14 @@ def cache_dirs(tier):
 """
 
 
+@pytest.fixture
+def tier(tmp_path: Path) -> Path:
+    """The node-local cache directory of one test."""
+    path = tmp_path / "tier"
+    path.mkdir()
+    return path
+
+
 def connector(tier: Path, *extra: str, under: str = "under_vol=0;under_info={}") -> str:
     return "h5flow_cache " + ";".join([f"path={tier}", *extra, under])
 
@@ -70,12 +78,10 @@ def test_plugin_is_built() -> None:
     assert (PLUGIN_DIR / "libh5flow_cache.so").exists(), f"h5flow_cache not built in {PLUGIN_DIR} (make setup)"
 
 
-def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path) -> None:
+def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path, tier: Path) -> None:
     """With background migration off the writes stay in the tier until the flush; reads in the same run
     (any selection, a second handle) see them; after the close the cache directory is gone and the native
     connector reads the same values from the target."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     target = tmp_path / "t.h5"
     run_script("""
         p, tier = sys.argv[1], sys.argv[2]
@@ -110,13 +116,11 @@ def test_writes_land_in_the_tier_then_reach_the_file(tmp_path: Path) -> None:
     assert np.allclose(native_read(target, "e"), np.linspace(0, 1, 1000))
 
 
-def test_h5py_patterns(tmp_path: Path) -> None:
+def test_h5py_patterns(tmp_path: Path, tier: Path) -> None:
     """h5py's usual patterns with writes still cached: a dataset written through ``f[name][...] =`` (its
     handle closes at once, the connector keeps it open below), opened again by name; appending with
     ``resize`` (growing keeps the earlier appends cached); attributes and groups made meanwhile; a dataset deleted and made again under its name;
     ``len``/``shape``/``dtype``/``keys``."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     target = tmp_path / "p.h5"
     run_script("""
         p = sys.argv[1]
@@ -160,11 +164,9 @@ def test_h5py_patterns(tmp_path: Path) -> None:
         assert np.array_equal(f["y"][()], np.full(4, 2.5))
 
 
-def test_background_migration_and_capacity(tmp_path: Path) -> None:
+def test_background_migration_and_capacity(tmp_path: Path, tier: Path) -> None:
     """Background migration empties the tier while the program computes; a capacity smaller than the
     writes keeps the tier at most that full (block), and write_through still stores every value."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     body = """
         import time
         p, tier, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -201,12 +203,11 @@ STACKS = {
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
-def test_stacked(stack: str, tmp_path: Path) -> None:
+def test_stacked(stack: str, tmp_path: Path, tier: Path) -> None:
     """The cache over h5flow_log, over h5flow_async, and under h5flow_async: a round trip with reads in the
     same run, read back through the connector that stores the file."""
     conn, reader = STACKS[stack]
     target = tmp_path / "stacked.h5"
-    (tmp_path / "tier").mkdir()
     run_script("""
         with h5py.File(sys.argv[1], "w") as f:
             assert _hdf5lib.connector_name(f.id.id) == sys.argv[3], _hdf5lib.connector_name(f.id.id)
@@ -217,7 +218,7 @@ def test_stacked(stack: str, tmp_path: Path) -> None:
             assert np.array_equal(d[::7, 19], (np.arange(200).reshape(10, 20)[np.arange(0, 100, 7) % 10, 19]
                                                + np.arange(0, 100, 7) // 10))
         assert glob.glob(os.path.join(sys.argv[2], "h5flow-cache.*")) == []
-    """, conn.format(tier=tmp_path / "tier"), str(target), str(tmp_path / "tier"), conn.split()[0])
+    """, conn.format(tier=tier), str(target), str(tier), conn.split()[0])
     check = run_script("""
         with h5py.File(sys.argv[1], "r") as f:
             x = f["x"][()]
@@ -227,11 +228,9 @@ def test_stacked(stack: str, tmp_path: Path) -> None:
     assert check.returncode == 0
 
 
-def test_error_below_surfaces_at_flush_and_close(tmp_path: Path) -> None:
+def test_error_below_surfaces_at_flush_and_close(tmp_path: Path, tier: Path) -> None:
     """The target file may not grow (RLIMIT_FSIZE): the cached write cannot migrate. The flush says so,
     the close says so, and no call reports success over the lost data."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     proc = run_script("""
         import resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -262,13 +261,11 @@ def test_error_below_surfaces_at_flush_and_close(tmp_path: Path) -> None:
     assert "FLUSH-OK" not in out and "CLOSE-OK" not in out, out
 
 
-def test_kill_during_migration_leaves_the_last_flush(tmp_path: Path) -> None:
+def test_kill_during_migration_leaves_the_last_flush(tmp_path: Path, tier: Path) -> None:
     """kill -9 while cached writes migrate (here inside H5Fflush, which migrates 64 MiB on the calling
     thread): the target opens natively, what was flushed is intact, and every element of the unflushed
     dataset holds either its flushed value or the value written, nothing else. The next run sweeps the dead
     process's cache directory."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     target = tmp_path / "k.h5"
     n, rows = 1 << 16, 128
     body = """
@@ -328,12 +325,10 @@ def test_kill_during_migration_leaves_the_last_flush(tmp_path: Path) -> None:
     """, connector(tier), str(tmp_path / "next.h5"), str(tier))
 
 
-def test_forked_child_leaves_the_cache_to_its_parent(tmp_path: Path) -> None:
+def test_forked_child_leaves_the_cache_to_its_parent(tmp_path: Path, tier: Path) -> None:
     """A child forked with the file open and writes cached exits (HDF5 closes the file at exit in the
     child too): it neither hangs on the parent's migration thread nor touches the parent's cache, and the
     parent's close writes everything."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     target = tmp_path / "fork.h5"
     run_script("""
         import time
@@ -362,11 +357,9 @@ def test_forked_child_leaves_the_cache_to_its_parent(tmp_path: Path) -> None:
     assert np.array_equal(got[:, 4095], np.arange(64.0))
 
 
-def test_program_exiting_with_the_file_open(tmp_path: Path) -> None:
+def test_program_exiting_with_the_file_open(tmp_path: Path, tier: Path) -> None:
     """A program that ends without closing its file: HDF5 closes it at exit (without its library lock), the
     migration thread may be writing at that moment, and every cached write still reaches the file."""
-    tier = tmp_path / "tier"
-    tier.mkdir()
     target = tmp_path / "exit.h5"
     run_script("""
         f = opened(h5py.File(sys.argv[1], "w"))
