@@ -177,3 +177,44 @@ def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     assert {r["compute_ms"] for r in out["rows"]} == {0.0, 5.0}
     assert all(r["total_s"] > 0 for r in out["rows"]) and len(out["metadata"]) == len(stacks)
     assert png.stat().st_size > 0
+
+
+def test_a_forked_child_does_not_wait_for_the_parents_thread(tmp_path: Path) -> None:
+    """After fork() the child has no background thread: its writes must not wait for one (they did)."""
+    script = r"""
+import os, sys, numpy as np, h5py
+p = sys.argv[1]
+with h5py.File(p + ".parent.h5", "w") as f:
+    f["x"] = np.arange(10)          # the parent's background thread has started
+pid = os.fork()
+if pid == 0:
+    with h5py.File(p + ".child.h5", "w") as f:
+        f["y"] = np.arange(5)
+    with h5py.File(p + ".child.h5", "r") as f:
+        os._exit(0 if list(f["y"][:]) == [0, 1, 2, 3, 4] else 3)
+_, status = os.waitpid(pid, 0)
+print("child exit", os.waitstatus_to_exitcode(status))
+"""
+    env = dict(os.environ, **ASYNC_ENV)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_program_that_never_closes_its_file_still_stores_every_write(tmp_path: Path) -> None:
+    """Exit with the file open: the library's shutdown closes it, and the close waits for the queue."""
+    script = r"""
+import sys, numpy as np, h5py
+f = h5py.File(sys.argv[1], "w")
+d = f.create_dataset("x", shape=(8, 1 << 18), dtype="i4")
+for k in range(8):
+    d[k] = np.arange(1 << 18, dtype="i4") + k
+"""
+    path = tmp_path / "open.h5"
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], env=dict(os.environ, **ASYNC_ENV),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        assert np.array_equal(f["x"][:, 5], 5 + np.arange(8))

@@ -84,12 +84,19 @@ static void release_deferred(void)
 
 /* ----------------------------------------------------------------------------- the library lock */
 
+/* Let go of the library lock if this thread holds it; the count to take back. H5TSmutex_release
+ * releases the lock whoever holds it, so first make sure it is ours: take it once more (that succeeds
+ * only when this thread holds it or nobody does), then release everything and give back the extra one.
+ * A thread that does not hold it (library shutdown from atexit) releases nothing. */
 static unsigned lib_release(void)
 {
-    unsigned count = 0;
-    if (H5TSmutex_release(&count) < 0)
+    bool mine = false;
+    if (H5TSmutex_acquire(1, &mine) < 0 || !mine)
         return 0;
-    return count;
+    unsigned count = 0;
+    if (H5TSmutex_release(&count) < 0 || count == 0)
+        return 0;
+    return count - 1;
 }
 
 static void lib_reacquire(unsigned count)
@@ -283,6 +290,13 @@ static bool as_block(hid_t space, block_t *b)
         else
             return false;
     }
+    /* a selection moved by H5Soffset_simple is not where its hyperslab says: keep the space itself */
+    hsize_t lo[H5S_MAX_RANK], hi[H5S_MAX_RANK];
+    if (H5Sget_select_bounds(space, lo, hi) < 0)
+        return false;
+    for (int d = 0; d < rank; d++)
+        if (b->count[d] == 0 || lo[d] != b->start[d] || hi[d] != b->start[d] + b->count[d] - 1)
+            return false;
     return true;
 }
 
@@ -539,9 +553,27 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* A child of fork() has no background thread: it starts afresh (the parent's queued work is the
+ * parent's to finish), instead of waiting for ever on a thread that is not there. */
+static void forget_in_child(void)
+{
+    pthread_mutex_init(&Q.mu, NULL);
+    pthread_cond_init(&Q.work, NULL);
+    pthread_cond_init(&Q.progress, NULL);
+    Q.head = Q.tail = NULL;
+    Q.next_seq = Q.done_seq = Q.release_seq = 0;
+    Q.bytes = 0;
+    Q.started = Q.stop = false;
+    atomic_store(&Q.app_waiting, 0);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
+
 /* Link t at the tail (Q.mu held), starting the thread if needed: 0, or -1 when it cannot start. */
 static int link_task(task_t *t)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&atfork_once, register_atfork);
     if (!Q.started) {
         if (pthread_create(&Q.thread, NULL, worker, NULL) != 0)
             return -1;

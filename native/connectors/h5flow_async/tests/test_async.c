@@ -258,6 +258,53 @@ static void implicit_failure(const char *below, const char *tag)
     H5Pclose(fapl);
 }
 
+/* A file selection moved with H5Soffset_simple lands where the offset puts it. */
+static void offset_selection(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/offset-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/offset-%s.stats", dir, tag);
+    hid_t fapl = fapl_for(below, stats, "");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hsize_t n = 16, start = 2, count = 4;
+    hssize_t shift = 5;
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, "x", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t fs = H5Scopy(sp), ms = H5Screate_simple(1, &count, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
+    H5Soffset_simple(fs, &shift); /* elements 7..10 */
+    int v[4] = {71, 72, 73, 74}, got[16];
+    CHECK(H5Dwrite(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, v) >= 0);
+    CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    for (int i = 0; i < 16; i++) {
+        int want = (i >= 7 && i <= 10) ? 71 + (i - 7) : 0;
+        if (got[i] != want) {
+            fprintf(stderr, "%s: element %d is %d, not %d (selection offset lost)\n", tag, i, got[i], want);
+            failures++;
+            break;
+        }
+    }
+    /* and a memory selection moved the same way: elements 3..6 of an 8-element buffer go to 0..3 */
+    hsize_t eight = 8, zero = 0, mstart = 1;
+    hssize_t mshift = 2;
+    int src[8] = {0, 0, 0, 91, 92, 93, 94, 0};
+    hid_t m8 = H5Screate_simple(1, &eight, NULL), f0 = H5Scopy(sp);
+    H5Sselect_hyperslab(m8, H5S_SELECT_SET, &mstart, NULL, &count, NULL);
+    H5Soffset_simple(m8, &mshift);
+    H5Sselect_hyperslab(f0, H5S_SELECT_SET, &zero, NULL, &count, NULL);
+    CHECK(H5Dwrite(d, H5T_NATIVE_INT, m8, f0, H5P_DEFAULT, src) >= 0);
+    CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    CHECK(got[0] == 91 && got[3] == 94 && got[7] == 71);
+    H5Sclose(m8);
+    H5Sclose(f0);
+    H5Sclose(fs);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    H5Dclose(d);
+    CHECK(H5Fclose(f) >= 0);
+    H5Pclose(fapl);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -276,6 +323,7 @@ int main(int argc, char **argv)
         snprintf(tag, sizeof tag, "%s-tight", below[b][1]);
         implicit_mode(below[b][0], tag, "max_mem=200;merge=0;", 0); /* three rows of the queue at most */
         implicit_failure(below[b][0], below[b][1]);
+        offset_selection(below[b][0], below[b][1]);
     }
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
