@@ -864,12 +864,14 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
     hfc_file_t *f = d->f;
     if (dxpl == H5P_DEFAULT)
         dxpl = H5P_DATASET_XFER_DEFAULT;
+    if (d->must_collective) /* every rank makes this call below (none is ever cached): no local refusal */
+        return forward_write(d, mem_type, mem_space, file_space, dxpl, buf, req);
     pthread_mutex_lock(&f->mu);
     int failed = f->error[0] != 0;
     pthread_mutex_unlock(&f->mu);
     if (failed && drain(f, NULL) != 0) /* a migration failed: say so now, not only at close */
         return -1;
-    int cacheable = !forked(f) && d->plain && !d->must_collective && plain_class(mem_type) && mem_space != H5S_PLIST &&
+    int cacheable = !forked(f) && d->plain && plain_class(mem_type) && mem_space != H5S_PLIST &&
                     file_space != H5S_PLIST && !has_transform(dxpl) && !moved(mem_space) && !moved(file_space);
     if (!cacheable) {
         if (drain(f, d) != 0)
