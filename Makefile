@@ -14,7 +14,7 @@ help:
 	@echo "make demo   build/reuse the stack, then run the main job (h5flow info + the in-transit demo: oscillator -> hdf5 stream -> histogram)"
 	@echo "make test   build/reuse the stack, then run the test suite (MPI tests under mpiexec)"
 	@echo "make setup  only build/reuse the stack (HDF5 1.14.5 parallel, mpi4py, h5py, .venv, native/)"
-	@echo "make tsan   the threaded connectors (pass-through core, h5flow_async) and their C tests under ThreadSanitizer"
+	@echo "make tsan   the threaded connectors (pass-through core, h5flow_async, h5flow_cache) and their C tests under ThreadSanitizer"
 	@echo "make clean  remove this clone's build products (.venv, build/); the shared cache stays"
 	@echo "make distclean  also remove the shared dependency cache of this stack's key"
 
@@ -36,8 +36,9 @@ tsan: setup
 	@source $(STACK) && \
 	  cmake -G Ninja -S native -B $(TSAN_BUILD) -DHDF5_ROOT="$$H5FLOW_HDF5_DIR" -DCMAKE_C_COMPILER=mpicc \
 	    -DH5FLOW_TSAN=ON -DCMAKE_BUILD_TYPE=Debug -DH5FLOW_PLUGIN_DIR=$$PWD/$(TSAN_BUILD)/plugins > /dev/null && \
-	  cmake --build $(TSAN_BUILD) --target connectors/h5flow_log/all connectors/passthru/all connectors/h5flow_async/all && \
-	  for t in passthru h5flow_async; do \
+	  cmake --build $(TSAN_BUILD) --target connectors/h5flow_log/all connectors/passthru/all connectors/h5flow_async/all \
+	    connectors/h5flow_cache/all && \
+	  for t in passthru h5flow_async h5flow_cache; do \
 	    HDF5_PLUGIN_PATH=$$PWD/$(TSAN_BUILD)/plugins TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	    UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no \
 	      ctest --output-on-failure --test-dir $(TSAN_BUILD)/connectors/$$t || exit 1; \

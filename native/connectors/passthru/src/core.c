@@ -61,7 +61,32 @@ static void err_unregister(void)
     err_class = err_major = err_minor = H5I_INVALID_HID;
 }
 
+/* HDF5 clears the calling thread's error stack on entry to every API call, also when a connector makes
+ * one. initialize and terminate also run for programs that never chose this connector (HDF5 loads every
+ * VOL plugin on HDF5_PLUGIN_PATH when a native open fails), so the calls they make are bracketed: the
+ * caller's error stack (h5py's FileNotFoundError comes from it) comes back as it was. */
+static hid_t estack_save(void) { return H5Eget_current_stack(); }
+
+static void estack_restore(hid_t saved)
+{
+    if (saved >= 0 && H5Eset_current_stack(saved) < 0)
+        H5Eclose_stack(saved);
+}
+
+static herr_t core_initialize_kept(hid_t vipl_id);
+
 static herr_t core_initialize(hid_t vipl_id)
+{
+    hid_t saved = estack_save();
+    herr_t rc = core_initialize_kept(vipl_id);
+    if (rc >= 0)
+        estack_restore(saved);
+    else if (saved >= 0)
+        H5Eclose_stack(saved);
+    return rc;
+}
+
+static herr_t core_initialize_kept(hid_t vipl_id)
 {
     if (err_class < 0) {
         char major[256];
@@ -82,8 +107,10 @@ static herr_t core_initialize(hid_t vipl_id)
 static herr_t core_terminate(void)
 {
     /* no MPI here: H5close may run inside MPI_Finalize */
+    hid_t saved = estack_save();
     herr_t rc = h5fpt_g_desc->terminate ? h5fpt_g_desc->terminate() : 0;
     err_unregister();
+    estack_restore(saved);
     return rc;
 }
 

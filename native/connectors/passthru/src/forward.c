@@ -299,6 +299,23 @@ static herr_t file_specific_by_fapl(H5VL_file_specific_args_t *args, hid_t dxpl_
 {
     hid_t *fapl = args->op_type == H5VL_FILE_IS_ACCESSIBLE ? &args->args.is_accessible.fapl_id
                                                              : &args->args.del.fapl_id;
+    if (args->op_type == H5VL_FILE_IS_ACCESSIBLE) {
+        /* No info of ours on the list: HDF5 is asking every plugin on HDF5_PLUGIN_PATH after a native open
+         * failed (H5VL_file_open's search, which sets each connector with no info). A stacking connector
+         * owns no file format: "not mine", without touching the caller's error stack, so that the native
+         * error (h5py's FileNotFoundError, 'a' creating a missing file) reaches the program unchanged. */
+        void *given = NULL;
+        hid_t saved = H5Eget_current_stack();
+        herr_t got = H5Pget_vol_info(*fapl, &given);
+        if (saved >= 0 && H5Eset_current_stack(saved) < 0)
+            H5Eclose_stack(saved);
+        if (got >= 0 && !given) {
+            *args->args.is_accessible.accessible = false;
+            return 0;
+        }
+        if (given)
+            h5fpt_info_free(given);
+    }
     h5fpt_info_t *info = h5fpt_info_from_fapl(*fapl);
     if (!info)
         return -1;
