@@ -558,6 +558,15 @@ int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8])
 /* 0 if the reference's file is the context's container, else -1 (error recorded). */
 int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r);
 void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
+/* Convert n packed values with variable-length parts from `from` to `to` in buf (sized for the larger of
+ * the two), with HDF5's conversion and the variable-length allocator of dxpl; bkg: the caller's values of
+ * `to` for the members `from` lacks, or NULL. Reading (writing false): buf holds values decoded from the
+ * container, released once converted. Writing: every member of `to` must be in `from` (a write replaces
+ * whole values); the caller reclaims the converted values. References inside are refused. 0 or -1. */
+int h5fl_blob_convert(hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl, bool writing,
+                      const char *what, const char *name);
+/* H5Treclaim of n packed values of `type` in buf with dxpl's variable-length allocator. */
+void h5fl_blob_reclaim(hid_t type, size_t n, hid_t dxpl, void *buf);
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 
 /* Filters (filter.c; docs/FORMAT.md "Filters"). */

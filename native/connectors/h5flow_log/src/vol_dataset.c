@@ -451,19 +451,21 @@ done:
 }
 
 /* Values with variable-length parts: append each element's encoding (blob.c), then one (offset, length)
- * pair per element, exactly as write_vstr does for strings. The memory type must be the dataset's. */
-static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *buf)
+ * pair per element, exactly as write_vstr does for strings. A memory type other than the dataset's is
+ * converted to it first (h5fl_blob_convert: every member given, no references). */
+static int write_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, const void *buf)
 {
-    if (H5Tequal(mtype, d->type) <= 0) {
-        h5fl_err("dataset '%s' has a datatype with variable-length parts: write it with its own datatype "
-                 "(H5Dget_type); h5flow_log does not convert such values",
-                 d->o.path);
+    htri_t eq = H5Tequal(mtype, d->type);
+    size_t ts = d->tsize, ms = H5Tget_size(mtype);
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
         return -1;
     }
     h5fl_writer_t *w = d->w;
-    size_t ts = d->tsize;
-    uint8_t *v = malloc(s->n * ts + 1), *pairs = malloc(s->n * 16 + 1);
+    size_t big = ts > ms ? ts : ms;
+    uint8_t *v = malloc(s->n * big + 1), *pairs = malloc(s->n * 16 + 1), *bkg = NULL;
     h5fl_buf_t enc = {0};
+    bool converted = false; /* v holds values HDF5's conversion allocated: reclaim them */
     int rc = -1;
     if (!v || !pairs) {
         h5fl_err("out of memory");
@@ -471,9 +473,18 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     }
     copy_ctx_t c = {(uint8_t *)(uintptr_t)buf, v, 0, true};
     if (s->msel == H5S_BLOCK)
-        memcpy(v, buf, s->n * ts);
-    else if (h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c) != 0)
+        memcpy(v, buf, s->n * ms);
+    else if (h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c) != 0)
         goto done;
+    if (eq == 0) {
+        if (h5fl_needs_bkg(d->type) && !(bkg = calloc(s->n, ts))) {
+            h5fl_err("out of memory");
+            goto done;
+        }
+        if (h5fl_blob_convert(mtype, d->type, s->n, v, bkg, dxpl, true, "dataset", d->o.path) != 0)
+            goto done;
+        converted = true;
+    }
     for (hsize_t i = 0; i < s->n; i++) {
         enc.len = 0;
         h5fl_blob_ctx_t bx = {.f = d->o.file}; /* encoding holds no template: nothing to end */
@@ -489,8 +500,12 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
         goto done;
     rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
+    if (converted) {
+        h5fl_blob_reclaim(d->type, s->n, dxpl, v);
+    }
     free(enc.p);
     free(v);
+    free(bkg);
     free(pairs);
     return rc;
 }
@@ -528,7 +543,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (d->vstr)
         return write_vstr(d, mtype, &s, buf);
     if (d->blob)
-        return write_blob(d, mtype, &s, buf);
+        return write_blob(d, mtype, dxpl, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (d->filtered)
             return write_filtered(d, s.fsel, (const uint8_t *)buf + moff, nbytes);
@@ -678,16 +693,18 @@ static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
     return rc;
 }
 
+/* Values with variable-length parts are decoded with the stored datatype, then converted to the memory
+ * datatype where it differs (h5fl_blob_convert; the memory selection's values are the background). */
 static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, void *buf)
 {
-    if (H5Tequal(mtype, d->type) <= 0) {
-        h5fl_err("dataset '%s' has a datatype with variable-length parts: read it with its own datatype "
-                 "(H5Dget_type); h5flow_log does not convert such values",
-                 d->o.path);
+    htri_t eq = H5Tequal(mtype, d->type);
+    size_t ts = d->tsize, ms = H5Tget_size(mtype);
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
         return -1;
     }
-    size_t ts = d->tsize;
-    uint8_t *v = calloc(s->n, ts);
+    size_t big = eq > 0 || ts > ms ? ts : ms;
+    uint8_t *v = calloc(s->n, big), *bkg = NULL;
     if (!v) {
         h5fl_err("out of memory");
         return -1;
@@ -700,20 +717,36 @@ static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, vo
     int rc = h5fl_for_each_seq(s->fsel, 1, h5fl_gather_seq, &g);
     d->valloc = NULL;
     d->valloc_info = NULL;
+    bool decoded = true; /* v holds values of the stored type to reclaim on failure */
+    if (rc == 0 && eq == 0) {
+        if (h5fl_needs_bkg(mtype)) {
+            copy_ctx_t c = {buf, NULL, 0, true};
+            if (!(bkg = malloc(s->n * ms + 1))) {
+                h5fl_err("out of memory");
+                rc = -1;
+            } else if (s->msel == H5S_BLOCK)
+                memcpy(bkg, buf, s->n * ms);
+            else {
+                c.flat = bkg;
+                rc = h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c);
+            }
+        }
+        if (rc == 0) { /* the decoded values are released by the conversion, failed or not */
+            decoded = false;
+            rc = h5fl_blob_convert(d->type, mtype, s->n, v, bkg, dxpl, false, "dataset", d->o.path);
+        }
+    }
     if (rc == 0) {
         copy_ctx_t c = {buf, v, 0, false};
         if (s->msel == H5S_BLOCK)
-            memcpy(buf, v, s->n * ts);
+            memcpy(buf, v, s->n * ms);
         else
-            rc = h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c);
+            rc = h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c);
     }
-    if (rc != 0) { /* free what was decoded: the caller's buffer was not handed any of it */
-        hid_t sp = H5Screate_simple(1, (hsize_t[]){s->n}, NULL);
-        if (sp >= 0) {
-            H5Treclaim(d->type, sp, dxpl, v);
-            H5Sclose(sp);
-        }
+    if (rc != 0 && decoded) { /* free what was decoded: the caller's buffer was not handed any of it */
+        h5fl_blob_reclaim(d->type, s->n, dxpl, v);
     }
+    free(bkg);
     free(v);
     return rc;
 }
