@@ -178,3 +178,30 @@ def test_vlen_compound_partial_write_refused(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "1 x"
     assert "lacks members of the stored datatype" in r.stdout + r.stderr
+
+
+def test_committed_datatype_reference_count_counts_users(tmp_path: Path) -> None:
+    """A committed datatype's reference count is its names plus the datasets and attributes created with it,
+    as native HDF5 counts it (h5stat's "Max. # of links to object"); deleting a user lowers it."""
+    same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["t"] = np.dtype([("p", "f4"), ("q", "i8")])
+            t = f["t"]
+            rc = lambda: h5py.h5o.get_info(t.id).rc
+            out("alone", rc())
+            f.create_dataset("d", (2,), dtype=t)
+            out("dataset", rc())
+            f.create_dataset("g/e", (1,), dtype=t)
+            out("nested", rc())
+            f["g"].attrs.create("a", data=np.zeros(1, t.dtype), dtype=t)
+            f.attrs.create("r", data=np.zeros(1, t.dtype), dtype=t)
+            out("attributes", rc())
+            f["u"] = np.dtype("i2")
+            out("unused", h5py.h5o.get_info(f["u"].id).rc)
+            del f["d"]
+            del f["g"].attrs["a"]
+            out("deleted", rc())
+        with h5py.File("c.h5", "r") as f:
+            out("reopened", h5py.h5o.get_info(f["t"].id).rc)
+            out("by_name", h5py.h5o.get_info(f.id, b"t").rc)
+    """, tmp_path)

@@ -199,10 +199,6 @@ KNOWN: dict[tuple[str, str], str] = {
 # (invocation, feature or "*") -> a difference that is a defect still to fix, described for the table. These
 # cells fail their tests like any other difference: the description only says what is wrong.
 OPEN: dict[tuple[str, str], str] = {
-    ("h5stat", "committed_type"): "a dataset created with a committed datatype does not count as a link to "
-                                  "it: `H5Oget_info` gives the committed type a reference count of 1 where "
-                                  "native gives 2 (its link and the dataset), so h5stat's \"Max. # of links to "
-                                  "object\" is 1",
     ("h5copy", "committed_type"): "`H5Ocopy` of a group into another container copies the committed datatype "
                                   "and the dataset created with it, but the copied dataset's type is no longer "
                                   "the copied committed type: h5dump of the copy prints the dataset's type "

@@ -513,6 +513,13 @@ unsigned long h5fl_objno(const char *dir);
 bool h5fl_ref_is_id(const H5O_token_t *tok);
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok);
 int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
+/* The id an object already has (dir/@id), minting none: 1 and *id, 0 if it has none, -1 (damaged). */
+int h5fl_ref_read_id(const char *dir, uint64_t *id);
+/* The datasets and attributes of f created with the committed datatype at `dir` (vol_datatype.c): what
+ * native HDF5 adds to a committed datatype's reference count beside its names. */
+unsigned h5fl_datatype_uses(h5fl_file_t *f, const char *dir);
+/* How many attributes of the object at `dir` were created with the committed datatype `id` (vol_attr.c). */
+unsigned h5fl_attr_dtype_uses(const char *dir, uint64_t id);
 /* The persistent id of the object at `dir`, minted if it has none (refs.c). */
 int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id);
 /* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
@@ -635,8 +642,7 @@ herr_t h5fl_object_get(void *, const H5VL_loc_params_t *, H5VL_object_get_args_t
 herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_specific_args_t *, hid_t,
                             void **);
 herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
-int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
-                    H5O_info2_t *oi);
+int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned fields, H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
 
 /* Committed datatypes (vol_datatype.c). */

@@ -481,6 +481,32 @@ static int read_blob(h5fl_attr_t *a, hid_t mtype, void *buf, hid_t dxpl)
     return rc;
 }
 
+unsigned h5fl_attr_dtype_uses(const char *dir, uint64_t id)
+{
+    h5fl_names_t names;
+    unsigned n = 0;
+    if (h5fl_list_attrs(dir, &names) != 0) {
+        h5fl_err_clear(); /* an unreadable object: its attributes report their errors when opened */
+        return 0;
+    }
+    for (size_t i = 0; i < names.n; i++) {
+        char *path = attr_file(dir, names.v[i]);
+        void *vb = NULL;
+        size_t len = 0;
+        if (path && h5fl_read_file(path, &vb, &len) == 0 && len >= 48) {
+            const uint8_t *b = vb; /* a checked file whose flags say it holds a committed type's id */
+            if (!memcmp(b, ATTR_MAGIC, 8) && h5fl_crc32c(0, b, len - 4) == h5fl_get_u32(b + len - 4) &&
+                (h5fl_get_u32(b + 20) & 8) && h5fl_get_u64(b + len - 12) == id)
+                n++;
+        }
+        free(vb);
+        free(path);
+    }
+    h5fl_names_free(&names);
+    h5fl_err_clear();
+    return n;
+}
+
 herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
 {
     (void)req;
