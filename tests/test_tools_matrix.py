@@ -25,7 +25,8 @@ from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR
 pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
                                 reason="h5flow_log plugin not built (run make setup)")
 
-QUICK_FEATURES = ("soft_links", "external_links", "object_refs", "dimension_scales", "compound_vlen")
+QUICK_FEATURES = ("soft_links", "external_links", "object_refs", "dimension_scales", "compound_vlen",
+                  "committed_type")
 INVOCATIONS = tuple(tm.available())
 
 

@@ -205,3 +205,34 @@ def test_committed_datatype_reference_count_counts_users(tmp_path: Path) -> None
             out("reopened", h5py.h5o.get_info(f["t"].id).rc)
             out("by_name", h5py.h5o.get_info(f.id, b"t").rc)
     """, tmp_path)
+
+
+def test_copied_dataset_names_the_copied_committed_datatype(tmp_path: Path) -> None:
+    """`H5Ocopy` of a group holding a committed datatype and a dataset created with it: the copied dataset's
+    type is the copied committed type (h5copy, h5dump print it by name), within a container and into
+    another, a type linked twice (in the object store) included; within a container the copy names the
+    original type, as native."""
+    got = same_as_native("""
+        def typed(d):
+            t = d.id.get_type()
+            return [t.committed(), h5py.h5i.get_name(t).decode() if t.committed() else None]
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f["g/t"] = np.dtype([("p", "f4"), ("q", "i8")])
+            f.create_dataset("g/typed", data=np.array([(1.5, 2)], dtype=f["g/t"].dtype), dtype=f["g/t"])
+            f["h/t"] = np.dtype("<i2")
+            f["h/t2"] = f["h/t"]                                # a second name: the type moves to the store
+            f.create_dataset("h/s/x", data=np.arange(3, dtype="<i2"), dtype=f["h/t"])
+            f["out"] = np.dtype("<u4")
+            f.create_dataset("g/outside", data=np.arange(2, dtype="<u4"), dtype=f["out"])
+            f.copy("g", "gc")
+            f.copy("h", "hc")
+            out("same", [typed(f["gc/typed"]), typed(f["hc/s/x"]), typed(f["gc/outside"])])
+            with check_connector(h5py.File("d.h5", "w")) as o:
+                f.copy(f["g"], o, "copy")
+                f.copy(f["h"], o, "hcopy")
+        with h5py.File("d.h5", "r") as o:
+            out("other", [typed(o["copy/typed"]), typed(o["hcopy/s/x"]), o["copy/typed"][...].tolist()])
+            # native copies a type left outside as an unnamed committed type; h5flow_log keeps a copy only
+            out("_outside", o["copy/outside"].id.get_type().committed())
+    """, tmp_path)
+    assert got["_outside"] is False

@@ -199,10 +199,6 @@ KNOWN: dict[tuple[str, str], str] = {
 # (invocation, feature or "*") -> a difference that is a defect still to fix, described for the table. These
 # cells fail their tests like any other difference: the description only says what is wrong.
 OPEN: dict[tuple[str, str], str] = {
-    ("h5copy", "committed_type"): "`H5Ocopy` of a group into another container copies the committed datatype "
-                                  "and the dataset created with it, but the copied dataset's type is no longer "
-                                  "the copied committed type: h5dump of the copy prints the dataset's type "
-                                  "inline instead of naming `/copy/t`",
 }
 
 
