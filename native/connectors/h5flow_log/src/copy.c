@@ -20,7 +20,7 @@ static bool container_only(const char *name)
     return !strcmp(name, H5FL_MARKER) || !strcmp(name, H5FL_EPOCH_DIR) ||
            !strncmp(name, H5FL_ANON_PREFIX, strlen(H5FL_ANON_PREFIX)) ||
            !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX)) || !strcmp(name, H5FL_STORE_DIR) ||
-           !strcmp(name, H5FL_BLOB_DIR);
+           !strcmp(name, H5FL_BLOB_DIR) || !strcmp(name, H5FL_USERBLOCK_FILE);
 }
 
 static int copy_file(const char *from, const char *to, bool sync)

@@ -134,10 +134,9 @@ static int check_fcpl(const char *name, hid_t fcpl)
 {
     if (fcpl < 0 || fcpl == H5P_DEFAULT)
         return 0;
-    hsize_t ub = 0;
-    if (H5Pget_userblock(fcpl, &ub) < 0 || ub != 0) {
-        h5fl_err("h5flow_log files have no userblock (userblock size %llu asked for %s): create the file "
-                 "without one (h5py: no userblock_size), or " H5FL_USE_NATIVE,
+    hsize_t ub = 0; /* a userblock is honoured: the file @userblock (vol_file.c) */
+    if (H5Pget_userblock(fcpl, &ub) < 0 || ub > ((hsize_t)1 << 30)) {
+        h5fl_err("a userblock of %llu bytes asked for %s: h5flow_log keeps userblocks up to 1 GiB",
                  (unsigned long long)ub, name);
         return -1;
     }

@@ -46,6 +46,7 @@
 /* Reserved file names inside an object directory. User link and attribute names are escaped so that
  * they never start with '@' (see h5fl_escape), hence can never collide with these. */
 #define H5FL_MARKER "@h5flow_log"   /* container root: format name + version + epoch */
+#define H5FL_USERBLOCK_FILE "@userblock" /* container root: the userblock (H5Pset_userblock), its size in bytes */
 #define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
 #define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */

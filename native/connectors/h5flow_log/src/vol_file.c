@@ -416,6 +416,47 @@ static void set_fileno(h5fl_file_t *f)
     h5fl_reg_add(&f->o);
 }
 
+/* The userblock of the creation list, as the file @userblock of that many zero bytes (docs/FORMAT.md
+ * "File drivers and file properties"): the reserved bytes a native file holds before its superblock,
+ * for the application, which writes them there. Written before the marker: no container without it. */
+static int make_userblock(const char *name, hid_t fcpl, bool sync)
+{
+    hsize_t ub = 0;
+    if (fcpl < 0 || fcpl == H5P_DEFAULT || H5Pget_userblock(fcpl, &ub) < 0 || ub == 0)
+        return 0;
+    char *p = h5fl_join(name, H5FL_USERBLOCK_FILE);
+    int fd = p ? h5fl_open_file(p, O_WRONLY | O_CREAT | O_EXCL, 0644) : -1, st = -1;
+    if (fd >= 0 && ftruncate(fd, (off_t)ub) == 0 && (!sync || fsync(fd) == 0))
+        st = 0;
+    else if (p)
+        h5fl_err("cannot create the userblock %s (%llu bytes): %s", p, (unsigned long long)ub, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    return st;
+}
+
+/* An existing container's userblock size into the file's creation list (0 without @userblock). */
+static int load_userblock(h5fl_file_t *f)
+{
+    char *p = h5fl_join(f->o.dir, H5FL_USERBLOCK_FILE);
+    struct stat sb;
+    int st = p ? 0 : -1;
+    if (st == 0 && lstat(p, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode) || H5Pset_userblock(f->fcpl, (hsize_t)sb.st_size) < 0) {
+            h5fl_err("the userblock %s is not a regular file of a power of 2 bytes >= 512 (the container is "
+                     "damaged)",
+                     p);
+            st = -1;
+        }
+    } else if (st == 0 && errno != ENOENT) {
+        h5fl_err("cannot read the userblock %s: %s", p, strerror(errno));
+        st = -1;
+    }
+    free(p);
+    return st;
+}
+
 void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl, hid_t dxpl, void **req)
 {
     (void)dxpl;
@@ -461,6 +502,8 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
             h5fl_err("cannot create the container directory %s: %s", name, strerror(errno));
             st = -1;
         }
+        if (st == 0)
+            st = make_userblock(name, fcpl, f->fsync);
         uint64_t first = 0;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(fcpl, &crt_links, &crt_attrs);
@@ -556,6 +599,11 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     }
     f->epoch = epoch;
     set_fileno(f);
+    if (load_userblock(f) != 0) {
+        file_free(f);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     if (f->rank == 0 && (flags & H5F_ACC_RDWR))
         remove_gone(f);
     return f;
