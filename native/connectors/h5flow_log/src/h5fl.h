@@ -107,6 +107,8 @@ int h5fl_check_no_crt_order(hid_t ocpl, bool links);
  * for what h5flow_log honours (fapl.c; docs/FORMAT.md "File drivers and file properties"). Returns 0,
  * or -1 with an error recorded that names the property and what to do. */
 int h5fl_check_file_plists(const char *name, hid_t fcpl, hid_t fapl);
+/* The core driver without a backing store: the container lives in memory (vol_file.c). */
+bool h5fl_fapl_in_memory(hid_t fapl);
 
 /* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
  * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */
@@ -254,6 +256,7 @@ struct h5fl_file {
     h5fl_obj_t o;   /* the root group; o.type == H5I_FILE */
     int handles;    /* open file ids */
     char *name;     /* name as given to H5Fcreate/H5Fopen */
+    char *memdir;   /* the core driver without a backing store: the private directory holding it, or NULL */
     unsigned intent;
     hid_t fapl, fcpl;
     MPI_Comm comm; /* MPI_COMM_NULL when serial */

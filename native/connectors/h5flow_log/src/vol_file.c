@@ -40,6 +40,9 @@ static void file_free(h5fl_file_t *f)
         if (!fin)
             MPI_Comm_free(&f->comm);
     }
+    if (f->memdir) /* an in-memory file: nothing of it outlives its close */
+        h5fl_rm_rf(f->memdir);
+    free(f->memdir);
     free(f->name);
     free(f->o.path);
     free(f->o.dir);
@@ -457,6 +460,37 @@ static int load_userblock(h5fl_file_t *f)
     return st;
 }
 
+/* The core driver without a backing store: a private directory in a memory file system (/dev/shm, else
+ * $TMPDIR or /tmp) for the container, which is `*path` there; removed when the file is closed. */
+static char *make_memdir(const char *name, unsigned flags, char **path)
+{
+    struct stat sb;
+    if ((flags & H5F_ACC_EXCL) && lstat(name, &sb) == 0) {
+        h5fl_err("cannot create %s: it already exists (opened with H5F_ACC_EXCL; errno = %d)", name, EEXIST);
+        return NULL;
+    }
+    const char *base = getenv("TMPDIR");
+    if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) && access("/dev/shm", W_OK | X_OK) == 0)
+        base = "/dev/shm";
+    else if (!base || !base[0])
+        base = "/tmp";
+    char tmpl[PATH_MAX];
+    if ((size_t)snprintf(tmpl, sizeof tmpl, "%s/h5flow_log-core.XXXXXX", base) >= sizeof tmpl || !mkdtemp(tmpl)) {
+        h5fl_err("cannot make a directory in %s for the in-memory file %s (core driver without a backing "
+                 "store): %s",
+                 base, name, strerror(errno));
+        return NULL;
+    }
+    char *dir = h5fl_strdup(tmpl);
+    *path = dir ? h5fl_join(dir, "file.h5") : NULL;
+    if (!*path) {
+        rmdir(tmpl);
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
 void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl, hid_t dxpl, void **req)
 {
     (void)dxpl;
@@ -466,11 +500,26 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
         h5fl_err_push(__func__);
         return NULL;
     }
-    h5fl_file_t *f = file_new(name, H5F_ACC_RDWR, fcpl, fapl);
-    if (!f) {
+    char *mempath = NULL, *memdir = h5fl_fapl_in_memory(fapl) ? make_memdir(name, flags, &mempath) : NULL;
+    if (h5fl_fapl_in_memory(fapl) && !memdir) {
         h5fl_err_push(__func__);
         return NULL;
     }
+    if (memdir) { /* the file on disk named `name` is not touched, as native's core driver leaves it */
+        name = mempath;
+        flags &= ~(unsigned)H5F_ACC_EXCL;
+    }
+    h5fl_file_t *f = file_new(name, H5F_ACC_RDWR, fcpl, fapl);
+    free(mempath);
+    if (!f) {
+        if (memdir)
+            h5fl_rm_rf(memdir);
+        free(memdir);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
+    f->memdir = memdir;
+    name = f->name;
     int st = h5fl_check_no_crt_order(fcpl, true);
     if (st != 0) {
         file_free(f);
@@ -550,6 +599,14 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     (void)req;
     h5fl_err_clear();
     h5fl_file_t *open_already = h5fl_reg_find_file(name);
+    if (h5fl_fapl_in_memory(fapl) && (flags & H5F_ACC_RDWR)) {
+        h5fl_err("cannot open %s read-write with the core driver without a backing store: its changes may "
+                 "not reach the disk, and h5flow_log does not copy a container into memory; open it "
+                 "read-only, or with a backing store (h5py backing_store=True)",
+                 name);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0 ||
         (open_already && same_locking(name, open_already, fapl) != 0)) {
         h5fl_err_push(__func__);
