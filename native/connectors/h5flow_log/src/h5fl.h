@@ -369,7 +369,15 @@ struct h5fl_dset {
      * container, and released (dset_free) by the first that succeeds; opening it again revives it. */
     bool closed;
     bool vds; /* a virtual dataset (H5D_VIRTUAL): no logs, reads and writes go to its sources (vds.c) */
+    struct h5fl_ext *ext; /* external storage (H5Pset_external): no logs, the data is in those files (extfile.c) */
 };
+
+/* External storage (extfile.c). */
+int h5fl_ext_check(hid_t type, hid_t space, hid_t dcpl, const char *name); /* at creation */
+int h5fl_ext_setup(h5fl_dset_t *d); /* d->ext from the creation list, names resolved (access list's prefix) */
+void h5fl_ext_free(h5fl_dset_t *d);
+/* Bytes [pos, pos+len) of the dataset's external address space (row-major elements) to or from buf. */
+int h5fl_ext_io(h5fl_dset_t *d, uint64_t pos, uint64_t len, uint8_t *buf, bool write);
 
 typedef struct h5fl_attr {
     h5fl_obj_t o;
