@@ -453,7 +453,7 @@ def test_file_modes_and_clear_errors(tmp_path: Path) -> None:
             f2 = opened(h5py.File(a, "r")); f2["y"] = 2
         except (OSError, RuntimeError, ValueError) as e:
             print("read-only:", e)
-        for kw in ({"dtype": h5py.string_dtype(), "compression": "gzip"}, {"external": [("ext.raw", 0, 16)]}):
+        for kw in ({"dtype": h5py.string_dtype(), "compression": "gzip"}, {"dtype": h5py.string_dtype(), "external": [("ext.raw", 0, 160)]}):
             with opened(h5py.File(a, "a")) as f:
                 try:
                     f.create_dataset("bad", shape=(4,), **({"dtype": "i4"} | kw))

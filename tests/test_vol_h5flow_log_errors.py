@@ -122,11 +122,9 @@ def test_errors_stay_specific_after_many_failures(tmp_path: Path) -> None:
 REFUSED = {
     # name: (open expression, words the error must contain)
     "fileobj": ("h5py.File(buf, 'w')", ["'fileobj'", "HDF5_VOL_CONNECTOR", "sec2"]),
-    "core": ("h5py.File('c.h5', 'w', driver='core', backing_store=False)",
-             ["core driver without a backing store", "backing_store=True", "HDF5_VOL_CONNECTOR"]),
     "family": ("h5py.File('f%d.h5', 'w', driver='family')", ["'family'"]),
     "split": ("h5py.File('s.h5', 'w', driver='split')", ["'multi/split'"]),
-    "userblock": ("h5py.File('u.h5', 'w', userblock_size=512)", ["userblock size 512", "HDF5_VOL_CONNECTOR"]),
+    "userblock": ("h5py.File(h5py.h5f.create(b'u.h5', fcpl=pl_huge))", ["userblock of 2147483648 bytes"]),
     "page_buffer": ("h5py.File('p.h5', 'w', page_buf_size=16384, fs_strategy='page')", ["page buffer"]),
     "fs_strategy": ("h5py.File('s.h5', 'w', fs_strategy='page')", ["file space strategy 1"]),
     "fs_persist": ("h5py.File('s.h5', 'w', fs_strategy='fsm', fs_persist=True)", ["persist 1"]),
@@ -150,6 +148,7 @@ def test_refuses_what_it_cannot_honour(case: str, tmp_path: Path) -> None:
         pl_page = h5py.h5p.create(h5py.h5p.FILE_CREATE); pl_page.set_file_space_page_size(8192)
         pl_sizes = h5py.h5p.create(h5py.h5p.FILE_CREATE); pl_sizes.set_sizes(4, 4)
         pl_strong = h5py.h5p.create(h5py.h5p.FILE_ACCESS); pl_strong.set_fclose_degree(h5py.h5f.CLOSE_STRONG)
+        pl_huge = h5py.h5p.create(h5py.h5p.FILE_CREATE); pl_huge.set_userblock(1 << 31)
         before = sorted(os.listdir("."))
         try:
             {expr}
@@ -183,6 +182,75 @@ def test_accepts_what_it_honours(kwargs: str, tmp_path: Path) -> None:
         assert os.path.isdir("a.h5")
     """, tmp_path)
     assert_ok(proc)
+
+
+def test_core_driver_without_backing_store_stays_in_memory(tmp_path: Path) -> None:
+    """The core driver without a backing store: the file works and reports the core driver, nothing appears
+    under its name (an existing file there is left as it was), and nothing of it is left once closed;
+    an existing container opens read-only that way, read-write is refused (its changes would reach the
+    disk)."""
+    proc = run_script("""
+        import glob
+        def mine():
+            return sorted(glob.glob("/dev/shm/h5flow_log-core.*") + glob.glob(os.environ.get("TMPDIR", "/tmp")
+                                                                                + "/h5flow_log-core.*"))
+        before = mine()
+        with opened(h5py.File("m.h5", "w", driver="core", backing_store=False, block_size=1024)) as f:
+            f["x"] = np.arange(4)
+            f["g/y"] = 1.5
+            print("open", f.driver, f["x"][()].tolist(), float(f["g/y"][()]), os.path.exists("m.h5"),
+                  len(mine()) - len(before))
+        print("closed", os.path.exists("m.h5"), mine() == before)
+        with opened(h5py.File("d.h5", "w")) as f:
+            f["z"] = [1, 2]
+        with opened(h5py.File("d.h5", "w", driver="core", backing_store=False)) as f:
+            f["other"] = 3
+        with opened(h5py.File("d.h5", "r", driver="core", backing_store=False)) as f:
+            print("existing", f.driver, list(f), f["z"][()].tolist())
+        try:
+            h5py.File("d.h5", "r+", driver="core", backing_store=False)
+            print("no error")
+        except OSError as e:
+            print("refused", "read-write" in str(e))
+    """, tmp_path)
+    assert_ok(proc)
+    lines = proc.stdout.splitlines()
+    assert "open core [0, 1, 2, 3] 1.5 False 1" in lines, lines
+    assert "closed False True" in lines and "existing core ['z'] [1, 2]" in lines, lines
+    assert "refused True" in lines, lines
+
+
+def test_userblock_is_kept(tmp_path: Path) -> None:
+    """A userblock is the container's file @userblock of that size, for the application to write (as the
+    bytes before a native file's superblock); every open reports its size, as native HDF5 does, and h5py's
+    check of the size asked for on reopening works."""
+    proc = run_script("""
+        with opened(h5py.File("u.h5", "w", userblock_size=1024)) as f:
+            f["x"] = np.arange(3)
+            print("created", f.userblock_size)
+        ub = os.path.join("u.h5", "@userblock")
+        with open(ub, "r+b") as fh:
+            fh.write(b"hello")
+        with opened(h5py.File("u.h5", "r")) as f:
+            print("reopened", f.userblock_size, f["x"][()].tolist())
+        with opened(h5py.File("u.h5", "a", userblock_size=1024)) as f:
+            print("same", f.userblock_size)
+        try:
+            h5py.File("u.h5", "a", userblock_size=2048)
+            print("no error")
+        except ValueError as e:
+            print("mismatch", e)
+        with open(ub, "rb") as fh:
+            data = fh.read()
+        print("bytes", len(data), data[:5])
+        with opened(h5py.File("n.h5", "w")) as f:
+            print("none", f.userblock_size, os.path.exists("n.h5/@userblock"))
+    """, tmp_path)
+    assert_ok(proc)
+    lines = proc.stdout.splitlines()
+    assert "created 1024" in lines and "reopened 1024 [0, 1, 2]" in lines and "same 1024" in lines, lines
+    assert any(x.startswith("mismatch") for x in lines) and "bytes 1024 b'hello'" in lines, lines
+    assert "none 0 False" in lines, lines
 
 
 # ---------------------------------------------------------------- the build links the stack's HDF5

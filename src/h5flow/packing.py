@@ -114,7 +114,8 @@ def _create(path: Path, connector: str, src_file: Any, comm: Any) -> Any:
     fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
     # the root group's creation list: h5flow_log's H5Fget_create_plist reports a default list
     scpl = src_file["/"].id.get_create_plist()
-    # only creation-order tracking: a container refuses native layout settings (sizes, userblock, file space)
+    # only creation-order tracking: a container refuses native layout settings (sizes, file space); a
+    # userblock is not carried (neither its size nor its bytes)
     fcpl.set_link_creation_order(scpl.get_link_creation_order())
     fcpl.set_attr_creation_order(scpl.get_attr_creation_order())
     fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=_fapl(connector, comm))

@@ -962,6 +962,20 @@ def _iterate(ids: np.ndarray, progress: bool, label: str) -> Iterator[int]:
             bar.advance(task)
 
 
+def _check_data_inside(dset: Any, dset_path: str) -> None:
+    """Refuse a dataset whose data lives outside its file's own storage: a virtual dataset (its sources) or
+    external storage (the files it names) change without the file's fingerprint changing, so an index of
+    it could go stale unseen and answer wrongly."""
+    import h5py
+
+    dcpl = dset.id.get_create_plist()
+    where = ("the sources of a virtual dataset" if dcpl.get_layout() == h5py.h5d.VIRTUAL
+             else "external files" if dcpl.get_external_count() > 0 else None)
+    if where:
+        raise IndexError_(f"{dset_path} keeps its data in {where}, which can change without the index "
+                          "noticing; query it without an index (every block is read)")
+
+
 def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfig | None = None,
                 comm: Any = None) -> BuildResult:
     """Build one index of one dataset (collective over ``comm`` when given: the blocks are split across the
@@ -978,6 +992,7 @@ def build_index(path: str | os.PathLike[str], dset_path: str, config: BuildConfi
             dtype = dset.dtype
             if not is_numeric(dtype):
                 raise IndexError_(f"{dset_path} has type {dtype}; only integer, float and bool datasets are indexed")
+            _check_data_inside(dset, dset_path)
             fp0 = source.fingerprint(dset_path)
             grid = grid_for(dset.shape, dtype.itemsize, dset.chunks, native=not source.container)
             vdtype = np.dtype(np.uint8) if dtype == np.bool_ else dtype

@@ -33,8 +33,9 @@ DEFAULT_TIMEOUT = 300.0
 CAUSES: list[tuple[str, bool, str, str]] = [
     ("fails natively too (run as root: permissions not enforced; h5py's MPI tests need mpiexec)",
      False, r"test_append_permissions|TestMPI", r""),
-    ("native-only: native HDF5 files and file drivers (data files shipped with h5py, file images, the core "
-     "driver without a backing store, fileobj/split drivers, userblock, page buffering, file space strategy)",
+    ("native-only: native HDF5 files and file drivers (data files shipped with h5py, file images, a "
+     "Python file object, fileobj/split drivers, a userblock written through the file's name, page "
+     "buffering, file space strategy)",
      True,
      r"test_file_image|test_big_endian_file|TestDrivers|TestUserblock|TestFileObj|TestPageBuffering|"
      r"TestSpaceStrategy|test_in_memory|test_descriptor_core",

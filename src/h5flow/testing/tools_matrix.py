@@ -198,23 +198,7 @@ KNOWN: dict[tuple[str, str], str] = {
 
 # (invocation, feature or "*") -> a difference that is a defect still to fix, described for the table. These
 # cells fail their tests like any other difference: the description only says what is wrong.
-_CONVERTED = ("h5dump and h5diff read a compound with a variable-length member with the memory type "
-              "`H5Tget_native_type` gives (its members repacked), and the connector reads such types only with "
-              "the stored datatype (\"h5flow_log does not convert such values\"): h5dump exits 1 printing "
-              "`DATA { }`, h5diff exits 2; a written copy holds the data (`h5repack c→n` matches) but reads "
-              "back the same way")
 OPEN: dict[tuple[str, str], str] = {
-    **{(inv, "compound_vlen"): _CONVERTED for inv in ("h5dump", "h5dump -x", "h5diff c→n", "h5diff n→c",
-                                                      "h5repack c→c", "h5repack n→c", "h5copy", "h5import",
-                                                      "h5clear -s")},
-    ("h5stat", "committed_type"): "a dataset created with a committed datatype does not count as a link to "
-                                  "it: `H5Oget_info` gives the committed type a reference count of 1 where "
-                                  "native gives 2 (its link and the dataset), so h5stat's \"Max. # of links to "
-                                  "object\" is 1",
-    ("h5copy", "committed_type"): "`H5Ocopy` of a group into another container copies the committed datatype "
-                                  "and the dataset created with it, but the copied dataset's type is no longer "
-                                  "the copied committed type: h5dump of the copy prints the dataset's type "
-                                  "inline instead of naming `/copy/t`",
 }
 
 

@@ -428,3 +428,84 @@ hid_t h5fl_blob_memtype(hid_t t)
     }
     return H5Tcopy(t);
 }
+
+/* Whether every member of `to`'s compounds has a member of the same name in `from` (recursively through
+ * compounds, arrays and sequences): a conversion from `from` then sets every part of `to`. */
+static bool covers(hid_t from, hid_t to)
+{
+    H5T_class_t ct = H5Tget_class(to), cf = H5Tget_class(from);
+    if (ct == H5T_COMPOUND) {
+        if (cf != H5T_COMPOUND)
+            return false;
+        int n = H5Tget_nmembers(to);
+        bool ok = n >= 0;
+        for (int i = 0; ok && i < n; i++) {
+            char *name = H5Tget_member_name(to, (unsigned)i);
+            int j = name ? H5Tget_member_index(from, name) : -1;
+            H5free_memory(name);
+            hid_t mt = j >= 0 ? H5Tget_member_type(to, (unsigned)i) : H5I_INVALID_HID;
+            hid_t mf = j >= 0 ? H5Tget_member_type(from, (unsigned)j) : H5I_INVALID_HID;
+            ok = mt >= 0 && mf >= 0 && covers(mf, mt);
+            if (mt >= 0)
+                H5Tclose(mt);
+            if (mf >= 0)
+                H5Tclose(mf);
+        }
+        return ok;
+    }
+    if ((ct == H5T_ARRAY || ct == H5T_VLEN) && cf == ct) {
+        hid_t st = H5Tget_super(to), sf = H5Tget_super(from);
+        bool ok = st >= 0 && sf >= 0 && covers(sf, st);
+        if (st >= 0)
+            H5Tclose(st);
+        if (sf >= 0)
+            H5Tclose(sf);
+        return ok;
+    }
+    return true;
+}
+
+void h5fl_blob_reclaim(hid_t type, size_t n, hid_t dxpl, void *buf)
+{
+    hid_t sp = H5Screate_simple(1, (hsize_t[]){n ? n : 1}, NULL);
+    if (sp >= 0) {
+        if (n)
+            H5Treclaim(type, sp, dxpl, buf);
+        H5Sclose(sp);
+    }
+}
+
+int h5fl_blob_convert(hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl, bool writing,
+                      const char *what, const char *name)
+{
+    if (H5Tdetect_class(from, H5T_REFERENCE) > 0 || H5Tdetect_class(to, H5T_REFERENCE) > 0) {
+        h5fl_err("%s '%s' has variable-length parts and references: %s it with its own datatype (H5%cget_type); "
+                 "h5flow_log converts values with variable-length parts only when they hold no references",
+                 what, name, writing ? "write" : "read", what[0] == 'a' ? 'A' : 'D');
+        return -1;
+    }
+    if (writing && !covers(from, to)) {
+        h5fl_err("%s '%s': the memory datatype lacks members of the stored datatype; a write of a value with "
+                 "variable-length parts must give every member (write it with its own datatype, H5%cget_type)",
+                 what, name, what[0] == 'a' ? 'A' : 'D');
+        return -1;
+    }
+    size_t fs = H5Tget_size(from);
+    uint8_t *src = writing ? NULL : malloc(n * fs + 1); /* reading: the decoded values, freed after */
+    if (!writing && !src) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    if (src)
+        memcpy(src, buf, n * fs);
+    int rc = 0;
+    if (H5Tconvert(from, to, n, buf, bkg, dxpl) < 0) {
+        h5fl_err("%s '%s': cannot convert its values between the stored and the memory datatype", what, name);
+        rc = -1;
+    }
+    if (src) {
+        h5fl_blob_reclaim(from, n, dxpl, src);
+        free(src);
+    }
+    return rc;
+}

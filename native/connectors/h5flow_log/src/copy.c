@@ -20,7 +20,7 @@ static bool container_only(const char *name)
     return !strcmp(name, H5FL_MARKER) || !strcmp(name, H5FL_EPOCH_DIR) ||
            !strncmp(name, H5FL_ANON_PREFIX, strlen(H5FL_ANON_PREFIX)) ||
            !strncmp(name, H5FL_GONE_PREFIX, strlen(H5FL_GONE_PREFIX)) || !strcmp(name, H5FL_STORE_DIR) ||
-           !strcmp(name, H5FL_BLOB_DIR);
+           !strcmp(name, H5FL_BLOB_DIR) || !strcmp(name, H5FL_USERBLOCK_FILE);
 }
 
 static int copy_file(const char *from, const char *to, bool sync)
@@ -74,7 +74,113 @@ typedef struct copy_opts {
     bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
     struct hard_map *hm; /* objects with several names met so far (copy_hard) */
+    struct type_map *tm; /* committed datatypes copied, and the copied datasets created with one */
 } copy_opts_t;
+
+/* A dataset created with a committed datatype records its id (@dtype, vol_datatype.c). Copied into another
+ * container together with that type, the copy of the dataset names the copy of the type, as native H5Ocopy
+ * makes it; a type left outside such a copy is dropped (the copy keeps its own copy of the type). Within
+ * a container the copy names the original type, as native's does. */
+typedef struct type_use {
+    uint64_t id; /* the source type's id */
+    char *dir;   /* types: the copy of the type; users: the copy of the dataset */
+} type_use_t;
+typedef struct type_map {
+    type_use_t *types, *users;
+    size_t nt, nu;
+} type_map_t;
+
+static int type_note(type_use_t **v, size_t *n, uint64_t id, const char *dir)
+{
+    type_use_t *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    char *d = h5fl_strdup(dir);
+    if (!nv || !d) {
+        free(d);
+        if (nv)
+            *v = nv;
+        h5fl_err("out of memory");
+        return -1;
+    }
+    *v = nv;
+    nv[(*n)++] = (type_use_t){id, d};
+    return 0;
+}
+
+/* The copies under `from` moved to `to` (copy_hard's rename into the store). */
+static int type_moved(type_map_t *m, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    type_use_t *lists[2] = {m->types, m->users};
+    size_t ns[2] = {m->nt, m->nu};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < ns[k]; i++) {
+            char *d = lists[k][i].dir;
+            if (strncmp(d, from, fl) != 0 || (d[fl] && d[fl] != '/'))
+                continue;
+            char *nd = malloc(strlen(to) + strlen(d + fl) + 1);
+            if (!nd) {
+                h5fl_err("out of memory");
+                return -1;
+            }
+            sprintf(nd, "%s%s", to, d + fl);
+            free(d);
+            lists[k][i].dir = nd;
+        }
+    return 0;
+}
+
+/* Each copied dataset whose type was copied with it names the copy (its id minted now). */
+static int type_relink(const copy_opts_t *c, const char *dpath)
+{
+    type_map_t *m = c->tm;
+    int st = 0;
+    for (size_t i = 0; st == 0 && i < m->nu; i++)
+        for (size_t j = 0; st == 0 && j < m->nt; j++) {
+            if (m->types[j].id != m->users[i].id)
+                continue;
+            uint64_t nid;
+            uint8_t b[12];
+            st = h5fl_ref_object_id(c->df, m->types[j].dir, dpath, &nid);
+            if (st == 0) {
+                h5fl_put_u64(b, nid);
+                h5fl_put_u32(b + 8, h5fl_crc32c(0, b, 8));
+                st = h5fl_write_file_atomic(m->users[i].dir, H5FL_DTYPE_USE_FILE, b, sizeof b, c->sync);
+            }
+            break;
+        }
+    return st;
+}
+
+static void type_map_free(type_map_t *m)
+{
+    for (size_t i = 0; i < m->nt; i++)
+        free(m->types[i].dir);
+    for (size_t i = 0; i < m->nu; i++)
+        free(m->users[i].dir);
+    free(m->types);
+    free(m->users);
+}
+
+/* Note a copied committed type (`from` holds @datatype and has an id) or a dataset's use of one. */
+static int type_note_object(const copy_opts_t *c, const char *from, const char *to)
+{
+    uint64_t id;
+    if (h5fl_exists(from, H5FL_DTYPE_FILE)) {
+        int r = h5fl_ref_read_id(from, &id);
+        return r < 0 ? -1 : r == 1 ? type_note(&c->tm->types, &c->tm->nt, id, to) : 0;
+    }
+    if (!h5fl_exists(from, H5FL_DTYPE_USE_FILE))
+        return 0;
+    char *p = h5fl_join(from, H5FL_DTYPE_USE_FILE);
+    void *vb = NULL;
+    size_t n = 0;
+    int st = p && h5fl_read_file(p, &vb, &n) == 0 ? 0 : -1;
+    if (st == 0 && n == 12 && h5fl_crc32c(0, vb, 8) == h5fl_get_u32((uint8_t *)vb + 8))
+        st = type_note(&c->tm->users, &c->tm->nu, h5fl_get_u64(vb), to);
+    free(vb);
+    free(p);
+    return st;
+}
 
 /* Objects with several names (links.c "Hard links") inside the copied tree are copied once, into the
  * destination's object store, and every name met becomes a stub of the copy, as native H5Ocopy links one
@@ -263,6 +369,8 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
             h5fl_err("cannot copy '%s' into the object store %s: %s", spath, slot, strerror(errno));
             st = -1;
         }
+        if (st == 0 && c->tm)
+            st = type_moved(c->tm, tobj, slot);
         if (tid)
             h5fl_rm_rf(tid);
         if (st != 0 && tobj)
@@ -364,6 +472,8 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
         h5fl_err("cannot create %s: %s", to, strerror(errno));
         return -1;
     }
+    if (c->tm && type_note_object(c, from, to) != 0)
+        return -1;
     DIR *d = opendir(from);
     if (!d) {
         h5fl_err("cannot list %s: %s", from, strerror(errno));
@@ -516,8 +626,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                              .expand_ext = (flags & H5O_COPY_EXPAND_EXT_LINK_FLAG) != 0,
                              .same = sf->fileno == df->fileno, .sf = sf, .df = df};
             hard_map_t hm = {.top_ino = h5fl_objno(src.dir)};
+            type_map_t tm = {0};
             c.hm = &hm;
+            c.tm = c.same ? NULL : &tm; /* within a container the copy shares the type, as native */
             st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
+            if (st == 0 && c.tm)
+                st = type_relink(&c, dpath);
+            type_map_free(&tm);
             for (size_t i = 0; st == 0 && i < hm.dst.n; i++) { /* the copies' link counts, before their names */
                 char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]), txt[32];
                 int n = snprintf(txt, sizeof txt, "%llu\n", (unsigned long long)hm.names[i]);

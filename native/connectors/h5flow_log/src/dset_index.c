@@ -673,6 +673,12 @@ int h5fl_gather_seq(void *vctx, hsize_t start, size_t len)
 {
     gather_ctx_t *g = vctx;
     h5fl_dset_t *d = g->d;
+    if (d->ext) { /* external storage: the elements are in the named files (extfile.c) */
+        if (h5fl_ext_io(d, start * d->esize, (uint64_t)len * d->esize, g->out, false) != 0)
+            return -1;
+        g->out += (uint64_t)len * d->esize;
+        return 0;
+    }
     const h5fl_map_t *m = &d->ix->map;
     size_t k = h5fl_map_find(m, start);
     uint64_t pos = start, end = start + len, es = d->esize;

@@ -78,19 +78,12 @@ static int check_fapl(const char *name, hid_t fapl)
     }
     if (drv == H5FD_CORE) {
         /* With a backing store the core driver's file is, once closed (or flushed), the file on disk the
-         * connector writes all along; without one, nothing of it may reach the disk, which a container
-         * (a directory of files) cannot promise. */
+         * connector writes all along; without one (h5fl_fapl_in_memory) the container lives in memory, in
+         * a private directory of a memory file system removed at close (vol_file.c). */
         size_t inc = 0;
         hbool_t backing = false;
         if (H5Pget_fapl_core(fapl, &inc, &backing) < 0) {
             h5fl_err("cannot read the core driver's settings of the file access property list for %s", name);
-            return -1;
-        }
-        if (!backing) {
-            h5fl_err("h5flow_log cannot honour the core driver without a backing store for %s: a container is "
-                     "a directory of files on disk, never only in memory. Use backing_store=True (h5py; "
-                     "H5Pset_fapl_core(fapl, increment, 1)), or " H5FL_USE_NATIVE,
-                     name);
             return -1;
         }
     } else if (drv != H5FD_SEC2 && drv != H5FD_STDIO && drv != H5FD_MPIO) {
@@ -134,10 +127,9 @@ static int check_fcpl(const char *name, hid_t fcpl)
 {
     if (fcpl < 0 || fcpl == H5P_DEFAULT)
         return 0;
-    hsize_t ub = 0;
-    if (H5Pget_userblock(fcpl, &ub) < 0 || ub != 0) {
-        h5fl_err("h5flow_log files have no userblock (userblock size %llu asked for %s): create the file "
-                 "without one (h5py: no userblock_size), or " H5FL_USE_NATIVE,
+    hsize_t ub = 0; /* a userblock is honoured: the file @userblock (vol_file.c) */
+    if (H5Pget_userblock(fcpl, &ub) < 0 || ub > ((hsize_t)1 << 30)) {
+        h5fl_err("a userblock of %llu bytes asked for %s: h5flow_log keeps userblocks up to 1 GiB",
                  (unsigned long long)ub, name);
         return -1;
     }
@@ -171,6 +163,15 @@ static int check_fcpl(const char *name, hid_t fcpl)
         return -1;
     }
     return 0;
+}
+
+bool h5fl_fapl_in_memory(hid_t fapl)
+{
+    size_t inc = 0;
+    hbool_t backing = true;
+    if (fapl < 0 || fapl == H5P_DEFAULT || H5Pget_driver(fapl) != H5FD_CORE)
+        return false;
+    return H5Pget_fapl_core(fapl, &inc, &backing) >= 0 && !backing;
 }
 
 int h5fl_check_file_plists(const char *name, hid_t fcpl, hid_t fapl)

@@ -46,6 +46,7 @@
 /* Reserved file names inside an object directory. User link and attribute names are escaped so that
  * they never start with '@' (see h5fl_escape), hence can never collide with these. */
 #define H5FL_MARKER "@h5flow_log"   /* container root: format name + version + epoch */
+#define H5FL_USERBLOCK_FILE "@userblock" /* container root: the userblock (H5Pset_userblock), its size in bytes */
 #define H5FL_GROUP_FILE "@group"    /* a directory holding this file is a group */
 #define H5FL_DSET_FILE "@dataset"   /* a directory holding this file is a dataset; its metadata */
 #define H5FL_DTYPE_FILE "@datatype" /* a directory holding this file is a committed datatype */
@@ -106,6 +107,8 @@ int h5fl_check_no_crt_order(hid_t ocpl, bool links);
  * for what h5flow_log honours (fapl.c; docs/FORMAT.md "File drivers and file properties"). Returns 0,
  * or -1 with an error recorded that names the property and what to do. */
 int h5fl_check_file_plists(const char *name, hid_t fcpl, hid_t fapl);
+/* The core driver without a backing store: the container lives in memory (vol_file.c). */
+bool h5fl_fapl_in_memory(hid_t fapl);
 
 /* Escape one HDF5 link/attribute name into a single file-name component. Returns 0, or -1 with an
  * error recorded (empty name, too long). The result never starts with '@' or '.', never contains '/'. */
@@ -255,6 +258,7 @@ struct h5fl_file {
     h5fl_obj_t o;   /* the root group; o.type == H5I_FILE */
     int handles;    /* open file ids */
     char *name;     /* name as given to H5Fcreate/H5Fopen */
+    char *memdir;   /* the core driver without a backing store: the private directory holding it, or NULL */
     unsigned intent;
     hid_t fapl, fcpl;
     MPI_Comm comm; /* MPI_COMM_NULL when serial */
@@ -367,7 +371,15 @@ struct h5fl_dset {
      * container, and released (dset_free) by the first that succeeds; opening it again revives it. */
     bool closed;
     bool vds; /* a virtual dataset (H5D_VIRTUAL): no logs, reads and writes go to its sources (vds.c) */
+    struct h5fl_ext *ext; /* external storage (H5Pset_external): no logs, the data is in those files (extfile.c) */
 };
+
+/* External storage (extfile.c). */
+int h5fl_ext_check(hid_t type, hid_t space, hid_t dcpl, const char *name); /* at creation */
+int h5fl_ext_setup(h5fl_dset_t *d); /* d->ext from the creation list, names resolved (access list's prefix) */
+void h5fl_ext_free(h5fl_dset_t *d);
+/* Bytes [pos, pos+len) of the dataset's external address space (row-major elements) to or from buf. */
+int h5fl_ext_io(h5fl_dset_t *d, uint64_t pos, uint64_t len, uint8_t *buf, bool write);
 
 typedef struct h5fl_attr {
     h5fl_obj_t o;
@@ -515,6 +527,13 @@ unsigned long h5fl_objno(const char *dir);
 bool h5fl_ref_is_id(const H5O_token_t *tok);
 int h5fl_ref_token(h5fl_file_t *f, const char *dir, const char *path, H5O_token_t *tok);
 int h5fl_ref_resolve(h5fl_file_t *f, const H5O_token_t *tok, h5fl_loc_t *out);
+/* The id an object already has (dir/@id), minting none: 1 and *id, 0 if it has none, -1 (damaged). */
+int h5fl_ref_read_id(const char *dir, uint64_t *id);
+/* The datasets and attributes of f created with the committed datatype at `dir` (vol_datatype.c): what
+ * native HDF5 adds to a committed datatype's reference count beside its names. */
+unsigned h5fl_datatype_uses(h5fl_file_t *f, const char *dir);
+/* How many attributes of the object at `dir` were created with the committed datatype `id` (vol_attr.c). */
+unsigned h5fl_attr_dtype_uses(const char *dir, uint64_t id);
 /* The persistent id of the object at `dir`, minted if it has none (refs.c). */
 int h5fl_ref_object_id(h5fl_file_t *f, const char *dir, const char *path, uint64_t *id);
 /* 0 if `type` holds no references or only H5T_STD_REF_OBJ ones; else -1 with an error naming the
@@ -560,6 +579,15 @@ int h5fl_blob_ref_take(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r, uint8_t tok[8])
 /* 0 if the reference's file is the context's container, else -1 (error recorded). */
 int h5fl_blob_same_container(h5fl_blob_ctx_t *ctx, const H5R_ref_t *r);
 void h5fl_blob_ctx_set_alloc(h5fl_blob_ctx_t *ctx, hid_t dxpl); /* H5Pget_vlen_mem_manager of dxpl */
+/* Convert n packed values with variable-length parts from `from` to `to` in buf (sized for the larger of
+ * the two), with HDF5's conversion and the variable-length allocator of dxpl; bkg: the caller's values of
+ * `to` for the members `from` lacks, or NULL. Reading (writing false): buf holds values decoded from the
+ * container, released once converted. Writing: every member of `to` must be in `from` (a write replaces
+ * whole values); the caller reclaims the converted values. References inside are refused. 0 or -1. */
+int h5fl_blob_convert(hid_t from, hid_t to, size_t n, void *buf, void *bkg, hid_t dxpl, bool writing,
+                      const char *what, const char *name);
+/* H5Treclaim of n packed values of `type` in buf with dxpl's variable-length allocator. */
+void h5fl_blob_reclaim(hid_t type, size_t n, hid_t dxpl, void *buf);
 hid_t h5fl_blob_memtype(hid_t decoded); /* the memory type equal to the one that was encoded */
 
 /* Filters (filter.c; docs/FORMAT.md "Filters"). */
@@ -628,8 +656,7 @@ herr_t h5fl_object_get(void *, const H5VL_loc_params_t *, H5VL_object_get_args_t
 herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_specific_args_t *, hid_t,
                             void **);
 herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
-int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields,
-                    H5O_info2_t *oi);
+int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned fields, H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
 
 /* Committed datatypes (vol_datatype.c). */

@@ -117,7 +117,7 @@ int64_t h5flow_log_read_stored(hid_t dset, uint64_t start, uint64_t n, void *buf
     h5fl_dset_t *d = dset_of(dset);
     if (!d)
         return fail(err, errlen);
-    if (d->vds || d->vstr || d->blob || d->filtered || n == 0)
+    if (d->vds || d->vstr || d->blob || d->filtered || d->ext || n == 0)
         return 0;
     if (h5fl_ix_ready(d) != 0)
         return fail(err, errlen);

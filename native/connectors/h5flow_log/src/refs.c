@@ -155,6 +155,11 @@ typedef struct scan_arg {
     int found;
 } scan_arg_t;
 
+int h5fl_ref_read_id(const char *dir, uint64_t *id)
+{
+    return read_id(dir, id);
+}
+
 static int scan_cb(const char *dir, const char *path, H5I_type_t t, void *arg)
 {
     scan_arg_t *a = arg;

@@ -404,9 +404,13 @@ static int restructure(h5fl_dset_t *d, unsigned order, const uint64_t *chunk, un
     const char *dir = d->o.dir;
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK];
-    if (d->vds || d->filtered || d->vstr || d->blob) {
+    if (d->vds || d->filtered || d->vstr || d->blob || d->ext) {
         h5fl_err("dataset '%s' cannot be restructured: it is %s (supported: fixed-size types without filters)",
-                 d->o.path, d->vds ? "a virtual dataset" : d->filtered ? "filtered" : "of a variable-length type");
+                 d->o.path,
+                 d->vds        ? "a virtual dataset"
+                 : d->ext      ? "stored in external files"
+                 : d->filtered ? "filtered"
+                               : "of a variable-length type");
         return -1;
     }
     if (rank < 1 || H5Sget_simple_extent_dims(d->space, dims, NULL) < 0) {

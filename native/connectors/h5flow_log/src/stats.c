@@ -1757,6 +1757,9 @@ int h5flow_log_stats_json(hid_t dset, char **out)
         h5fl_dset_t *d = H5VLobject(dset);
         if (!d)
             h5fl_err("cannot reach the dataset's connector object");
+        else if (d->vds || d->ext) /* no statistics describe its data: never "nothing written" */
+            h5fl_err("dataset '%s' has no per-write statistics: its data is %s, not in its logs", d->o.path,
+                     d->vds ? "in the sources of a virtual dataset" : "in external files");
         else
             rc = stats_json(d, &j);
     }

@@ -442,35 +442,79 @@ void *h5fl_attr_open(void *obj, const H5VL_loc_params_t *lp, const char *name, h
     return a;
 }
 
+/* An attribute with variable-length parts: its values decoded with the stored datatype, converted to the
+ * memory datatype where it differs (the caller's values are the background of a compound subset). */
+static int read_blob(h5fl_attr_t *a, hid_t mtype, void *buf, hid_t dxpl)
+{
+    htri_t eq = H5Tequal(mtype, a->type);
+    size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype), n = a->npoints;
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
+        return -1;
+    }
+    uint8_t *v = eq > 0 ? buf : calloc(n, es > ms ? es : ms), *bkg = NULL;
+    if (!v) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    const uint8_t *p = a->data, *end = p + a->blen;
+    memset(v, 0, n * es);
+    h5fl_blob_ctx_t bx = {.f = a->o.file};
+    h5fl_blob_ctx_set_alloc(&bx, dxpl);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = h5fl_blob_decode(&bx, a->type, &p, end, v + i * es);
+    h5fl_blob_ctx_end(&bx);
+    if (rc != 0) {
+        h5fl_blob_reclaim(a->type, n, dxpl, v);
+        h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");
+    } else if (eq == 0) {
+        if (h5fl_needs_bkg(mtype) && (bkg = malloc(n * ms + 1)))
+            memcpy(bkg, buf, n * ms);
+        rc = h5fl_blob_convert(a->type, mtype, n, v, bkg, dxpl, false, "attribute", a->name);
+        if (rc == 0)
+            memcpy(buf, v, n * ms);
+    }
+    if (v != buf)
+        free(v);
+    free(bkg);
+    return rc;
+}
+
+unsigned h5fl_attr_dtype_uses(const char *dir, uint64_t id)
+{
+    h5fl_names_t names;
+    unsigned n = 0;
+    if (h5fl_list_attrs(dir, &names) != 0) {
+        h5fl_err_clear(); /* an unreadable object: its attributes report their errors when opened */
+        return 0;
+    }
+    for (size_t i = 0; i < names.n; i++) {
+        char *path = attr_file(dir, names.v[i]);
+        void *vb = NULL;
+        size_t len = 0;
+        if (path && h5fl_read_file(path, &vb, &len) == 0 && len >= 48) {
+            const uint8_t *b = vb; /* a checked file whose flags say it holds a committed type's id */
+            if (!memcmp(b, ATTR_MAGIC, 8) && h5fl_crc32c(0, b, len - 4) == h5fl_get_u32(b + len - 4) &&
+                (h5fl_get_u32(b + 20) & 8) && h5fl_get_u64(b + len - 12) == id)
+                n++;
+        }
+        free(vb);
+        free(path);
+    }
+    h5fl_names_free(&names);
+    h5fl_err_clear();
+    return n;
+}
+
 herr_t h5fl_attr_read(void *obj, hid_t mtype, void *buf, hid_t dxpl, void **req)
 {
     (void)req;
     h5fl_err_clear();
     h5fl_attr_t *a = obj;
     if (a->blob) {
-        if (H5Tequal(mtype, a->type) <= 0) {
-            h5fl_err("attribute '%s' has variable-length parts: read it with its own datatype (H5Aget_type); "
-                     "h5flow_log does not convert such values",
-                     a->name);
+        if (read_blob(a, mtype, buf, dxpl) != 0)
             goto fail;
-        }
-        size_t es = H5Tget_size(a->type);
-        const uint8_t *p = a->data, *end = p + a->blen;
-        memset(buf, 0, a->npoints * es);
-        h5fl_blob_ctx_t bx = {.f = a->o.file};
-        h5fl_blob_ctx_set_alloc(&bx, dxpl);
-        for (size_t i = 0; i < a->npoints; i++)
-            if (h5fl_blob_decode(&bx, a->type, &p, end, (uint8_t *)buf + i * es) != 0) {
-                h5fl_blob_ctx_end(&bx);
-                hid_t sp = H5Screate_simple(1, (hsize_t[]){a->npoints}, NULL);
-                if (sp >= 0) {
-                    H5Treclaim(a->type, sp, dxpl, buf);
-                    H5Sclose(sp);
-                }
-                h5fl_err("attribute '%s': %s", a->name, h5fl_err_msg() ? h5fl_err_msg() : "cannot decode");
-                goto fail;
-            }
-        h5fl_blob_ctx_end(&bx);
         return 0;
     }
     if (a->vlen_str) {
@@ -521,6 +565,57 @@ fail:
     return -1;
 }
 
+/* The encoding of an attribute's values with variable-length parts (*out, *len), converted from the
+ * memory datatype to the stored one first where they differ. */
+static int encode_blob(h5fl_attr_t *a, hid_t mtype, const void *buf, hid_t dxpl, uint8_t **out, size_t *len)
+{
+    htri_t eq = H5Tequal(mtype, a->type);
+    size_t es = H5Tget_size(a->type), ms = H5Tget_size(mtype), n = a->npoints;
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
+        return -1;
+    }
+    const uint8_t *v = buf;
+    uint8_t *conv = NULL, *bkg = NULL;
+    if (eq == 0) {
+        if (!(conv = malloc(n * (es > ms ? es : ms) + 1)) ||
+            (h5fl_needs_bkg(a->type) && !(bkg = calloc(n + 1, es)))) {
+            free(conv);
+            h5fl_err("out of memory");
+            return -1;
+        }
+        memcpy(conv, buf, n * ms);
+        int rc = h5fl_blob_convert(mtype, a->type, n, conv, bkg, dxpl, true, "attribute", a->name);
+        free(bkg);
+        if (rc != 0) {
+            free(conv);
+            return -1;
+        }
+        v = conv;
+    }
+    h5fl_buf_t enc = {0};
+    h5fl_blob_ctx_t bx = {.f = a->o.file};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = h5fl_blob_encode(&bx, a->type, v + i * es, &enc);
+    h5fl_blob_ctx_end(&bx);
+    if (conv) {
+        h5fl_blob_reclaim(a->type, n, dxpl, conv);
+        free(conv);
+    }
+    if (rc == 0 && !enc.p && !(enc.p = malloc(1))) {
+        h5fl_err("out of memory");
+        rc = -1;
+    }
+    if (rc != 0) {
+        free(enc.p);
+        return -1;
+    }
+    *out = enc.p;
+    *len = enc.len;
+    return 0;
+}
+
 herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void **req)
 {
     (void)req;
@@ -533,28 +628,8 @@ herr_t h5fl_attr_write(void *obj, hid_t mtype, const void *buf, hid_t dxpl, void
     h5fl_collective_begin(f);
     size_t nblen = 0;
     if (a->blob) {
-        if (H5Tequal(mtype, a->type) <= 0) {
-            h5fl_err("attribute '%s' has variable-length parts: write it with its own datatype (H5Aget_type); "
-                     "h5flow_log does not convert such values",
-                     a->name);
+        if (encode_blob(a, mtype, buf, dxpl, &nd, &nblen) != 0)
             goto fail;
-        }
-        size_t es = H5Tget_size(a->type);
-        h5fl_buf_t enc = {0};
-        h5fl_blob_ctx_t bx = {.f = f};
-        for (size_t i = 0; i < a->npoints; i++)
-            if (h5fl_blob_encode(&bx, a->type, (const uint8_t *)buf + i * es, &enc) != 0) {
-                h5fl_blob_ctx_end(&bx);
-                free(enc.p);
-                goto fail;
-            }
-        h5fl_blob_ctx_end(&bx);
-        nd = enc.p ? enc.p : malloc(1);
-        nblen = enc.len;
-        if (!nd) {
-            h5fl_err("out of memory");
-            goto fail;
-        }
     } else if (a->vlen_str) {
         if (!is_vlen_str(mtype)) {
             h5fl_err("attribute '%s' holds variable-length strings: write it with a variable-length string "

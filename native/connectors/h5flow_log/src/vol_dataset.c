@@ -105,7 +105,7 @@ static h5fl_dset_t *dset_new(h5fl_file_t *f, const char *dir, const char *path, 
             goto fail;
         }
     }
-    if (load_fill(d) != 0)
+    if (load_fill(d) != 0 || h5fl_ext_setup(d) != 0)
         goto fail;
     return d;
 fail:
@@ -123,6 +123,7 @@ fail:
 
 static void dset_free(h5fl_dset_t *d)
 {
+    h5fl_ext_free(d);
     h5fl_writer_free(d->w);
     h5fl_ix_free(d->ix);
     H5Tclose(d->type);
@@ -198,10 +199,6 @@ static int check_supported(hid_t type, hid_t dcpl, const char *name)
     if (dcpl != H5P_DEFAULT && dcpl >= 0) {
         if (h5fl_vds_layout(dcpl) && h5fl_vds_check(type, dcpl, name) != 0) /* vds.c */
             return -1;
-        if (H5Pget_external_count(dcpl) > 0) {
-            h5fl_err("external storage is not supported by h5flow_log");
-            return -1;
-        }
         H5D_fill_value_t fs = H5D_FILL_VALUE_UNDEFINED;
         if (H5Pfill_value_defined(dcpl, &fs) >= 0 && fs == H5D_FILL_VALUE_USER_DEFINED && h5fl_blob_type(type)) {
             h5fl_err("dataset '%s': h5flow_log does not support fill values for datatypes with variable-length "
@@ -244,6 +241,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     h5fl_dset_t *d = NULL;
     h5fl_collective_begin(f);
     if (!h5fl_writable(f) || check_supported(type, dcpl, name ? name : "(anonymous)") != 0 ||
+        (dcpl >= 0 && dcpl != H5P_DEFAULT && h5fl_ext_check(type, space, dcpl, name ? name : "(anonymous)") != 0) ||
         h5fl_check_plist(dcpl, H5P_DATASET_CREATE, "dataset creation property list") != 0 ||
         h5fl_check_plist(dapl, H5P_DATASET_ACCESS, "dataset access property list") != 0 ||
         h5fl_check_plist(lcpl, H5P_LINK_CREATE, "link creation property list") != 0 ||
@@ -451,19 +449,21 @@ done:
 }
 
 /* Values with variable-length parts: append each element's encoding (blob.c), then one (offset, length)
- * pair per element, exactly as write_vstr does for strings. The memory type must be the dataset's. */
-static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *buf)
+ * pair per element, exactly as write_vstr does for strings. A memory type other than the dataset's is
+ * converted to it first (h5fl_blob_convert: every member given, no references). */
+static int write_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, const void *buf)
 {
-    if (H5Tequal(mtype, d->type) <= 0) {
-        h5fl_err("dataset '%s' has a datatype with variable-length parts: write it with its own datatype "
-                 "(H5Dget_type); h5flow_log does not convert such values",
-                 d->o.path);
+    htri_t eq = H5Tequal(mtype, d->type);
+    size_t ts = d->tsize, ms = H5Tget_size(mtype);
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
         return -1;
     }
     h5fl_writer_t *w = d->w;
-    size_t ts = d->tsize;
-    uint8_t *v = malloc(s->n * ts + 1), *pairs = malloc(s->n * 16 + 1);
+    size_t big = ts > ms ? ts : ms;
+    uint8_t *v = malloc(s->n * big + 1), *pairs = malloc(s->n * 16 + 1), *bkg = NULL;
     h5fl_buf_t enc = {0};
+    bool converted = false; /* v holds values HDF5's conversion allocated: reclaim them */
     int rc = -1;
     if (!v || !pairs) {
         h5fl_err("out of memory");
@@ -471,9 +471,18 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
     }
     copy_ctx_t c = {(uint8_t *)(uintptr_t)buf, v, 0, true};
     if (s->msel == H5S_BLOCK)
-        memcpy(v, buf, s->n * ts);
-    else if (h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c) != 0)
+        memcpy(v, buf, s->n * ms);
+    else if (h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c) != 0)
         goto done;
+    if (eq == 0) {
+        if (h5fl_needs_bkg(d->type) && !(bkg = calloc(s->n, ts))) {
+            h5fl_err("out of memory");
+            goto done;
+        }
+        if (h5fl_blob_convert(mtype, d->type, s->n, v, bkg, dxpl, true, "dataset", d->o.path) != 0)
+            goto done;
+        converted = true;
+    }
     for (hsize_t i = 0; i < s->n; i++) {
         enc.len = 0;
         h5fl_blob_ctx_t bx = {.f = d->o.file}; /* encoding holds no template: nothing to end */
@@ -489,9 +498,72 @@ static int write_blob(h5fl_dset_t *d, hid_t mtype, const sel_t *s, const void *b
         goto done;
     rc = append_record(d, s->fsel, data_off, s->n * 16, 0, NULL);
 done:
+    if (converted) {
+        h5fl_blob_reclaim(d->type, s->n, dxpl, v);
+    }
     free(enc.p);
     free(v);
+    free(bkg);
     free(pairs);
+    return rc;
+}
+
+typedef struct ext_put {
+    h5fl_dset_t *d;
+    uint8_t *p;
+} ext_put_t;
+
+static int ext_put_seq(void *vctx, hsize_t start, size_t len)
+{
+    ext_put_t *c = vctx;
+    uint64_t nb = (uint64_t)len * c->d->esize;
+    if (h5fl_ext_io(c->d, start * c->d->esize, nb, c->p, true) != 0)
+        return -1;
+    c->p += nb;
+    return 0;
+}
+
+/* External storage (extfile.c): the elements in the stored datatype, in selection order (members the memory
+ * type lacks keep their stored values), each run of the file selection then written to its place. */
+static int write_ext(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, const void *buf)
+{
+    size_t msize = H5Tget_size(mtype), big = msize > d->esize ? msize : d->esize;
+    htri_t eq = H5Tequal(mtype, d->type);
+    if (eq < 0 || msize == 0) {
+        h5fl_err("invalid memory datatype");
+        return -1;
+    }
+    uint8_t *tmp = malloc(s->n * big + 1), *bkg = NULL;
+    int rc = -1;
+    if (!tmp) {
+        h5fl_err("out of memory staging a write of %llu elements", (unsigned long long)s->n);
+        return -1;
+    }
+    copy_ctx_t c = {(uint8_t *)(uintptr_t)buf, tmp, 0, true};
+    if (s->msel == H5S_BLOCK)
+        memcpy(tmp, buf, s->n * msize);
+    else if (h5fl_for_each_seq(s->msel, msize, h5fl_copy_seq, &c) != 0)
+        goto done;
+    if (eq == 0) {
+        if (h5fl_needs_bkg(d->type)) {
+            gather_ctx_t g = {d, bkg = calloc(s->n, d->esize)};
+            if (!bkg) {
+                h5fl_err("out of memory");
+                goto done;
+            }
+            if (h5fl_for_each_seq(s->fsel, 1, h5fl_gather_seq, &g) != 0)
+                goto done;
+        }
+        if (h5fl_convert(d->o.file, mtype, d->type, s->n, tmp, bkg, dxpl) < 0) {
+            h5fl_err("cannot convert the memory datatype to the dataset's datatype");
+            goto done;
+        }
+    }
+    ext_put_t e = {d, tmp};
+    rc = h5fl_for_each_seq(s->fsel, 1, ext_put_seq, &e);
+done:
+    free(tmp);
+    free(bkg);
     return rc;
 }
 
@@ -511,6 +583,8 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
         return -1;
     if (s.n == 0)
         return 0;
+    if (d->ext)
+        return write_ext(d, mtype, dxpl, &s, buf);
     if (!d->w && writer_get(d) != 0)
         return -1;
     h5fl_writer_t *w = d->w;
@@ -528,7 +602,7 @@ static int write_one(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hi
     if (d->vstr)
         return write_vstr(d, mtype, &s, buf);
     if (d->blob)
-        return write_blob(d, mtype, &s, buf);
+        return write_blob(d, mtype, dxpl, &s, buf);
     if (eq > 0 && h5fl_sel_contiguous(s.msel, msize, s.n, &moff)) {
         if (d->filtered)
             return write_filtered(d, s.fsel, (const uint8_t *)buf + moff, nbytes);
@@ -678,16 +752,18 @@ static int read_vstr(h5fl_dset_t *d, hid_t mtype, const sel_t *s, void *buf)
     return rc;
 }
 
+/* Values with variable-length parts are decoded with the stored datatype, then converted to the memory
+ * datatype where it differs (h5fl_blob_convert; the memory selection's values are the background). */
 static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, void *buf)
 {
-    if (H5Tequal(mtype, d->type) <= 0) {
-        h5fl_err("dataset '%s' has a datatype with variable-length parts: read it with its own datatype "
-                 "(H5Dget_type); h5flow_log does not convert such values",
-                 d->o.path);
+    htri_t eq = H5Tequal(mtype, d->type);
+    size_t ts = d->tsize, ms = H5Tget_size(mtype);
+    if (eq < 0 || ms == 0) {
+        h5fl_err("invalid memory datatype");
         return -1;
     }
-    size_t ts = d->tsize;
-    uint8_t *v = calloc(s->n, ts);
+    size_t big = eq > 0 || ts > ms ? ts : ms;
+    uint8_t *v = calloc(s->n, big), *bkg = NULL;
     if (!v) {
         h5fl_err("out of memory");
         return -1;
@@ -700,20 +776,36 @@ static int read_blob(h5fl_dset_t *d, hid_t mtype, hid_t dxpl, const sel_t *s, vo
     int rc = h5fl_for_each_seq(s->fsel, 1, h5fl_gather_seq, &g);
     d->valloc = NULL;
     d->valloc_info = NULL;
+    bool decoded = true; /* v holds values of the stored type to reclaim on failure */
+    if (rc == 0 && eq == 0) {
+        if (h5fl_needs_bkg(mtype)) {
+            copy_ctx_t c = {buf, NULL, 0, true};
+            if (!(bkg = malloc(s->n * ms + 1))) {
+                h5fl_err("out of memory");
+                rc = -1;
+            } else if (s->msel == H5S_BLOCK)
+                memcpy(bkg, buf, s->n * ms);
+            else {
+                c.flat = bkg;
+                rc = h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c);
+            }
+        }
+        if (rc == 0) { /* the decoded values are released by the conversion, failed or not */
+            decoded = false;
+            rc = h5fl_blob_convert(d->type, mtype, s->n, v, bkg, dxpl, false, "dataset", d->o.path);
+        }
+    }
     if (rc == 0) {
         copy_ctx_t c = {buf, v, 0, false};
         if (s->msel == H5S_BLOCK)
-            memcpy(buf, v, s->n * ts);
+            memcpy(buf, v, s->n * ms);
         else
-            rc = h5fl_for_each_seq(s->msel, ts, h5fl_copy_seq, &c);
+            rc = h5fl_for_each_seq(s->msel, ms, h5fl_copy_seq, &c);
     }
-    if (rc != 0) { /* free what was decoded: the caller's buffer was not handed any of it */
-        hid_t sp = H5Screate_simple(1, (hsize_t[]){s->n}, NULL);
-        if (sp >= 0) {
-            H5Treclaim(d->type, sp, dxpl, v);
-            H5Sclose(sp);
-        }
+    if (rc != 0 && decoded) { /* free what was decoded: the caller's buffer was not handed any of it */
+        h5fl_blob_reclaim(d->type, s->n, dxpl, v);
     }
+    free(bkg);
     free(v);
     return rc;
 }
@@ -930,8 +1022,10 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
     int rank = H5Sget_simple_extent_ndims(d->space);
     hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
     H5Sget_simple_extent_dims(d->space, dims, maxd);
-    if (H5Pget_layout(d->dcpl) != H5D_CHUNKED) {
-        h5fl_err("cannot change the extent of '%s': only chunked datasets can (as in HDF5)", d->o.path);
+    if (H5Pget_layout(d->dcpl) != H5D_CHUNKED && !d->ext) {
+        h5fl_err("cannot change the extent of '%s': only chunked datasets and datasets with external storage "
+                 "can (as in HDF5)",
+                 d->o.path);
         return -1;
     }
     bool trailing = false, shrink = false;
@@ -946,7 +1040,7 @@ static int set_extent(h5fl_dset_t *d, const hsize_t *size)
         if (size[k] < dims[k])
             shrink = true;
     }
-    if (shrink && shrink_fill(d, rank, dims, size) != 0)
+    if (shrink && !d->ext && shrink_fill(d, rank, dims, size) != 0) /* external: the files keep their bytes */
         return -1;
     hid_t ns = H5Scopy(d->space);
     if (ns < 0 || H5Sset_extent_simple(ns, rank, size, maxd) < 0) {

@@ -306,6 +306,45 @@ int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id)
     return 1;
 }
 
+typedef struct uses_arg {
+    uint64_t id;
+    unsigned n;
+} uses_arg_t;
+
+static int uses_cb(const char *dir, const char *path, H5I_type_t t, void *arg)
+{
+    (void)path;
+    uses_arg_t *u = arg;
+    u->n += h5fl_attr_dtype_uses(dir, u->id);
+    if (t != H5I_DATASET)
+        return 0;
+    char *p = h5fl_join(dir, H5FL_DTYPE_USE_FILE);
+    void *vb = NULL;
+    size_t n = 0;
+    if (p && access(p, F_OK) == 0 && h5fl_read_file(p, &vb, &n) == 0 && n == 12 &&
+        h5fl_crc32c(0, vb, 8) == h5fl_get_u32((uint8_t *)vb + 8) && h5fl_get_u64(vb) == u->id)
+        u->n++;
+    free(vb);
+    free(p);
+    return 0;
+}
+
+/* Counted over the container (each object once), not kept: a count kept beside the type would have to
+ * follow every deletion of a dataset, attribute or group holding them. A type without an id was never
+ * used (a use records the id). */
+unsigned h5fl_datatype_uses(h5fl_file_t *f, const char *dir)
+{
+    uses_arg_t u = {0, 0};
+    if (h5fl_ref_read_id(dir, &u.id) != 1) {
+        h5fl_err_clear();
+        return 0;
+    }
+    u.n = h5fl_attr_dtype_uses(f->o.dir, u.id); /* the root's own attributes: the walk starts below it */
+    if (h5fl_tree_walk(f->o.dir, f->o.dir, "/", uses_cb, &u) != 0)
+        h5fl_err_clear();
+    return u.n;
+}
+
 int h5fl_datatype_note_use(h5fl_file_t *f, hid_t type, const char *objdir)
 {
     uint64_t id;

@@ -40,6 +40,9 @@ static void file_free(h5fl_file_t *f)
         if (!fin)
             MPI_Comm_free(&f->comm);
     }
+    if (f->memdir) /* an in-memory file: nothing of it outlives its close */
+        h5fl_rm_rf(f->memdir);
+    free(f->memdir);
     free(f->name);
     free(f->o.path);
     free(f->o.dir);
@@ -416,6 +419,78 @@ static void set_fileno(h5fl_file_t *f)
     h5fl_reg_add(&f->o);
 }
 
+/* The userblock of the creation list, as the file @userblock of that many zero bytes (docs/FORMAT.md
+ * "File drivers and file properties"): the reserved bytes a native file holds before its superblock,
+ * for the application, which writes them there. Written before the marker: no container without it. */
+static int make_userblock(const char *name, hid_t fcpl, bool sync)
+{
+    hsize_t ub = 0;
+    if (fcpl < 0 || fcpl == H5P_DEFAULT || H5Pget_userblock(fcpl, &ub) < 0 || ub == 0)
+        return 0;
+    char *p = h5fl_join(name, H5FL_USERBLOCK_FILE);
+    int fd = p ? h5fl_open_file(p, O_WRONLY | O_CREAT | O_EXCL, 0644) : -1, st = -1;
+    if (fd >= 0 && ftruncate(fd, (off_t)ub) == 0 && (!sync || fsync(fd) == 0))
+        st = 0;
+    else if (p)
+        h5fl_err("cannot create the userblock %s (%llu bytes): %s", p, (unsigned long long)ub, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    return st;
+}
+
+/* An existing container's userblock size into the file's creation list (0 without @userblock). */
+static int load_userblock(h5fl_file_t *f)
+{
+    char *p = h5fl_join(f->o.dir, H5FL_USERBLOCK_FILE);
+    struct stat sb;
+    int st = p ? 0 : -1;
+    if (st == 0 && lstat(p, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode) || H5Pset_userblock(f->fcpl, (hsize_t)sb.st_size) < 0) {
+            h5fl_err("the userblock %s is not a regular file of a power of 2 bytes >= 512 (the container is "
+                     "damaged)",
+                     p);
+            st = -1;
+        }
+    } else if (st == 0 && errno != ENOENT) {
+        h5fl_err("cannot read the userblock %s: %s", p, strerror(errno));
+        st = -1;
+    }
+    free(p);
+    return st;
+}
+
+/* The core driver without a backing store: a private directory in a memory file system (/dev/shm, else
+ * $TMPDIR or /tmp) for the container, which is `*path` there; removed when the file is closed. */
+static char *make_memdir(const char *name, unsigned flags, char **path)
+{
+    struct stat sb;
+    if ((flags & H5F_ACC_EXCL) && lstat(name, &sb) == 0) {
+        h5fl_err("cannot create %s: it already exists (opened with H5F_ACC_EXCL; errno = %d)", name, EEXIST);
+        return NULL;
+    }
+    const char *base = getenv("TMPDIR");
+    if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) && access("/dev/shm", W_OK | X_OK) == 0)
+        base = "/dev/shm";
+    else if (!base || !base[0])
+        base = "/tmp";
+    char tmpl[PATH_MAX];
+    if ((size_t)snprintf(tmpl, sizeof tmpl, "%s/h5flow_log-core.XXXXXX", base) >= sizeof tmpl || !mkdtemp(tmpl)) {
+        h5fl_err("cannot make a directory in %s for the in-memory file %s (core driver without a backing "
+                 "store): %s",
+                 base, name, strerror(errno));
+        return NULL;
+    }
+    char *dir = h5fl_strdup(tmpl);
+    *path = dir ? h5fl_join(dir, "file.h5") : NULL;
+    if (!*path) {
+        rmdir(tmpl);
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
 void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl, hid_t dxpl, void **req)
 {
     (void)dxpl;
@@ -425,11 +500,26 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
         h5fl_err_push(__func__);
         return NULL;
     }
-    h5fl_file_t *f = file_new(name, H5F_ACC_RDWR, fcpl, fapl);
-    if (!f) {
+    char *mempath = NULL, *memdir = h5fl_fapl_in_memory(fapl) ? make_memdir(name, flags, &mempath) : NULL;
+    if (h5fl_fapl_in_memory(fapl) && !memdir) {
         h5fl_err_push(__func__);
         return NULL;
     }
+    if (memdir) { /* the file on disk named `name` is not touched, as native's core driver leaves it */
+        name = mempath;
+        flags &= ~(unsigned)H5F_ACC_EXCL;
+    }
+    h5fl_file_t *f = file_new(name, H5F_ACC_RDWR, fcpl, fapl);
+    free(mempath);
+    if (!f) {
+        if (memdir)
+            h5fl_rm_rf(memdir);
+        free(memdir);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
+    f->memdir = memdir;
+    name = f->name;
     int st = h5fl_check_no_crt_order(fcpl, true);
     if (st != 0) {
         file_free(f);
@@ -461,6 +551,8 @@ void *h5fl_file_create(const char *name, unsigned flags, hid_t fcpl, hid_t fapl,
             h5fl_err("cannot create the container directory %s: %s", name, strerror(errno));
             st = -1;
         }
+        if (st == 0)
+            st = make_userblock(name, fcpl, f->fsync);
         uint64_t first = 0;
         unsigned crt_links, crt_attrs;
         h5fl_crt_flags(fcpl, &crt_links, &crt_attrs);
@@ -507,6 +599,14 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     (void)req;
     h5fl_err_clear();
     h5fl_file_t *open_already = h5fl_reg_find_file(name);
+    if (h5fl_fapl_in_memory(fapl) && (flags & H5F_ACC_RDWR)) {
+        h5fl_err("cannot open %s read-write with the core driver without a backing store: its changes may "
+                 "not reach the disk, and h5flow_log does not copy a container into memory; open it "
+                 "read-only, or with a backing store (h5py backing_store=True)",
+                 name);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     if (h5fl_check_file_plists(name, H5I_INVALID_HID, fapl) != 0 ||
         (open_already && same_locking(name, open_already, fapl) != 0)) {
         h5fl_err_push(__func__);
@@ -556,6 +656,11 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
     }
     f->epoch = epoch;
     set_fileno(f);
+    if (load_userblock(f) != 0) {
+        file_free(f);
+        h5fl_err_push(__func__);
+        return NULL;
+    }
     if (f->rank == 0 && (flags & H5F_ACC_RDWR))
         remove_gone(f);
     return f;

@@ -679,7 +679,7 @@ herr_t h5fl_group_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, vo
                     s->nlink = h5fl_hard_nlink(loc.dir);
                     s->type = loc.type == H5I_GROUP ? H5G_GROUP : H5G_DATASET;
                     H5O_info2_t oi; /* its times: 0 for a dataset created with track_times off */
-                    if (h5fl_fill_oinfo(loc.dir, loc.type, o->file->fileno, H5O_INFO_TIME, &oi) == 0)
+                    if (h5fl_fill_oinfo(o->file, loc.dir, loc.type, H5O_INFO_TIME, &oi) == 0)
                         s->mtime = oi.mtime;
                 }
                 rc = 0;

@@ -18,13 +18,15 @@ static H5O_type_t otype(H5I_type_t t)
                                : H5O_TYPE_UNKNOWN;
 }
 
-int h5fl_fill_oinfo(const char *dir, H5I_type_t type, unsigned long fileno, unsigned fields, H5O_info2_t *oi)
+int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned fields, H5O_info2_t *oi)
 {
     memset(oi, 0, sizeof *oi);
-    oi->fileno = fileno;
+    oi->fileno = f->fileno;
     h5fl_token_of(dir, &oi->token);
     oi->type = otype(type);
     oi->rc = h5fl_hard_nlink(dir); /* links.c: the object's names */
+    if ((fields & H5O_INFO_BASIC) && type == H5I_DATATYPE) /* and, as native, the objects using it */
+        oi->rc += h5fl_datatype_uses(f, dir);
     struct stat st;
     bool times = true;
     if ((fields & H5O_INFO_TIME) && type == H5I_DATASET) { /* created with track_times off: 0, as native */
@@ -533,7 +535,7 @@ static int iter_dir(iter_t *it, const char *dir, const char *rel, hsize_t *idx_p
             ; /* H5Ovisit follows hard links only */
         } else if (it->objects) {
             H5O_info2_t oi;
-            if (h5fl_fill_oinfo(cd, t, it->f->fileno, it->fields, &oi) != 0)
+            if (h5fl_fill_oinfo(it->f, cd, t, it->fields, &oi) != 0)
                 ret = -1;
             else
                 ret = it->oop(it->gid, cr, &oi, it->op_data);
@@ -569,7 +571,7 @@ static int iterate(h5fl_obj_t *o, const h5fl_loc_t *loc, iter_t *it, hsize_t *id
     int ret = it->recursive && seen_before(it, loc->dir) < 0 ? -1 : 0; /* a group linked into itself */
     if (ret == 0 && it->objects) { /* H5Ovisit: the starting object itself first, as "." */
         H5O_info2_t oi;
-        ret = h5fl_fill_oinfo(loc->dir, loc->type, o->file->fileno, it->fields, &oi);
+        ret = h5fl_fill_oinfo(o->file, loc->dir, loc->type, it->fields, &oi);
         if (ret == 0)
             ret = it->oop(it->gid, ".", &oi, it->op_data);
     }
@@ -814,7 +816,7 @@ herr_t h5fl_object_get(void *obj, const H5VL_loc_params_t *lp, H5VL_object_get_a
         *args->args.get_type.obj_type = otype(loc.type);
         rc = 0;
     } else if (args->op_type == H5VL_OBJECT_GET_INFO) {
-        rc = h5fl_fill_oinfo(loc.dir, loc.type, f->fileno, args->args.get_info.fields,
+        rc = h5fl_fill_oinfo(f, loc.dir, loc.type, args->args.get_info.fields,
                              args->args.get_info.oinfo);
     } else {
         h5fl_err("object get operation %d is not supported", (int)args->op_type);
