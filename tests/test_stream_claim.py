@@ -98,3 +98,17 @@ def test_socket_and_hdf5_claims_are_one_class(tmp_path: Path) -> None:
     c.release(remove=True)
     assert not lock_path(name).exists()
     claim_stream(name, "run-3").release(remove=True)
+
+
+def test_socket_contact_file_staleness_reads_the_shared_claim(tmp_path: Path) -> None:
+    """A socket contact file is known stale when the stream's claim names another run, or is gone."""
+    from h5flow.transports.socket.claim import claim_stream
+    from h5flow.transports.socket.contact import Contact
+
+    name = str(tmp_path / "s")
+    old = Contact(run_id="run-old", token="t", producers=1, heartbeat=1.0)
+    c = claim_stream(name, "run-new")
+    assert "run run-new has claimed the stream since" in old.stale(name)
+    assert Contact(run_id="run-new", token="t", producers=1, heartbeat=1.0).stale(name) == ""
+    c.release(remove=True)
+    assert "released its claim" in old.stale(name)
