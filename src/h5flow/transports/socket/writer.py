@@ -12,7 +12,7 @@ import numpy as np
 import zmq
 
 from h5flow.config import TransportConfig
-from h5flow.transports._common import StepWriter, block_payload
+from h5flow.transports._common import AdmittingWriter, block_payload
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
@@ -44,7 +44,7 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         s.close(0)
 
 
-class SocketWriter(StepWriter):
+class SocketWriter(AdmittingWriter):
     """Holds each published step in memory until every consumer group released it; serves it on demand."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
