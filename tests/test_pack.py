@@ -1,4 +1,4 @@
-"""``h5flow pack`` / ``h5flow unpack`` (src/h5flow/packing.py): container -> native HDF5 file -> container.
+"""``h5flow pack`` / ``h5flow unpack`` (src/h5flow/packing/): container -> native HDF5 file -> container.
 
 Verification with HDF5's ``h5diff``: container against the packed native file (``--vol-name-2=native``,
 the connector loaded for the container) for everything but references — h5diff cannot compare those with
@@ -244,12 +244,12 @@ def test_slabs_are_bounded_and_cover_the_dataset() -> None:
 
     import numpy as np
 
-    from h5flow.packing import _blocks
+    from h5flow.packing.data import slabs_of
 
     for shape, itemsize, chunks, slab in [((1000, 33), 8, (64, 33), 8 * 33 * 100), ((5, 6, 7), 4, None, 4 * 7 * 2),
                                            ((3, 1 << 12), 1, (1, 100), 1000), ((10,), 2, None, 1), ((), 8, None, 1),
                                            ((4, 0), 8, None, 64), ((7, 9), 16, (3, 9), 1 << 20)]:
-        blocks = _blocks(shape, itemsize, chunks, slab)
+        blocks = slabs_of(shape, itemsize, chunks, slab)
         seen = np.zeros(shape, dtype=int)
         for b in blocks:
             n = int(np.prod([s.stop - s.start for s in b])) if b else 1
@@ -364,10 +364,11 @@ def test_unpack_keeps_filters_and_pack_keeps_them_back(tmp_path: Path) -> None:
 SLOW_PACK = """
 import sys, time
 import h5flow.packing as pk
+import h5flow.packing.data as pkdata
 def stop(*a, **k):  # the output exists, half written: wait here to be killed
     print("copying", flush=True)
     time.sleep(120)
-pk._copy_data = stop
+pkdata.copy_data = stop
 pk.DIRECTION(sys.argv[1], sys.argv[2])
 """
 

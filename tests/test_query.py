@@ -550,7 +550,7 @@ def test_a_filtered_chunk_is_decoded_once_for_all_its_candidate_sub_slabs(tmp_pa
     """Sub-slabs of a gzip chunk alternate between 'cannot match' and 'may match': the chunk is read
     (decoded) once and its candidate runs sliced from it, not one hyperslab read (a whole decode) per run.
     (Candidate runs closer than Selection.GAP_ELEMENTS are merged by default: off here to see each run.)"""
-    from h5flow.query.engine import Selection
+    from h5flow.query.selection import Selection
 
     monkeypatch.setattr(Selection, "GAP_ELEMENTS", 0)
     rng = np.random.default_rng(5)

@@ -17,7 +17,7 @@ import pytest
 
 from h5flow.query import ApplyOptions, BuildConfig, apply, build_index
 from h5flow.query import _kernels, source
-from h5flow.query.engine import Selection
+from h5flow.query.selection import Selection
 
 RACY = 0.05  # seconds: the tests wait this long after a write before a handle may be kept
 

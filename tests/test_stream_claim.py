@@ -69,3 +69,46 @@ def test_a_running_producer_is_named_to_a_late_second_one(tmp_path: Path) -> Non
         first.communicate()
     assert second.returncode != 0 and time.time() - t0 < 30
     assert f"pid {first.pid}" in second.stderr and "started" in second.stderr, second.stderr
+
+
+def test_a_claim_file_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    """Every transport claims through one :class:`Claim`, which opens the lock file without following a
+    symbolic link: an ``owner`` planted as a link to another file is refused, and that file is not written."""
+    from h5flow.transports._claim import Claim
+
+    target = tmp_path / "precious"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "owner"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        Claim.acquire(link, "stream s")
+    assert target.read_bytes() == b"keep me"
+
+
+def test_socket_and_hdf5_claims_are_one_class(tmp_path: Path) -> None:
+    """The socket transport's claim is the shared one: released with its file removed, free to claim again."""
+    from h5flow.transports._claim import Claim
+    from h5flow.transports.socket.claim import claim_stream, lock_path
+
+    name = str(tmp_path / "s")
+    c = claim_stream(name, "run-1")
+    assert isinstance(c, Claim) and json.loads(lock_path(name).read_text())["run"] == "run-1"
+    with pytest.raises(ClaimError, match=r"another producer \(pid \d+ on .*, run run-1, since .*\) is still serving"):
+        claim_stream(name, "run-2")
+    c.release(remove=True)
+    assert not lock_path(name).exists()
+    claim_stream(name, "run-3").release(remove=True)
+
+
+def test_socket_contact_file_staleness_reads_the_shared_claim(tmp_path: Path) -> None:
+    """A socket contact file is known stale when the stream's claim names another run, or is gone."""
+    from h5flow.transports.socket.claim import claim_stream
+    from h5flow.transports.socket.contact import Contact
+
+    name = str(tmp_path / "s")
+    old = Contact(run_id="run-old", token="t", producers=1, heartbeat=1.0)
+    c = claim_stream(name, "run-new")
+    assert "run run-new has claimed the stream since" in old.stale(name)
+    assert Contact(run_id="run-new", token="t", producers=1, heartbeat=1.0).stale(name) == ""
+    c.release(remove=True)
+    assert "released its claim" in old.stale(name)

@@ -57,9 +57,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from h5flow import restructure
 
     restructure.add_command(sub)
-    from h5flow import packing
+    from h5flow.packing import cli as packing_cli
 
-    packing.add_commands(sub)
+    packing_cli.add_commands(sub)
 
     from h5flow.trace import cli as trace_cli
 
@@ -90,10 +90,10 @@ def _pack_parser() -> argparse.ArgumentParser:
     # before numpy loads: pack and unpack do no linear algebra, and OpenBLAS starts a worker thread per core
     # that spins ~0.1 s of CPU waiting for work (h5flow pack of 256 MiB: 0.36 -> 0.26 s of CPU)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from h5flow import packing
+    from h5flow.packing import cli as packing_cli
 
     parser = argparse.ArgumentParser(prog="h5flow")
-    packing.add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    packing_cli.add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
     return parser
 
 

@@ -35,7 +35,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     if len(args.args) < 2:
         raise ValueError("give at least one FILE and the EXPRESSION, e.g. h5flow query data.h5 'temp > 3.5'")
     files, expr = args.args[:-1], args.args[-1]
-    from h5flow.query.engine import ApplyOptions, apply
+    from h5flow.query.engine import apply
+    from h5flow.query.options import ApplyOptions
 
     comm = _comm()
     opts = ApplyOptions(use_index=not args.no_index, on_stale=args.stale, comm=comm)
@@ -164,7 +165,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_subset(args: argparse.Namespace) -> int:
-    from h5flow.query.engine import ApplyOptions
+    from h5flow.query.options import ApplyOptions
     from h5flow.query.subset import subset
 
     comm = _comm()

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from h5flow._mpi import sleepy_allgather, sleepy_bcast, sleepy_gather
-from h5flow.query.engine import ApplyOptions, DatasetHits, apply
+from h5flow.query.engine import apply
 from h5flow.query.expr import Query, QueryError
+from h5flow.query.options import ApplyOptions
+from h5flow.query.results import DatasetHits
 from h5flow.query.source import container_env_active, native_file
 
 

@@ -5,13 +5,15 @@ by a write ("is there a live owner? no: then I own it") is a race; ``flock(LOCK_
 exactly one process gets the lock, and the kernel drops it the moment that process exits, however it
 exits (``kill -9`` included), so a crashed owner never leaves a stale claim behind.
 
-The winner writes who it is (host, pid, start time) into the lock file; a loser reads that and says
-whom it lost to. Shared by the transports (the hdf5 transport claims ``<filename>.h5flow/owner``);
-reusable by any code that needs one owner per name::
+The winner writes who it is (host, pid, start time, run) into the lock file; a loser reads that and says
+whom it lost to. The lock file is opened without following a symbolic link and must be a regular file of
+this user (``_ownership``). Shared by the transports (the hdf5 transport claims ``<filename>.h5flow/owner``,
+the socket transport ``<filename>.socket.lock``, consumer groups their group locks); reusable by any code
+that needs one owner per name::
 
     claim = Claim.acquire(path, "stream /dev/shm/run/s")   # raises ClaimError naming the owner
     ...
-    claim.release()                                        # or let the process exit
+    claim.release()                                        # or let the process exit; remove=True: the file too
 
 Limits: ``flock`` is exact on one host and on local, tmpfs and NFSv4 file systems; on a parallel file
 system mounted without coherent locks (Lustre ``localflock``) two hosts may both get it, so a transport
@@ -27,6 +29,10 @@ import socket
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from h5flow.transports import _ownership
+
+ATTEMPTS = 10  # the lock file replaced under us this many times in a row: give up (never loop for ever)
 
 
 class ClaimError(RuntimeError):
@@ -44,10 +50,13 @@ class Owner:
     started: float  # Unix time the claim was taken
     run: str = ""  # optional: the run id of the owner
 
+    def since(self) -> str:
+        """When the claim was taken, local time."""
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
+
     def describe(self) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
         run = f", run {self.run}" if self.run else ""
-        return f"host {self.host}, pid {self.pid}, started {when}{run}"
+        return f"host {self.host}, pid {self.pid}, started {self.since()}{run}"
 
     @staticmethod
     def parse(text: str) -> Owner | None:
@@ -67,15 +76,22 @@ class Claim:
         self.owner = owner
 
     @staticmethod
-    def acquire(path: Path, what: str, run: str = "", wait_for_details: float = 2.0) -> Claim:
+    def acquire(path: Path, what: str, run: str = "", wait_for_details: float = 5.0) -> Claim:
         """Claim ``path`` for this process or raise :class:`ClaimError` naming the current owner.
 
         ``what`` names the claimed thing in the message ("stream /x/s"). Atomic: of processes calling this
-        at the same moment exactly one succeeds.
+        at the same moment exactly one succeeds. A loser waits up to ``wait_for_details`` seconds for the
+        owner to write who it is (it does so right after locking; seconds later on a loaded machine).
+        Raises ``OSError`` when the directory does not exist or the file cannot be opened, and
+        :class:`~h5flow.transports.base.TransportError` when the file is not this user's.
         """
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"the directory {path.parent} of {what} does not exist: create it or point "
+                                    "filename elsewhere")
+        for _ in range(ATTEMPTS):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
+                _ownership.check_file_fd(fd, path, "claim file")  # not another user's
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 owner = _read_owner(fd, wait_for_details)
@@ -106,11 +122,19 @@ class Claim:
                 os.close(fd)  # drops the lock
                 raise
             return Claim(path, fd, owner)
+        raise OSError(f"could not claim {path} for {what}: it was replaced {ATTEMPTS} times in a row while being "
+                      "locked")
 
-    def release(self) -> None:
-        """Give the claim up (idempotent). The lock file stays; it is free for the next owner."""
+    def release(self, remove: bool = False) -> None:
+        """Give the claim up (idempotent). The lock file stays, free for the next owner; ``remove``: it is
+        removed first, then unlocked (a process that locked the removed file retries on a new one)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            if remove:
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError:
+                    pass  # left in place: the next owner locks it as it is
             os.close(fd)  # closing the last descriptor of the open file drops the flock
 
     @property

@@ -328,8 +328,9 @@ class PutsWriter(Writer):
         self._puts.add(mesh, block)
 
 
-class StepWriter(PutsWriter):
-    """What both writers do in ``end_step`` before moving any data: gather the step's metadata, let rank 0
+class AdmittingWriter(PutsWriter):
+    """What both writers do in ``end_step`` before moving any data (not :class:`h5flow.StepWriter`, the
+    application's writer of one step): gather the step's metadata, let rank 0
     admit it (``queue_limit`` / ``quota_bytes`` with the ``block`` or ``discard`` policy) and broadcast the
     verdict. A transport supplies :meth:`_queue_state`, :meth:`_record_discard` and may override
     :meth:`_wait_for_consumers`.
@@ -455,6 +456,10 @@ class StepWriter(PutsWriter):
 
     def _wait_for_consumers(self, delay: float) -> None:
         time.sleep(delay)
+
+
+# the name transports/hdf5/writer.py still imports (its Hdf5Writer derives from this class)
+StepWriter = AdmittingWriter
 
 
 def check_association(mesh: MeshMeta, arrays: Sequence[str], association: Association) -> list[ArrayMeta]:

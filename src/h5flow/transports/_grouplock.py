@@ -11,7 +11,6 @@ system mounted without coherent locks) two hosts may both get it, as with the pr
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from h5flow.transports._claim import Claim, ClaimError
@@ -42,9 +41,4 @@ class GroupLock:
 
     def release(self) -> None:
         """Remove the lock file, then unlock: a consumer waiting on the removed file retries on a new one."""
-        if self._claim.held:
-            try:
-                os.unlink(self._claim.path)
-            except OSError:
-                pass
-            self._claim.release()
+        self._claim.release(remove=True)

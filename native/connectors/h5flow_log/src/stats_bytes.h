@@ -1,4 +1,4 @@
-/* h5flow_log — statistics of 1-byte integers from a count table (stats_bytes.c; used by stats.c).
+/* h5flow_log — statistics of 1-byte integers from a count table (stats_bytes.c; used by the accumulator, stats_acc.c).
  *
  * For int8/uint8 every statistic follows from how often each of the 256 values occurs: min and max are
  * the first and last values that occur, the sum is sum(v * count[v]), and the histogram bin of an

@@ -153,17 +153,19 @@ class Contact:
         rank 0 ran on this host under a pid that no longer exists, or the stream's claim (``.socket.lock``,
         :mod:`.claim`) is gone or names another run (a new producer has claimed the name and will replace
         this file)."""
+        from h5flow.transports._claim import Owner
         from h5flow.transports.socket.claim import lock_path
 
         first = self.ranks[0] if self.ranks else None
         if first is not None and first.host == socket.gethostname() and not _pid_exists(first.pid):
             return f"left by run {self.run_id} of pid {first.pid} on {first.host}, which is gone"
         try:
-            owner = json.loads(lock_path(filename).read_text()).get("run_id")
+            claim = Owner.parse(lock_path(filename).read_text())
         except FileNotFoundError:
             return f"left by run {self.run_id}, whose producer released its claim {lock_path(filename)}"
-        except (OSError, ValueError, AttributeError):
-            return ""  # being written, or unreadable: not known to be stale
+        except OSError:
+            return ""  # unreadable: not known to be stale
+        owner = claim.run if claim is not None else None  # None: being written
         if owner and owner != self.run_id:
             return f"left by run {self.run_id}; run {owner} has claimed the stream since and is starting"
         return ""

@@ -12,12 +12,13 @@ import numpy as np
 import zmq
 
 from h5flow.config import TransportConfig
-from h5flow.transports._common import StepWriter, block_payload
+from h5flow.transports._common import AdmittingWriter, block_payload
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.socket import protocol as P
 from h5flow.transports.socket.cma import offer
-from h5flow.transports.socket.claim import Claim, StreamClaimed
+from h5flow.transports._claim import Claim, ClaimError
+from h5flow.transports.socket.claim import claim_stream
 from h5flow.transports.socket.contact import (Contact, RankContact, contact_path, dropped_message, ended_path,
                                               new_token, step_ranges, write_private)
 from h5flow.transports.socket.server import Held, Server, Store
@@ -43,7 +44,7 @@ def _live_producer(path: Any, ctx: zmq.Context) -> str:
         s.close(0)
 
 
-class SocketWriter(StepWriter):
+class SocketWriter(AdmittingWriter):
     """Holds each published step in memory until every consumer group released it; serves it on demand."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -66,8 +67,8 @@ class SocketWriter(StepWriter):
         if comm.rank == 0:
             run = (new_token(), f"{time.time_ns():x}-{new_token()[:16]}")
             try:
-                self._claim = Claim(config.filename, run[1])  # atomic: one producer per stream name
-            except StreamClaimed as e:
+                self._claim = claim_stream(config.filename, run[1])  # atomic: one producer per stream name
+            except ClaimError as e:
                 error = str(e)
             except OSError as e:
                 error = f"cannot claim stream {config.filename}: {e}"
@@ -253,7 +254,7 @@ class SocketWriter(StepWriter):
         if remove:
             self.path.unlink(missing_ok=True)
         if self._claim is not None:
-            self._claim.release()
+            self._claim.release(remove=True)
             self._claim = None
         if not self._ctx.closed:
             self._ctx.term()
