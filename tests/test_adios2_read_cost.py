@@ -3,12 +3,12 @@
 The first guard measures what ``h5flow bench transit`` measures: the transport's time inside (write + read,
 ``h5flow.runner``'s rule) at 1:1, 32 MiB per step, with the oscillator computing on the producer and the
 histogram on the consumer, against the plain pair of :mod:`h5flow.benchmarks.adios2_plain` (no h5flow code)
-in the same test: a ratio, never an absolute time. Version 2 of the stream format sent each dataset as its own
-ADIOS2 variable; SST serves every variable of a step as its own request on the producer's side, where the
-oscillator computes, and the rank writing the oscillators mesh sent six: 4.5-7.3x the plain pair on this
-2-core machine under load 12-19. One payload per stream and step: 1.9-3.1x under the same load (the plain
-pair's writer computes nothing while SST serves it; see docs/ADIOS2.md). The bound, 3x, with the better of
-two measurements judged, sits between the two.
+whose writer computes the same oscillator, in the same test: a ratio, never an absolute time. SST serves a
+step's data on the writer's side, where the oscillator computes, so a pair whose writer computes nothing is
+several times faster whatever the transport does (docs/ADIOS2.md); against the computing pair both sides pay
+that alike. Version 2 of the stream format sent each dataset as its own ADIOS2 variable, each served as its
+own request (six on the rank writing the oscillators mesh): 1.6-2x the computing pair. One payload per
+stream and step: about 0.6-1.1x. The bound, 1.35x, the best of three measurements judged, sits between.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from h5flow.transports.adios2 import missing_reason
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))
 
 NBYTES, STEPS = 32 << 20, 5
-MAX_RATIO = 3.0
-ATTEMPTS = 2
+MAX_RATIO = 1.35
+ATTEMPTS = 3
 
 
 def _inside_per_step(record: dict[str, Any]) -> list[float]:
@@ -49,16 +49,16 @@ def _ratio(where: Path) -> tuple[float, list[float], list[float]]:
     config.write_text(transport_xml("adios2-sst", str(where / "stream"), 4))
     osc = ("--shape", *map(str, oscillator_shape(NBYTES, 1)), "--blocks", "1", "--ghost-cells", "0")
     ours = _inside_per_step(run(RunOptions(config, 1, 1, osc, STEPS, 60.0, workdir=where, show_progress=False)))
-    plain = _inside_per_step(run_pair(str(where / "plain"), "sst", 1, 1, NBYTES, STEPS, timeout=60))
+    plain = _inside_per_step(run_pair(str(where / "plain"), "sst", 1, 1, NBYTES, STEPS, timeout=60,
+                                      oscillator=True))
     assert len(ours) == len(plain) == STEPS
     # medians per step: one step that lands on a burst of the other jobs' load moves neither
     return statistics.median(ours) / statistics.median(plain), ours, plain
 
 
 def test_transport_time_inside_with_the_oscillator_is_within_a_small_factor_of_plain_sst(tmp_path: Path) -> None:
-    # Up to two measurements, the better one judged: under a load of 15-19 on the 2 cores the fixed transport
-    # measured 1.9-3.1x in single measurements (the SST writer's data thread shares the producer's cores with the
-    # oscillator), while the defect is slow in every one (4.7x on a quiet machine, 7.3x loaded).
+    # Up to three measurements, the best one judged: one that lands on a burst of other jobs' load moves the ratio
+    # (measured here: 1.0-1.1x with one payload; 1.6-2.0x with a variable per dataset).
     seen = []
     for attempt in range(ATTEMPTS):
         ratio, ours, plain = _ratio(tmp_path / f"try{attempt}")
@@ -66,7 +66,8 @@ def test_transport_time_inside_with_the_oscillator_is_within_a_small_factor_of_p
             return
         seen.append(f"{ratio:.1f}x ({statistics.median(ours) * 1e3:.0f} ms vs {statistics.median(plain) * 1e3:.0f} ms)")
     pytest.fail(f"the adios2 transport spent more than {MAX_RATIO}x the plain SST pair's time inside per step "
-                f"(median of {STEPS} steps, 1:1, {NBYTES >> 20} MiB, oscillator computing) in each of {ATTEMPTS} "
+                f"(median of {STEPS} steps, 1:1, {NBYTES >> 20} MiB, the oscillator computing on both writers) in "
+                f"each of {ATTEMPTS} "
                 "measurements: " + ", ".join(seen))
 
 

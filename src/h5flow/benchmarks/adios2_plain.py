@@ -47,8 +47,7 @@ def _io(adios: Any, name: str, engine: str, params: dict[str, str]) -> Any:
 
 def _oscillator(nbytes: int) -> Any:
     """``step -> float32 array`` of h5flow's oscillator on one rank, ``nbytes`` per step (the benchmark's producer)."""
-    from h5flow.benchmarks.transit import oscillator_shape
-    from h5flow.miniapps.oscillator import OscillatorConfig, Simulation
+    from h5flow.miniapps.oscillator import OscillatorConfig, Simulation, oscillator_shape
 
     sim = Simulation(OscillatorConfig(shape=oscillator_shape(nbytes, 1), nblocks=1, ghost=0), 0, 1)
 

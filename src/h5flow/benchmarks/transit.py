@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import shutil
 import statistics
@@ -44,6 +43,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from h5flow.miniapps.oscillator import oscillator_shape  # noqa: F401 - used here and re-exported
 from h5flow.testing.matrix import ADIOS2_ENGINES, HDF5_LAYOUTS, TransportCase
 from h5flow.testing.matrix import case as matrix_case
 
@@ -240,14 +240,6 @@ _DEFAULTS = {"producers": [2, 4, 8], "ratios": [1, 2, 4, 8], "mib_per_rank": [32
 
 
 # -- the producer's data size ------------------------------------------------------------------------
-
-def oscillator_shape(bytes_per_rank: int, producers: int) -> tuple[int, int, int]:
-    """A global grid whose regular split into ``producers`` blocks gives each rank ~bytes_per_rank of float32."""
-    cells = max(1, bytes_per_rank // 4)
-    side = 1 << max(0, int(math.log2(round(cells ** (1 / 3)))))
-    nz = max(1, cells // (side * side))
-    return (side, side, nz * producers)
-
 
 # -- the physical bound ---------------------------------------------------------------------------
 

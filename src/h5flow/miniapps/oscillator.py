@@ -414,3 +414,11 @@ class Simulation:
 __all__ = ["DEFAULT_DECK", "DEFAULT_SEED", "OSCILLATOR_TYPES", "Decomposition", "Oscillator", "OscillatorConfig",
            "OscillatorDeckError", "OscillatorType", "Simulation", "contiguous_owner", "contiguous_range",
            "parse_deck", "read_deck"]
+
+
+def oscillator_shape(bytes_per_rank: int, producers: int) -> tuple[int, int, int]:
+    """A global grid whose regular split into ``producers`` blocks gives each rank ~bytes_per_rank of float32."""
+    cells = max(1, bytes_per_rank // 4)
+    side = 1 << max(0, int(math.log2(round(cells ** (1 / 3)))))
+    nz = max(1, cells // (side * side))
+    return (side, side, nz * producers)
