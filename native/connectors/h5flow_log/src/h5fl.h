@@ -475,7 +475,7 @@ unsigned h5fl_hard_nlink(const char *dir);
 /* Collective (every rank): give the object `target` (a location in f) a new hard link `name` (lp) at `o`. */
 int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
 /* Collective: give the anonymous object at `target` (its @anon.* directory) its first name (lp at `o`): one
- * rename; every open handle of it follows (vol_object.c; h5fl_hard_create calls it for such targets). */
+ * rename; every open handle of it follows (vol_link.c; h5fl_hard_create calls it for such targets). */
 int h5fl_anon_link(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
 /* Collective: H5Oincr_refcount/H5Odecr_refcount of open object `o` (its @nlink; moved into the store by an
  * increment, so that its count keeps it when its names are deleted; never below 1). */
@@ -658,6 +658,8 @@ herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_speci
 herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
 int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned fields, H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
+int h5fl_visit_objects(h5fl_obj_t *o, const h5fl_loc_t *loc, H5_iter_order_t order, unsigned fields,
+                       H5O_iterate2_t op, void *op_data, bool crt);
 
 /* Committed datatypes (vol_datatype.c). */
 void *h5fl_datatype_commit(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,

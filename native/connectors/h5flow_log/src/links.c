@@ -863,7 +863,7 @@ int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_
     uint64_t id = 0;
     if ((target->type == H5I_GROUP || target->type == H5I_DATASET || target->type == H5I_DATATYPE) &&
         (!target->file || target->file->fileno == f->fileno) && h5fl_is_anon_dir(f->o.dir, target->dir))
-        return h5fl_anon_link(o, lp, target, lcpl); /* vol_object.c: its first name */
+        return h5fl_anon_link(o, lp, target, lcpl); /* vol_link.c: its first name */
     if (lp->type != H5VL_OBJECT_BY_NAME)
         h5fl_err("a new link needs a name");
     else if (target->type != H5I_GROUP && target->type != H5I_DATASET && target->type != H5I_DATATYPE)
