@@ -1,5 +1,5 @@
 /* libh5flow, writing a step: the meshes of a step from every rank's pieces, meta.json, and the step's files:
- * data.h5 (layout n-1, collective) or rank-<r>.h5 (layout n-n) (transports/hdf5/writer.py). */
+ * data.h5 (layout n-1, collective) or rank-<r>.h5 (layout n-n) (transports/hdf5/layout_n1.py, layout_nn.py). */
 #define _DEFAULT_SOURCE
 #include "h5flow_internal.h"
 
@@ -238,7 +238,7 @@ static int attr_num(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const
     return rc;
 }
 
-/* The root attributes of a step file (writer.py _write_attrs). */
+/* The root attributes of a step file (transports/hdf5/_layout.py _write_attrs). */
 static int step_attrs(const h5flow_writer *w, hid_t f)
 {
     int64_t version = 1, step = w->step, producers = w->size;
@@ -394,7 +394,7 @@ int write_shared(h5flow_writer *w, const char *path, const piece_desc *all, cons
     return rc;
 }
 
-/* This rank's rank-<r>.h5 (layout n-n, serial HDF5; writer.py _write_per_rank): per mesh a (rows, 1) dataset of
+/* This rank's rank-<r>.h5 (layout n-n, serial HDF5; layout_nn.py _write_per_rank): per mesh a (rows, 1) dataset of
  * the blocks it owns, in block-id order ((0, 1) when it owns none); no meta dataset, no kind attribute. */
 int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, size_t n)
 {
