@@ -25,7 +25,7 @@ int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned f
     oi->fileno = f->fileno;
     h5fl_token_of(dir, &oi->token);
     oi->type = otype(type);
-    oi->rc = h5fl_hard_nlink(dir); /* links.c: the object's names */
+    oi->rc = h5fl_hard_nlink(dir); /* hardlinks.c: the object's names */
     if ((fields & H5O_INFO_BASIC) && type == H5I_DATATYPE) /* and, as native, the objects using it */
         oi->rc += h5fl_datatype_uses(f, dir);
     struct stat st;
@@ -166,7 +166,7 @@ herr_t h5fl_object_specific(void *obj, const H5VL_loc_params_t *lp, H5VL_object_
                 return rc;
             goto fail;
         }
-        case H5VL_OBJECT_CHANGE_REF_COUNT: /* H5Oincr_refcount / H5Odecr_refcount (links.c) */
+        case H5VL_OBJECT_CHANGE_REF_COUNT: /* H5Oincr_refcount / H5Odecr_refcount (hardlinks.c) */
             if (lp->type != H5VL_OBJECT_BY_SELF)
                 h5fl_err("H5Oincr_refcount/H5Odecr_refcount take an open object");
             else
