@@ -458,10 +458,6 @@ class AdmittingWriter(PutsWriter):
         time.sleep(delay)
 
 
-# the name transports/hdf5/writer.py still imports (its Hdf5Writer derives from this class)
-StepWriter = AdmittingWriter
-
-
 def check_association(mesh: MeshMeta, arrays: Sequence[str], association: Association) -> list[ArrayMeta]:
     """The named arrays of ``mesh``; image arrays must have the requested association."""
     wanted = [mesh.array(name) for name in arrays]

@@ -10,7 +10,10 @@
  * Locking: HDF5's library lock and the queue's mutex. The application thread runs inside HDF5 calls
  * (holding the library lock) and may take the queue's mutex; the background thread never makes an
  * HDF5 call while it holds the queue's mutex. A thread that waits for the background thread lets go of
- * the library lock first (H5TSmutex_release) and takes it back afterwards. */
+ * the library lock first (H5TSmutex_release) and takes it back afterwards.
+ *
+ * One file on purpose, though it is long: the queue, its thread, waiting and requests are one subject, the
+ * queue's mutex and condition variables, and every rule of the locking above is kept in this file alone. */
 #include "h5fa.h"
 
 #include <H5TSdevelop.h>

@@ -5,7 +5,11 @@
  * every HDF5 call (H5Dwrite, H5Fflush, H5Fclose ...); the migration thread takes it with H5TSmutex_acquire
  * when the application is outside HDF5 (computing). So a record is never half-migrated while another
  * thread looks at the queue, a drain on the application's thread never waits for the migration thread (no
- * deadlock), and the migration overlaps exactly the time the application spends outside HDF5. */
+ * deadlock), and the migration overlaps exactly the time the application spends outside HDF5.
+ *
+ * One file on purpose, though it is long: the file's record queue, its migration thread, the dataset
+ * writes that fill the queue and the reads that must see what is still queued hold the same lock and the
+ * same records, and their order rules (above) are only checkable together. */
 #include "hfc.h"
 
 #include <H5TSdevelop.h>

@@ -182,7 +182,7 @@ static int type_note_object(const copy_opts_t *c, const char *from, const char *
     return st;
 }
 
-/* Objects with several names (links.c "Hard links") inside the copied tree are copied once, into the
+/* Objects with several names (hardlinks.c) inside the copied tree are copied once, into the
  * destination's object store, and every name met becomes a stub of the copy, as native H5Ocopy links one
  * copy twice. */
 typedef struct hard_map {

@@ -1,4 +1,4 @@
-/* h5flow_log — internal interfaces between the dataset translation units (dset_*.c, vol_dataset.c). */
+/* h5flow_log — internal interfaces between the dataset translation units (dset_*.c, vol_dataset*.c). */
 #ifndef H5FL_DSET_H
 #define H5FL_DSET_H
 
@@ -59,6 +59,10 @@ int h5fl_base_walk(const h5fl_dset_t *d, h5fl_base_t *b, const hsize_t *cur, uin
 
 /* ---------------------------------------------------------------- writer logs (dset_writer.c) */
 int h5fl_writer_open(h5fl_dset_t *d);
+/* Append the index record of a write whose data is at data_off (nbytes) in the writer's data log (vol_dataset_io.c;
+ * also the fill record of an extent change). */
+int h5fl_dset_append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                            const void *data);
 int h5fl_writer_flush(h5fl_writer_t *w, bool sync);
 /* Flush, then append a commit record (if records were appended since the last one): a reader then knows
  * that the log up to there was written completely, so an incomplete-looking record before it is damage,

@@ -24,7 +24,7 @@
 #define H5FL_FORMAT_VERSION 4
 #define H5FL_FORMAT_OLDEST 1
 /* ... written by every writable open of a container without hard links (older connectors keep reading it);
- * format 4 (H5FL_FORMAT_VERSION) is written when the first second hard link is created (links.c), so a
+ * format 4 (H5FL_FORMAT_VERSION) is written when the first second hard link is created (hardlinks.c), so a
  * connector that does not know @hardlink stubs refuses the container instead of showing half of it. */
 #define H5FL_FORMAT_BASE 3
 #define H5FL_SIDECAR_VERSION 1 /* version field of @dataset and @attr.* files (unchanged by format 2) */
@@ -63,7 +63,7 @@
 #define H5FL_I_SOFT ((H5I_type_t)1000) /* h5fl_dir_type of a soft link (never an HDF5 id type) */
 #define H5FL_EXT_FILE "@extlink" /* a directory holding this file is an external link (its H5Lget_val bytes) */
 #define H5FL_I_EXT ((H5I_type_t)1001)
-/* Hard links (links.c, docs/FORMAT.md "Hard links"): an object with two or more names lives in the object
+/* Hard links (hardlinks.c, docs/FORMAT.md "Hard links"): an object with two or more names lives in the object
  * store @objects/<id as 16 hex digits> at the container root, and each of its names is a directory holding
  * @hardlink (the id, as @id holds it); the object holds its link count in @nlink. */
 #define H5FL_HARD_FILE "@hardlink"
@@ -422,7 +422,7 @@ typedef struct h5fl_loc {
     char *dir;  /* file-system directory */
     char *path; /* HDF5 path */
     H5I_type_t type; /* H5I_GROUP or H5I_DATASET, H5I_BADID if it does not exist */
-    char *ldir; /* the last name is a hard link stub (links.c): its directory (dir is the object's), else NULL */
+    char *ldir; /* the last name is a hard link stub (hardlinks.c): its directory (dir is the object's), else NULL */
     struct h5fl_file *file; /* reached through an external link: that container (a reference), else NULL */
 } h5fl_loc_t;
 void h5fl_loc_free(h5fl_loc_t *l);
@@ -453,14 +453,18 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
 char *h5fl_softlink_read(const char *dir); /* the target of the soft link at `dir` (malloc'd) */
 /* Rank 0: write the soft link `target` into the (private, new) directory `dir` (util.c publishes it). */
 int h5fl_softlink_create(const char *dir, const char *path, const char *target, bool sync);
-/* A growing set of 64-bit values (ids, inodes): small, searched linearly (links.c). */
+/* A decimal counter file `name` in `dir` (creation order counters, @crt, @nlink; links.c): 0 or -1 with the
+ * error set (a missing or damaged file). */
+int h5fl_read_u64(const char *dir, const char *name, uint64_t *v);
+int h5fl_write_u64(const char *dir, const char *name, uint64_t v, bool sync);
+/* A growing set of 64-bit values (ids, inodes): small, searched linearly (hardlinks.c). */
 typedef struct h5fl_ids {
     uint64_t *v;
     size_t n, cap;
 } h5fl_ids_t;
 int h5fl_ids_add(h5fl_ids_t *l, uint64_t id);
 bool h5fl_ids_has(const h5fl_ids_t *l, uint64_t id);
-/* Hard links (links.c). The id in the stub `stubdir`: 0, or -1 with an error recorded. */
+/* Hard links (hardlinks.c). The id in the stub `stubdir`: 0, or -1 with an error recorded. */
 int h5fl_hard_read(const char *stubdir, uint64_t *id);
 /* The store directory of object `id` of the container at `root` (malloc'd). */
 char *h5fl_hard_store_dir(const char *root, uint64_t id);
@@ -475,7 +479,7 @@ unsigned h5fl_hard_nlink(const char *dir);
 /* Collective (every rank): give the object `target` (a location in f) a new hard link `name` (lp) at `o`. */
 int h5fl_hard_create(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
 /* Collective: give the anonymous object at `target` (its @anon.* directory) its first name (lp at `o`): one
- * rename; every open handle of it follows (vol_object.c; h5fl_hard_create calls it for such targets). */
+ * rename; every open handle of it follows (vol_link.c; h5fl_hard_create calls it for such targets). */
 int h5fl_anon_link(h5fl_obj_t *o, const H5VL_loc_params_t *lp, const h5fl_loc_t *target, hid_t lcpl);
 /* Collective: H5Oincr_refcount/H5Odecr_refcount of open object `o` (its @nlink; moved into the store by an
  * increment, so that its count keeps it when its names are deleted; never below 1). */
@@ -658,6 +662,8 @@ herr_t h5fl_object_specific(void *, const H5VL_loc_params_t *, H5VL_object_speci
 herr_t h5fl_object_optional(void *, const H5VL_loc_params_t *, H5VL_optional_args_t *, hid_t, void **);
 int h5fl_fill_oinfo(h5fl_file_t *f, const char *dir, H5I_type_t type, unsigned fields, H5O_info2_t *oi);
 hid_t h5fl_register_for_callback(h5fl_file_t *f, const h5fl_loc_t *loc);
+int h5fl_visit_objects(h5fl_obj_t *o, const h5fl_loc_t *loc, H5_iter_order_t order, unsigned fields,
+                       H5O_iterate2_t op, void *op_data, bool crt);
 
 /* Committed datatypes (vol_datatype.c). */
 void *h5fl_datatype_commit(void *, const H5VL_loc_params_t *, const char *, hid_t, hid_t, hid_t, hid_t, hid_t,

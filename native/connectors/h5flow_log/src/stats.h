@@ -24,7 +24,7 @@ void h5fl_stats_open(h5fl_dset_t *d, h5fl_writer_t *w);
  * `data` (r->nbytes bytes, the elements in the dataset's type, packed in selection order; NULL for fill
  * records and for types without statistics), run the user data function, buffer the record. */
 void h5fl_stats_note(h5fl_dset_t *d, const h5fl_record_t *r, const runs_ctx_t *runs, const void *data);
-/* The fused path (docs/FORMAT.md, "Statistics", Cost). vol_dataset.c arms the writer before it appends
+/* The fused path (docs/FORMAT.md, "Statistics", Cost). vol_dataset_io.c arms the writer before it appends
  * the `nbytes` bytes of a write's stored elements (unfiltered, dataset type, selection order); the
  * appending code (dset_writer.c) then hands them, in order and block by block while each block is in
  * cache, to h5fl_stats_scan (first pass: count, min, max, sum, NaN count, positions; with the checksum)

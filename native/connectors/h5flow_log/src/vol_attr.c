@@ -1,4 +1,8 @@
-/* Attribute callbacks: one file "@attr.<escaped name>" beside the object it annotates. */
+/* Attribute callbacks: one file "@attr.<escaped name>" beside the object it annotates.
+ *
+ * One file on purpose, though it is long: every callback here reads or rewrites that one file format (its
+ * header, its value with variable-length and reference parts, its creation order) and shares the static
+ * helpers that encode it; split, they would have to be exported to one another. */
 #include "h5fl.h"
 
 #include <limits.h>

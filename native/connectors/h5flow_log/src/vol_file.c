@@ -343,7 +343,7 @@ static bool is_container(const char *dir)
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && h5fl_exists(dir, H5FL_MARKER);
 }
 
-/* Objects deleted while they were open (vol_object.c link_delete) wait in @gone.* directories; a writable
+/* Objects deleted while they were open (vol_link.c link_delete) wait in @gone.* directories; a writable
  * open removes those no handle of this process still uses. */
 static void remove_gone(h5fl_file_t *f)
 {

@@ -36,7 +36,7 @@ H5I_type_t h5fl_dir_type(const char *dir, bool is_root)
         t = H5I_DATATYPE;
     else if (is_root || h5fl_exists(dir, H5FL_GROUP_FILE) || h5fl_exists(dir, H5FL_MARKER))
         t = H5I_GROUP;
-    else if (!is_root && h5fl_exists(dir, H5FL_HARD_FILE)) /* links.c; last: other lookups pay nothing */
+    else if (!is_root && h5fl_exists(dir, H5FL_HARD_FILE)) /* hardlinks.c; last: other lookups pay nothing */
         t = H5FL_I_HARD;
     errno = e;
     return t;

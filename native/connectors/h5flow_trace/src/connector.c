@@ -7,7 +7,11 @@
  *
  * State: the trace is one per process (one file per rank), so the writer, its lock and the one transfer whose
  * "actual I/O mode" is read back after its API call returns are process-wide; everything about an object (its
- * file, path and datatype) lives in the wrapper's extension. */
+ * file, path and datatype) lives in the wrapper's extension.
+ *
+ * One file on purpose, though it is long: the overrides and the observer are the connector's callbacks,
+ * each a few lines of forward-then-record over the same process-wide trace; the trace file's format and the
+ * descriptions of objects already live apart (trace_file.c, describe.c). */
 #include "describe.h"
 #include "h5fpt.h"
 #include "trace_file.h"

@@ -1,5 +1,9 @@
 """Producer side of the hdf5 transport: one HDF5 file per rank (n-n, the default), one shared file (n-1) or one
-h5flow_log container (log) per step."""
+h5flow_log container (log) per step.
+
+:class:`Hdf5Writer` admits, stages, writes and publishes the steps; each layout's files are written by its own
+mixin (``layout_nn.py``, ``layout_n1.py``, ``layout_log.py``, over ``_layout.py``), and ``async_write``'s thread
+is kept by ``write_thread.py``."""
 
 from __future__ import annotations
 
@@ -12,25 +16,29 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import h5py
 import numpy as np
 
 from h5flow.config import TransportConfig
 from h5flow.model import StepMeta
-from h5flow.transports._common import (Decision, StepPuts, StepWriter, block_payload, dataset_layout,
+from h5flow.transports._common import (AdmittingWriter, Decision, StepPuts, block_payload, dataset_layout,
                                        dropped_message, step_ranges)
 from h5flow.transports._mpiutil import bcast_from_root, sleepy_allgather, sleepy_wait
 from h5flow.transports._phases import Phases
 from h5flow.transports.base import PublishInfo, TransportError
 from h5flow.transports.hdf5 import _h5
+from h5flow.transports.hdf5._layout import StagedBlock
+from h5flow.transports.hdf5.layout_log import LogLayout
+from h5flow.transports.hdf5.layout_n1 import SharedLayout
+from h5flow.transports.hdf5.layout_nn import PerRankLayout
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings, layout_conflict
+from h5flow.transports.hdf5.write_thread import WriteThread, async_possible
 from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, HeartbeatError, IndexTail, Staging, StreamInfo, atomic_write,
                                             EMERGENCY_RESERVE, capacity_bytes, free_bytes, is_full_error, is_waitable_full_error, new_run_id,
                                             read_index)
 
-STEP_FORMAT = "h5flow-step"
 #: room reserved per step file beyond its payload (superblock, object headers, B-trees, page rounding)
 FILE_OVERHEAD = 64 * 1024
 DATASET_OVERHEAD = 8 * 1024
@@ -57,52 +65,6 @@ class _Prepared(Decision):
     prepare_error: str = ""
 
 
-class StagedBlock(NamedTuple):
-    """One block of this rank as the step's write takes it: its id and ``block_payload``'s rows."""
-
-    block_id: int
-    payload: list[tuple[str, np.ndarray]]
-
-
-def _async_possible(comm: Any, wanted: bool, layout: str) -> tuple[bool, str, bool]:
-    """(write steps on a thread, why not when it was asked for, whether to say so on stderr).
-
-    The thread makes MPI calls (its collectives on a duplicate communicator) while the simulation's thread
-    may make its own: with more than one rank that needs MPI_THREAD_MULTIPLE. And every wait of the thread
-    for another rank must let go of Python's GIL: mpi4py keeps the GIL inside a blocking collective, so a
-    simulation thread waiting in one on rank B while rank A's write thread holds the GIL waiting for B's
-    write thread would deadlock. n-n and log wait only in h5flow's sleeping collectives; n-1's collective
-    HDF5 calls (the mpio driver's open, close and collective transfers) go through h5py, which holds the
-    GIL inside them, so n-1 on more than one rank writes inside end_step."""
-    if not wanted:
-        return False, "", False
-    if comm.size > 1:
-        from mpi4py import MPI
-
-        if layout == "n-1":
-            return False, ("layout n-1's collective HDF5 calls hold Python's GIL while they wait for the other "
-                           "ranks (through h5py); steps are written inside end_step"), False
-        if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
-            return False, ("MPI was initialised without MPI_THREAD_MULTIPLE (mpi4py's default; do not lower "
-                           "mpi4py.rc.thread_level), which a write thread needs; steps are written inside end_step"
-                           ), True
-    return True, "", False
-
-
-def write_slab(dset: Any, offset: int, data: np.ndarray | None, dxpl: Any, ncomp: int) -> None:
-    """Write rows [offset, offset+len(data)) of a (count, ncomp) dataset; ``None`` = empty collective part."""
-    fspace = dset.id.get_space()
-    if data is None or data.shape[0] == 0:
-        fspace.select_none()
-        mspace = h5py.h5s.create_simple((1, ncomp))
-        mspace.select_none()
-        dset.id.write(mspace, fspace, np.zeros((1, ncomp), dtype=dset.dtype), dxpl=dxpl)
-        return
-    fspace.select_hyperslab((offset, 0), (data.shape[0], ncomp))
-    mspace = h5py.h5s.create_simple(data.shape)
-    dset.id.write(mspace, fspace, data, dxpl=dxpl)
-
-
 def room_report_after(heartbeat: float) -> float:
     """Seconds a producer waits for room on the file system before it says who holds the room."""
     return max(2.0, 10.0 * heartbeat)
@@ -120,7 +82,7 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
-class Hdf5Writer(StepWriter):
+class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteThread):
     """Publishes each step as ``step-N/`` in the staging directory, atomically, the moment it is closed."""
 
     def __init__(self, comm: Any, config: TransportConfig) -> None:
@@ -144,7 +106,7 @@ class Hdf5Writer(StepWriter):
         # async_write (docs/STREAM.md "Write-behind"): the write thread, the step on it, the communicator its
         # collectives use (a duplicate: never matched with a collective of the simulation's thread), the
         # copies of this rank's rows (reused step after step), and the error that stopped the stream
-        self._async, self.async_off, say = _async_possible(comm, s.async_write, s.layout)
+        self._async, self.async_off, say = async_possible(comm, s.async_write, s.layout)
         self._wcomm: Any = comm.Dup() if self._async and comm.size > 1 else comm
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
@@ -236,13 +198,6 @@ class Hdf5Writer(StepWriter):
             out[name] = blocks
         return out
 
-    def _copy_of(self, key: tuple[str, int, str], data: np.ndarray) -> np.ndarray:
-        buf = self._buffers.get(key)
-        if buf is None or buf.shape != data.shape or buf.dtype != data.dtype:
-            buf = self._buffers[key] = np.empty(data.shape, dtype=data.dtype)
-        np.copyto(buf, data)
-        return buf
-
     def _publish(self, meta: StepMeta, nbytes: int, decision: Decision, staged: dict[str, list[StagedBlock]],
                  step_time: float, event: dict[str, Any]) -> None:
         """Collective over ``self._wcomm``: write the admitted step into its .tmp directory (retrying on a full
@@ -327,23 +282,6 @@ class Hdf5Writer(StepWriter):
         self.staging.remove_retired(self._doomed)
         self._doomed = []
 
-    def _drain(self) -> None:
-        """Wait for the step on the write thread (if any); raise its error. After an error every later call
-        raises it again: the stream is stopped (the X line is written) and no step may follow it."""
-        if self._failed is not None:
-            raise TransportError(self._failed)
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        try:
-            pending.result()
-        except TransportError as e:
-            self._failed = str(e)
-            raise
-        except Exception as e:  # noqa: BLE001 - a bug on the write thread: the stream cannot go on
-            self._failed = f"rank {self.comm.rank}: writing a step in the background failed: {e!r}"
-            raise TransportError(self._failed) from e
-
     def _do_flush(self) -> None:
         self._drain()
 
@@ -408,12 +346,6 @@ class Hdf5Writer(StepWriter):
                                                                   else ""))
         return full and waitable, message
 
-    def _meta_json(self, meta: StepMeta) -> str:
-        """``meta.to_json()``, computed once per step (rank 0 needs it to size, write and embed the step)."""
-        if self._json[0] is not meta:
-            self._json = (meta, meta.to_json())
-        return self._json[1]
-
     # -- room on disk ----------------------------------------------------------------------------
     def _need(self, meta: StepMeta, nbytes: int) -> int:
         """Bytes a step takes on disk, generously: payload, HDF5 overhead per file and dataset, meta.json."""
@@ -451,24 +383,6 @@ class Hdf5Writer(StepWriter):
         finally:
             self.staging.release_space()
         return self._create_log(tmp / "data.h5", meta) if log_structure else ""
-
-    def _create_log(self, path: Path, meta: StepMeta) -> str:
-        """Rank 0: the step's container with its structure, kept open in ``self._log_file``; "" or the error."""
-        try:
-            with self._phase("create"):
-                self._log_file = _h5.open_log(path, "w")
-            with self._phase("metadata"):
-                self._write_log_structure(self._log_file, meta)
-        except Exception as e:  # noqa: BLE001 - every rank learns it (with the decision, or broadcast)
-            self._close_log_file()
-            return f"rank 0: creating {path}: {e}"
-        return ""
-
-    def _close_log_file(self) -> None:
-        if self._log_file is not None:
-            with contextlib.suppress(Exception):  # the step is not published: its directory goes
-                self._log_file.close()
-            self._log_file = None
 
     def _wait_for_space(self, step: int, need: int, after: str = "") -> str:
         """Rank 0: reserve ``need`` bytes for ``step``; "" once reserved, else the error that stops the stream.
@@ -632,169 +546,6 @@ class Hdf5Writer(StepWriter):
     def _record_discard(self, step: int, why: str) -> None:
         self.staging.append(f"D {step} {self._step_time!r} {why}")
 
-    def _write_shared(self, path: Path, meta: StepMeta, staged: dict[str, list[StagedBlock]]) -> str:
-        """Collective: write the step's shared file; "" or this rank's error.
-
-        A failed data write (a full file system) does not leave the collective sequence: the rank keeps
-        making every collective call (with nothing to write), flushes, and the ranks agree on the outcome
-        (``allgather``) before the collective close, so they all leave the file the same way."""
-        comm, cfg = self._wcomm, self.settings
-        error = ""
-
-        def failed(what: str, e: BaseException) -> None:
-            nonlocal error
-            if not error:
-                error = f"rank {comm.rank}: {what} {path}: {e}"
-
-        dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
-        dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE if cfg.collective else h5py.h5fd.MPIO_INDEPENDENT)
-        phase = self._phase
-        try:
-            with phase("create"):
-                f = _h5.open_shared(path, "w", comm, cfg.driver)
-        except Exception as e:  # noqa: BLE001 - the open is collective: it fails on every rank or none
-            failed("creating", e)
-            return error
-        try:
-            with phase("metadata"):
-                self._write_attrs(f, meta)
-                f.create_dataset("meta", data=np.frombuffer(self._meta_json(meta).encode(), dtype=np.uint8))
-            for name, mesh in meta.meshes.items():
-                with phase("metadata"):
-                    g = f.create_group(name)
-                    g.attrs["kind"] = mesh.kind
-                mine = staged[name]
-                payloads = [b.payload for b in mine]
-                n_calls = comm.allreduce(len(mine), op=_max()) if cfg.collective else len(mine)
-                for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
-                    offsets = mesh.offsets(assoc)
-                    with phase("metadata"):
-                        dset = g.create_dataset(path_, shape=(offsets[-1], ncomp), dtype=dtype, fillvalue=None,
-                                                fill_time="never")
-                    t_write = time.perf_counter()
-                    for k in range(n_calls):
-                        if k < len(mine) and not error:
-                            data = payloads[k][i][1]
-                            if data.dtype != dtype:
-                                data = data.astype(dtype)
-                            try:
-                                write_slab(dset, offsets[mine[k].block_id], data, dxpl, ncomp)
-                            except Exception as e:  # noqa: BLE001 - decided together; a failed collective
-                                failed("writing", e)  # write has been made by every rank already
-                        elif cfg.collective:
-                            write_slab(dset, 0, None, dxpl, ncomp)
-                    phase.add("write", time.perf_counter() - t_write)
-            try:
-                with phase("flush"):
-                    f.flush()
-            except Exception as e:  # noqa: BLE001
-                failed("flushing", e)
-            with phase("agree"):
-                agreed = [e for e in sleepy_allgather(comm, error) if e]
-        finally:
-            try:
-                with phase("close"):
-                    f.close()
-            except Exception as e:  # noqa: BLE001
-                failed("closing", e)
-        return error or (f"rank {comm.rank}: another rank failed" if agreed else "")
-
-    def _write_log(self, path: Path, meta: StepMeta, staged: dict[str, list[StagedBlock]], structured: bool) -> str:
-        """Collective (no MPI-IO; at most one sleepy barrier): the step as one logical file through h5flow_log;
-        "" or this rank's error.
-
-        Rank 0 creates the container with the step's whole structure (attributes, ``meta``, groups, datasets
-        of their full shapes): at admission (``structured``: every rank learnt the outcome with the decision),
-        or here, broadcasting the outcome. Then every rank holding blocks opens it serially and appends its
-        rows to its own logs (the connector gives each open its own epoch, so the ranks share no file). A
-        rank's error does not leave the sequence: the outcome is agreed on by the allgather in
-        :meth:`_write_step`, and the step is published only after every rank has closed."""
-        comm, phase = self._wcomm, self._phase
-        error = ""
-        if not structured:
-            if comm.rank == 0:
-                error = self._create_log(path, meta)
-            with phase("agree"):
-                failed = bcast_from_root(comm, error)
-            if failed:
-                self._close_log_file()
-                return error or f"rank {comm.rank}: another rank failed"
-        f, self._log_file = self._log_file, None
-        mine = staged
-        if not any(mine.values()):
-            if f is not None:
-                f.close()
-            return ""  # nothing of this step on this rank: no open at all
-        try:
-            if f is None:
-                with phase("create"):  # "open": serial, this rank's own epoch and logs
-                    f = _h5.open_log(path, "r+")
-            dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
-            with phase("write"):
-                for name, mesh in meta.meshes.items():
-                    if not mine[name]:
-                        continue
-                    for i, (path_, assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
-                        dset, offsets = f[name][path_], mesh.offsets(assoc)
-                        for b in mine[name]:
-                            payload = b.payload
-                            write_slab(dset, offsets[b.block_id], payload[i][1].astype(dtype, copy=False), dxpl,
-                                       ncomp)
-        except Exception as e:  # noqa: BLE001 - decided together in _write_step
-            error = f"rank {comm.rank}: writing {path}: {e}"
-        if f is not None:
-            try:
-                with phase("close"):
-                    f.close()  # the connector's buffered appends reach the logs here
-            except Exception as e:  # noqa: BLE001
-                error = error or f"rank {comm.rank}: closing {path}: {e}"
-        return error
-
-    def _write_log_structure(self, f: h5py.File, meta: StepMeta) -> None:
-        """Rank 0: the step container's attributes, ``meta``, groups and datasets of their full shapes (no data)."""
-        self._write_attrs(f, meta)
-        f.create_dataset("meta", data=np.frombuffer(self._meta_json(meta).encode(), dtype=np.uint8))
-        for name, mesh in meta.meshes.items():
-            g = f.create_group(name)
-            g.attrs["kind"] = mesh.kind
-            for path_, assoc, dtype, ncomp in dataset_layout(mesh):
-                g.create_dataset(path_, shape=(mesh.offsets(assoc)[-1], ncomp), dtype=dtype)
-
-    def _write_per_rank(self, path: Any, meta: StepMeta, staged: dict[str, list[StagedBlock]]) -> None:
-        """This rank's step file through HDF5's low-level calls (``_h5.create_rank_file``: the file h5py's
-        high-level calls would make, with less Python per step)."""
-        rank, phase = self.comm.rank, self._phase
-        with phase("create"):
-            fid = _h5.create_rank_file(path)
-        extents: dict[str, list[Any] | None] = {}
-        try:
-            with phase("metadata"):
-                self._write_attrs(fid, meta, rank=rank)
-            for name, mesh in meta.meshes.items():
-                g = _h5.create_group(fid, name)
-                mine = staged[name]
-                for i, (path_, _assoc, dtype, ncomp) in enumerate(dataset_layout(mesh)):
-                    parts = [b.payload[i][1] for b in mine]
-                    # one block (the usual case) is written from the simulation's array, without a copy
-                    data = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
-                            else np.zeros((0, ncomp), dtype=dtype))
-                    with phase("write"):
-                        dset = _h5.write_new_dataset(g, path_, data.astype(dtype, copy=False))
-                    extents[f"{name}/{path_}"] = _h5.dataset_extent(dset)
-                    del dset
-                del g
-        finally:
-            with phase("close"):
-                _h5.close_rank_file(fid)
-        with phase("close"):  # where HDF5 put the raw data, for consumers' raw reads (the file is closed)
-            _h5.write_extents(Path(path), extents)
-
-    def _write_attrs(self, f: Any, meta: StepMeta, **more: Any) -> None:
-        """The step file's attributes (a new file: none exist yet), ``more`` after them. ``f``: an
-        ``h5py.File`` or a low-level ``FileID``."""
-        _h5.write_new_attrs(f, {"format": STEP_FORMAT, "version": 1, "step": meta.step, "time": meta.time,
-                                "producers": meta.producers, "layout": self.settings.layout, **more})
-
     # -- end -------------------------------------------------------------------------------------
     def _do_close(self) -> None:
         try:
@@ -840,16 +591,6 @@ class Hdf5Writer(StepWriter):
             self._close_log_file()
             self._release_rank0()
 
-    def _stop_write_thread(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-        if self._wcomm is not self.comm:
-            with contextlib.suppress(Exception):
-                self._wcomm.Free()
-            self._wcomm = self.comm
-        self._buffers.clear()
-
     def _release_rank0(self) -> None:
         """Rank 0 at the end: its reservations, its directory watch, the claim."""
         self.staging.release_space()
@@ -859,9 +600,4 @@ class Hdf5Writer(StepWriter):
             self._consumer_watch = None
         self.staging.release_claim()
 
-
-def _max() -> Any:
-    from mpi4py import MPI
-
-    return MPI.MAX
 

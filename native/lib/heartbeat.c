@@ -1,0 +1,99 @@
+/* libh5flow heartbeats: a thread refreshing hb/<rank> while the writer makes progress, with a lease for
+ * the long calls (transports/hdf5/heartbeat.py runs the same beat in a helper process). */
+#define _DEFAULT_SOURCE
+#include "h5flow_internal.h"
+
+/* ---- heartbeat ------------------------------------------------------------------------------------- */
+static void *hb_main(void *arg)
+{
+    heartbeat_t *hb = arg;
+    int stalled = 0;
+    char stalled_path[H5FL_PATH_MAX + 16];
+    snprintf(stalled_path, sizeof stalled_path, "%s.stalled", hb->path);
+    pthread_mutex_lock(&hb->mu);
+    while (!hb->stop) {
+        double t = h5fl_now();
+        if (hb->deadline < 0 || t < hb->deadline) {
+            if (stalled) {
+                unlink(stalled_path);
+                stalled = 0;
+            }
+            if (utimensat(AT_FDCWD, hb->path, NULL, 0) != 0 && errno == ENOENT)
+                break; /* the stream was removed */
+        } else if (!stalled) {
+            stalled = 1; /* no progress within the lease: stop beating, say what hung */
+            FILE *f = fopen(stalled_path, "w");
+            if (f) {
+                fprintf(f, "%s\n", hb->what);
+                fclose(f);
+            }
+        }
+        double until = h5fl_now() + hb->period;
+        struct timespec ts = {(time_t)until, (long)((until - (double)(time_t)until) * 1e9)};
+        pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
+    }
+    pthread_mutex_unlock(&hb->mu);
+    return NULL;
+}
+
+int hb_start(h5flow_writer *w)
+{
+    heartbeat_t *hb = &w->hb;
+    if (snprintf(hb->path, sizeof hb->path, "%s/hb/%d", w->root, w->rank) >= (int)sizeof hb->path)
+        return set_err(w, H5FLOW_ERR_CONFIG, "rank %d: the heartbeat path in %s is too long", w->rank, w->root);
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    char text[300];
+    int n = snprintf(text, sizeof text, "%s %ld\n", host, (long)getpid());
+    FILE *f = fopen(hb->path, "w");
+    if (!f || fwrite(text, 1, (size_t)n, f) != (size_t)n) {
+        int e = errno;
+        if (f)
+            fclose(f);
+        return set_err(w, H5FLOW_ERR_IO, "rank %d: cannot start its heartbeat in %s/hb: %s", w->rank, w->root,
+                       strerror(e));
+    }
+    fclose(f);
+    char stalled[H5FL_PATH_MAX + 16];
+    snprintf(stalled, sizeof stalled, "%s.stalled", hb->path);
+    unlink(stalled);
+    hb->period = w->cfg.heartbeat / 2;
+    hb->deadline = -1;
+    hb->stop = 0;
+    pthread_mutex_init(&hb->mu, NULL);
+    pthread_cond_init(&hb->cv, NULL);
+    int e = pthread_create(&hb->thread, NULL, hb_main, hb);
+    if (e) {
+        pthread_mutex_destroy(&hb->mu);
+        pthread_cond_destroy(&hb->cv);
+        return set_err(w, H5FLOW_ERR_IO, "rank %d: cannot start its heartbeat thread: %s", w->rank, strerror(e));
+    }
+    hb->started = 1;
+    return 0;
+}
+
+void hb_lease(heartbeat_t *hb, double seconds, const char *what)
+{
+    if (!hb->started)
+        return;
+    pthread_mutex_lock(&hb->mu);
+    hb->deadline = seconds < 0 ? -1 : h5fl_now() + seconds;
+    if (what)
+        snprintf(hb->what, sizeof hb->what, "%s", what);
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+}
+
+void hb_stop(heartbeat_t *hb)
+{
+    if (!hb->started)
+        return;
+    pthread_mutex_lock(&hb->mu);
+    hb->stop = 1;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+    pthread_join(hb->thread, NULL);
+    pthread_mutex_destroy(&hb->mu);
+    pthread_cond_destroy(&hb->cv);
+    hb->started = 0;
+}
