@@ -420,9 +420,10 @@ static void file_reopen(const char *path, int fixed) {
 }
 
 static void rank_imbalance(const char *path, int fixed) {
-    /* rank 0 owns 95 % of the rows (a skewed decomposition); independent writes of 64 rows (4 MiB) */
+    /* rank 0 owns 98 % of the rows (a skewed decomposition); independent writes of 64 rows (4 MiB); rank 1
+     * makes one write, so the time ratio stays far above the rule's 2x on a busy machine */
     const hsize_t rows = 3072, width = 1 << 14, dims[2] = {rows, width};
-    hsize_t cut = fixed ? rows / 2 : rows * 95 / 100 / 64 * 64;
+    hsize_t cut = fixed ? rows / 2 : rows * 98 / 100 / 64 * 64;
     hsize_t lo = rank_ == 0 ? 0 : cut, hi = rank_ == 0 ? cut : rows;
     if (size_ > 2 && rank_ > 1) lo = hi = rows; /* only two ranks write */
     float *buf = xmalloc(64 * width * sizeof *buf), *back = xmalloc(width * sizeof *back);
