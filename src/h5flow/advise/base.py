@@ -7,6 +7,7 @@ findings. Each finding carries the time the calls it is about took (the ranking 
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 from dataclasses import dataclass, field, fields
@@ -88,7 +89,7 @@ class Settings:
         return [f.name for f in fields(cls)]
 
 
-class Rule:
+class Rule(abc.ABC):
     """One check over a trace. Subclasses set the class attributes and implement :meth:`check`."""
 
     id: ClassVar[str]
@@ -100,8 +101,9 @@ class Rule:
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings if settings is not None else self.settings_class()
 
+    @abc.abstractmethod
     def check(self, df: pd.DataFrame) -> list[Finding]:
-        raise NotImplementedError
+        """The findings of this rule in the trace ``df`` (one row per callback, docs/TRACE.md)."""
 
     def finding(self, file: str, rows: pd.DataFrame, message: str, fix_h5py: str, fix_c: str, *,
                 severity: str | None = None, detail: dict[str, Any] | None = None,
