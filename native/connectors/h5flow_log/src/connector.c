@@ -1,5 +1,5 @@
 /* The VOL class, introspection and the plugin entry points. */
-#include "h5fl.h"
+#include "dset.h"
 
 #include <H5PLextern.h>
 
@@ -44,9 +44,8 @@ static herr_t get_cap_flags(const void *info, uint64_t *flags)
 static herr_t opt_query(void *obj, H5VL_subclass_t cls, int opt_type, uint64_t *flags)
 {
     (void)obj;
-    (void)cls;
-    (void)opt_type;
-    *flags = 0; /* no optional (native-specific) operations */
+    /* of the native-specific operations, only the datasets' chunk operations (dset_chunk.c) */
+    *flags = cls == H5VL_SUBCLS_DATASET ? h5fl_dataset_opt_flags(opt_type) : 0;
     return 0;
 }
 
@@ -67,7 +66,7 @@ const H5VL_class_t h5fl_class = {
     .attr_cls = {h5fl_attr_create, h5fl_attr_open, h5fl_attr_read, h5fl_attr_write, h5fl_attr_get,
                  h5fl_attr_specific, NULL, h5fl_attr_close},
     .dataset_cls = {h5fl_dataset_create, h5fl_dataset_open, h5fl_dataset_read, h5fl_dataset_write,
-                    h5fl_dataset_get, h5fl_dataset_specific, NULL, h5fl_dataset_close},
+                    h5fl_dataset_get, h5fl_dataset_specific, h5fl_dataset_optional, h5fl_dataset_close},
     .datatype_cls = {h5fl_datatype_commit, h5fl_datatype_open, h5fl_datatype_get, h5fl_datatype_specific, NULL,
                      h5fl_datatype_close},
     .file_cls = {h5fl_file_create, h5fl_file_open, h5fl_file_get, h5fl_file_specific, h5fl_file_optional,

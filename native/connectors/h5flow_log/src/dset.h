@@ -60,9 +60,13 @@ int h5fl_base_walk(const h5fl_dset_t *d, h5fl_base_t *b, const hsize_t *cur, uin
 /* ---------------------------------------------------------------- writer logs (dset_writer.c) */
 int h5fl_writer_open(h5fl_dset_t *d);
 /* Append the index record of a write whose data is at data_off (nbytes) in the writer's data log (vol_dataset_io.c;
- * also the fill record of an extent change). */
+ * also the fill record of an extent change). The record's extent is fsel's (the runs are in its linear order):
+ * the dataset's, or a larger one for a direct chunk write of an edge chunk or a shrink's fill record. */
 int h5fl_dset_append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
                             const void *data);
+/* ... with H5FL_REC_FILTER in flags: nbytes filtered bytes, raw before filtering, fmask filters skipped. */
+int h5fl_dset_append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                              uint64_t raw, uint32_t fmask, const void *data);
 int h5fl_writer_flush(h5fl_writer_t *w, bool sync);
 /* Flush, then append a commit record (if records were appended since the last one): a reader then knows
  * that the log up to there was written completely, so an incomplete-looking record before it is damage,
@@ -113,11 +117,16 @@ int h5fl_ix_add_log(h5fl_index_t *ix, const char *path);
 void h5fl_ix_free(h5fl_index_t *ix);
 /* Build the index if needed, merge this process's pending writes, map the logs. */
 int h5fl_ix_ready(h5fl_dset_t *d);
-/* Record this process's own write in an already built index (merged lazily at the next read). */
-int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill);
+/* A separate index of d's logs in the linear order of the extent `dims` instead of the current one (the
+ * chunk view of dset_chunk.c: the current extent rounded up to whole chunks), its logs mapped. */
+int h5fl_ix_build_dims(h5fl_dset_t *d, const hsize_t *dims, h5fl_index_t **out);
+/* Record this process's own write in an already built index (merged lazily at the next read); its runs
+ * are in the linear order of the record's extent `rdims`. */
+int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, const hsize_t *rdims, h5fl_seq_t seq,
+                       uint64_t data_off, bool fill);
 /* ... of a filtered write: `filt` is its record (nbytes filtered, raw, fmask); NULL: not filtered. */
-int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill,
-                        const h5fl_record_t *filt);
+int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, const hsize_t *rdims, h5fl_seq_t seq,
+                        uint64_t data_off, bool fill, const h5fl_record_t *filt);
 typedef struct gather_ctx {
     h5fl_dset_t *d;
     uint8_t *out;
@@ -126,6 +135,16 @@ typedef struct gather_ctx {
 int h5fl_gather_seq(void *vctx, hsize_t start, size_t len);
 /* Check the data checksum of checksummed record `ri` of the built index (marks it checked). */
 int h5fl_verify_rec(const h5fl_dset_t *d, uint32_t ri);
+
+/* ---------------------------------------------------------------- chunks (dset_chunk.c) */
+/* H5Dwrite_chunk, H5Dread_chunk, H5Dget_chunk_storage_size, H5Dget_num_chunks, H5Dget_chunk_info(_by_coord),
+ * H5Dchunk_iter (docs/FORMAT.md "Direct chunk I/O"). */
+herr_t h5fl_dataset_optional(void *obj, H5VL_optional_args_t *args, hid_t dxpl, void **req);
+/* What the connector's opt_query answers for a dataset optional operation. */
+uint64_t h5fl_dataset_opt_flags(int op_type);
+/* The extent a chunked dataset's fill record of a shrink covers: `dims` rounded up to whole chunks (an edge
+ * chunk's elements past the extent are dropped with the rest, as native HDF5 prunes them). */
+void h5fl_chunk_round(const h5fl_dset_t *d, int rank, const hsize_t *dims, hsize_t *out);
 
 /* ---------------------------------------------------------------- virtual datasets (vds.c) */
 bool h5fl_vds_layout(hid_t dcpl);

@@ -31,6 +31,7 @@ void h5fl_ix_free(h5fl_index_t *ix)
     h5fl_map_free(&ix->map);
     free(ix->pending);
     h5fl_base_free(ix->base);
+    h5fl_cview_free(ix->cview);
     free(ix);
 }
 
@@ -324,15 +325,14 @@ static int check_record(const h5fl_dset_t *d, const h5fl_record_t *r, int rank, 
     return 0;
 }
 
-static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_vec_t *ev, uint64_t superseded)
+static int load_log(h5fl_dset_t *d, h5fl_index_t *ix, const char *idxname, ext_vec_t *ev, uint64_t superseded,
+                    const hsize_t *dims)
 {
     char *ipath = h5fl_join(d->o.dir, idxname);
     char *dpath = ipath ? h5fl_strdup(ipath) : NULL;
     void *ib = NULL;
     size_t il = 0;
     int rc = -1, rank = H5Sget_simple_extent_ndims(d->space);
-    hsize_t dims[H5S_MAX_RANK];
-    H5Sget_simple_extent_dims(d->space, dims, NULL);
     if (!dpath)
         goto done;
     uint64_t epoch;
@@ -419,7 +419,7 @@ done:
     return rc;
 }
 
-static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
+static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay, const hsize_t *dims, h5fl_index_t **out)
 {
     h5fl_index_t *ix = calloc(1, sizeof *ix);
     ext_vec_t ev = {0};
@@ -451,7 +451,7 @@ static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
     while (rc == 0 && (e = readdir(dir))) {
         size_t l = strlen(e->d_name);
         if (strncmp(e->d_name, H5FL_LOG_PREFIX, plen) == 0 && l > 4 && !strcmp(e->d_name + l - 4, ".idx"))
-            rc = load_log(d, ix, e->d_name, &ev, lay->order ? lay->epoch : 0);
+            rc = load_log(d, ix, e->d_name, &ev, lay->order ? lay->epoch : 0, dims);
     }
     closedir(dir);
     if (rc == 0)
@@ -461,7 +461,7 @@ static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
         h5fl_ix_free(ix);
         return -1;
     }
-    d->ix = ix;
+    *out = ix;
     return 0;
 }
 
@@ -469,7 +469,7 @@ static int ix_build_with(h5fl_dset_t *d, const h5fl_layout_t *lay)
  * is built (a log missing from the listing, or one that vanished before it was opened): the layout is read
  * again after the build, and a build under a layout that changed meanwhile is done again with the new one.
  * The switch comes before any removal, so a build that saw the layout unchanged saw every log it needs. */
-static int ix_build(h5fl_dset_t *d)
+static int ix_build(h5fl_dset_t *d, const hsize_t *dims, h5fl_index_t **out)
 {
     if (d->w && h5fl_writer_flush(d->w, false) != 0)
         return -1;
@@ -477,14 +477,14 @@ static int ix_build(h5fl_dset_t *d)
     if (h5fl_sidecar_layout(d->o.dir, &lay) != 0)
         return -1;
     for (int attempt = 0;; attempt++) {
-        int rc = ix_build_with(d, &lay);
+        int rc = ix_build_with(d, &lay, dims, out);
         h5fl_layout_t now;
         int lr = h5fl_sidecar_layout(d->o.dir, &now);
         if (lr == 0 && now.gen == lay.gen)
             return rc;
         if (rc == 0) {
-            h5fl_ix_free(d->ix);
-            d->ix = NULL;
+            h5fl_ix_free(*out);
+            *out = NULL;
         }
         if (lr != 0)
             return -1;
@@ -498,18 +498,9 @@ static int ix_build(h5fl_dset_t *d)
     }
 }
 
-int h5fl_ix_ready(h5fl_dset_t *d)
+/* Map every data log of `ix` (this process's own up to its writer's end). */
+static int ix_map_logs(const h5fl_dset_t *d, h5fl_index_t *ix)
 {
-    if (!d->ix && ix_build(d) != 0)
-        return -1;
-    h5fl_index_t *ix = d->ix;
-    if (ix->npending) {
-        if (h5fl_writer_flush(d->w, false) != 0)
-            return -1;
-        if (h5fl_map_merge(&ix->map, ix->pending, ix->npending, d->esize) != 0)
-            return -1;
-        ix->npending = 0;
-    }
     if (ix->own_log >= 0 && d->w && log_map(&ix->logs[ix->own_log], d->w->dend) != 0)
         return -1;
     for (size_t i = 0; i < ix->nlogs; i++)
@@ -522,18 +513,59 @@ int h5fl_ix_ready(h5fl_dset_t *d)
     return 0;
 }
 
-/* Record this process's own write in an already built index (merged lazily at the next read). */
-int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill)
+int h5fl_ix_ready(h5fl_dset_t *d)
 {
-    return h5fl_ix_note_write2(d, runs, seq, data_off, fill, NULL);
+    if (!d->ix) {
+        hsize_t dims[H5S_MAX_RANK];
+        H5Sget_simple_extent_dims(d->space, dims, NULL);
+        if (ix_build(d, dims, &d->ix) != 0)
+            return -1;
+    }
+    h5fl_index_t *ix = d->ix;
+    if (ix->npending) {
+        if (h5fl_writer_flush(d->w, false) != 0)
+            return -1;
+        if (h5fl_map_merge(&ix->map, ix->pending, ix->npending, d->esize) != 0)
+            return -1;
+        ix->npending = 0;
+    }
+    return ix_map_logs(d, ix);
 }
 
-int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, uint64_t data_off, bool fill,
-                        const h5fl_record_t *filt)
+int h5fl_ix_build_dims(h5fl_dset_t *d, const hsize_t *dims, h5fl_index_t **out)
+{
+    *out = NULL;
+    if (ix_build(d, dims, out) != 0)
+        return -1;
+    if (ix_map_logs(d, *out) != 0) {
+        h5fl_ix_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Record this process's own write in an already built index (merged lazily at the next read). */
+int h5fl_ix_note_write(h5fl_dset_t *d, const runs_ctx_t *runs, const hsize_t *rdims, h5fl_seq_t seq,
+                       uint64_t data_off, bool fill)
+{
+    return h5fl_ix_note_write2(d, runs, rdims, seq, data_off, fill, NULL);
+}
+
+int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, const hsize_t *rdims, h5fl_seq_t seq,
+                        uint64_t data_off, bool fill, const h5fl_record_t *filt)
 {
     h5fl_index_t *ix = d->ix;
     if (!ix)
         return 0;
+    h5fl_cview_free(ix->cview); /* the chunk view (dset_chunk.c) no longer shows every write */
+    ix->cview = NULL;
+    int rank = H5Sget_simple_extent_ndims(d->space);
+    hsize_t cur[H5S_MAX_RANK];
+    uint64_t odims[H5S_MAX_RANK];
+    H5Sget_simple_extent_dims(d->space, cur, NULL);
+    for (int k = 0; k < rank; k++)
+        odims[k] = rdims[k];
     if (!fill && ix->own_log < 0) {
         int li = h5fl_ix_add_log(ix, d->w->dpath);
         if (li < 0)
@@ -550,8 +582,10 @@ int h5fl_ix_note_write2(h5fl_dset_t *d, const runs_ctx_t *runs, h5fl_seq_t seq, 
     for (size_t j = 0; j < runs->n; j++) {
         uint64_t s = h5fl_get_u64(runs->buf + 16 * j), n = h5fl_get_u64(runs->buf + 16 * j + 8);
         ext_vec_t v = {ix->pending, ix->npending, ix->cappending};
-        int r = h5fl_ev_push(&v, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)dl, H5FL_NO_REC,
-                             fill ? 0 : loff);
+        /* runs in the linear order of the record's extent (a direct chunk write's or a shrink's may be
+         * larger than the dataset's): placed in the current extent's order as a rebuild would place them */
+        int r = add_remapped(&v, rank, odims, cur, s, n, seq, fill ? H5FL_FILL_LOG : (uint32_t)dl, H5FL_NO_REC,
+                             fill ? 0 : loff, d->esize);
         ix->pending = v.v;
         ix->npending = v.n;
         ix->cappending = v.cap;

@@ -348,7 +348,9 @@ typedef struct h5fl_index {
     int own_log; /* index of this process's data log in logs, -1 if none yet */
     struct h5fl_base *base; /* the restructured contents under the logs (restructure.c), NULL if none */
     uint64_t max_epoch;     /* the latest epoch of the logs loaded */
+    struct h5fl_cview *cview; /* the chunk view built from this index (dset_chunk.c), NULL if none */
 } h5fl_index_t;
+void h5fl_cview_free(struct h5fl_cview *cv); /* dset_chunk.c */
 
 struct h5fl_dset {
     h5fl_obj_t o;

@@ -449,7 +449,11 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
     d->min_counter = c + 1;
     if (d->w && d->w->counter < c + 1)
         d->w->counter = c + 1;
-    hid_t gone = H5Screate_simple(rank, dims, NULL);
+    /* chunked: over the old extent rounded up to whole chunks, so that what a direct chunk write stored
+     * past the extent in an edge chunk is dropped too (dset_chunk.c; native HDF5 prunes edge chunks so) */
+    hsize_t gdims[H5S_MAX_RANK];
+    h5fl_chunk_round(d, rank, dims, gdims);
+    hid_t gone = H5Screate_simple(rank, gdims, NULL);
     hsize_t start[H5S_MAX_RANK] = {0}, keep[H5S_MAX_RANK];
     bool empty = false;
     for (int k = 0; k < rank; k++) {
@@ -473,7 +477,7 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
         h5fl_seq_t seq = {f->epoch, c << 20};
         int r = h5fl_for_each_seq(gone, 1, h5fl_add_run, &runs);
         if (r == 0)
-            r = h5fl_ix_note_write(d, &runs, seq, 0, true);
+            r = h5fl_ix_note_write(d, &runs, gdims, seq, 0, true);
         free(runs.buf);
         if (r != 0)
             goto done;

@@ -15,9 +15,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
-                           uint64_t raw, uint32_t fmask, const void *data);
-
 /* A filtered dataset: run the write's packed bytes through the pipeline, append them, index them. */
 static int write_filtered(h5fl_dset_t *d, hid_t fsel, const uint8_t *src, uint64_t nbytes)
 {
@@ -34,7 +31,7 @@ static int write_filtered(h5fl_dset_t *d, hid_t fsel, const uint8_t *src, uint64
     int rc = -1;
     if (h5fl_filter_run(d->dcpl, false, &mask, &buf, &n, &cap, nbytes / d->esize, d->o.path) == 0 &&
         h5fl_writer_append_data(w, buf, n) == 0)
-        rc = append_record_f(d, fsel, data_off, n, H5FL_REC_FILTER, nbytes, mask, src);
+        rc = h5fl_dset_append_record_f(d, fsel, data_off, n, H5FL_REC_FILTER, nbytes, mask, src);
     H5free_memory(buf);
     return rc;
 }
@@ -303,13 +300,13 @@ done:
 int h5fl_dset_append_record(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
                             const void *data)
 {
-    return append_record_f(d, fsel, data_off, nbytes, flags, 0, 0, data);
+    return h5fl_dset_append_record_f(d, fsel, data_off, nbytes, flags, 0, 0, data);
 }
 
 /* ... with H5FL_REC_FILTER in flags: nbytes filtered bytes, raw before filtering, fmask filters skipped.
  * data: the write's elements as stored, unfiltered (statistics and the user data function, stats.c). */
-static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
-                           uint64_t raw, uint32_t fmask, const void *data)
+int h5fl_dset_append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64_t nbytes, uint32_t flags,
+                              uint64_t raw, uint32_t fmask, const void *data)
 {
     h5fl_writer_t *w = d->w;
     runs_ctx_t runs = {0};
@@ -324,9 +321,13 @@ static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64
     r.flags = flags;
     r.raw = raw;
     r.fmask = fmask;
-    int rank = H5Sget_simple_extent_ndims(d->space);
+    /* the extent the runs were computed in: the file selection's own (h5fl_for_each_seq) */
+    int rank = H5Sget_simple_extent_ndims(fsel);
     hsize_t dims[H5S_MAX_RANK];
-    H5Sget_simple_extent_dims(d->space, dims, NULL);
+    if (rank != H5Sget_simple_extent_ndims(d->space) || H5Sget_simple_extent_dims(fsel, dims, NULL) < 0) {
+        h5fl_err("dataset '%s': the file selection's rank differs from the dataset's", d->o.path);
+        goto done;
+    }
     r.rank = (uint32_t)rank;
     for (int k = 0; k < rank; k++)
         r.dims[k] = dims[k];
@@ -346,7 +347,7 @@ static int append_record_f(h5fl_dset_t *d, hid_t fsel, uint64_t data_off, uint64
     if (rec != stackrec)
         free(rec);
     if (rc == 0) /* every handle shares this state: all see the write at their next read */
-        rc = h5fl_ix_note_write2(d, &runs, r.seq, data_off, flags & H5FL_REC_FILL,
+        rc = h5fl_ix_note_write2(d, &runs, dims, r.seq, data_off, flags & H5FL_REC_FILL,
                                  (flags & H5FL_REC_FILTER) ? &r : NULL);
     if (rc == 0) /* the write stands: its statistics and user data function (stats.c) */
         h5fl_stats_note(d, &r, &runs, data);
