@@ -734,14 +734,14 @@ static herr_t op_iter(h5fl_dset_t *d, H5D_chunk_iter_op_t op, void *op_data)
             goto done;
     }
     rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < n; i++) { /* a positive value stops the iteration: success (0), as native */
         int r = op(offs + i * (size_t)rank, masks[i], HADDR_UNDEF, sizes[i], op_data);
         if (r < 0) {
             h5fl_err("dataset '%s': the chunk iteration callback failed (returned %d)", d->o.path, r);
             rc = -1;
-        } else {
-            rc = r;
         }
+        if (r != 0)
+            break;
     }
 done:
     free(offs);
