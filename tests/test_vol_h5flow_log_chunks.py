@@ -52,6 +52,16 @@ with h5py.File(p, "w") as f:
     e.resize((5, 3))
     e.resize((8, 4))
     out["edge_regrown"] = e[...].tolist()
+    # ... growing the first dimension only (the index is not rebuilt), shrinking into the edge chunk
+    r = f.create_dataset("rows", shape=(5, 3), maxshape=(None, 3), chunks=(4, 2), dtype="i4", fillvalue=-1)
+    r[...] = 0
+    r.id.write_direct_chunk((4, 2), (np.arange(8, dtype="i4") + 100).tobytes())
+    out["rows"] = r[...].tolist()  # (the index is built here, at the extent before the growth)
+    r.resize((8, 3))
+    out["rows_grown"] = r[...].tolist()
+    r.resize((6, 3))
+    r.resize((8, 3))
+    out["rows_regrown"] = r[...].tolist()
     # a chunk written by normal writes, one element at a time, read as a chunk
     u = f.create_dataset("u", shape=(6, 6), chunks=(3, 3), dtype="f8", fillvalue=0.5)
     for i in range(6):
@@ -65,6 +75,7 @@ with h5py.File(p, "r") as f:
     out["raw"] = f["raw"].id.read_direct_chunk((0, 0, 0))
     out["copy_again"] = f["copy"][...].tolist()
     out["edge_again"] = f["edge"][...].tolist()
+    out["rows_again"] = f["rows"][...].tolist()
     out["gz_again"] = [f["gz"].id.read_direct_chunk(o) for o in offs]
     si = chunks(f["gz"])[0]
     print("OFFSETS", si.chunk_offset is None, si.byte_offset is None)
@@ -137,6 +148,33 @@ def test_direct_chunk_errors(tmp_path: Path) -> None:
     assert "variable-length parts" in out["vlen"], out
     assert "chunk storage is not allocated" in out["unwritten"], out
     assert "n 1 0" in proc.stdout, proc.stdout
+
+
+def test_statistics_and_queries_see_only_the_extent(tmp_path: Path) -> None:
+    """An edge chunk written directly holds elements past the extent: the per-write statistics and a query
+    describe only the element inside it (and all four once the dataset grows)."""
+    proc = run_script("""
+        import json
+        from h5flow.stats import read_stats
+        from h5flow.query import apply
+        p = sys.argv[1]
+        with opened(h5py.File(p, "w")) as f:
+            d = f.create_dataset("x", shape=(5,), maxshape=(None,), chunks=(4,), dtype="i4", fillvalue=0)
+            d[0:4] = [-4, -3, -2, -1]
+            d.id.write_direct_chunk((4,), np.array([1, 2, 3, 4], "i4").tobytes())
+        def show(tag):
+            recs = read_stats(p, "x", as_frame=False)
+            with apply(p, "x > 1") as r:
+                hits = r.count
+            print(tag, json.dumps([(r["visible"], r["count"], r["min"], r["max"]) for r in recs]), hits)
+        show("edge")
+        with opened(h5py.File(p, "a")) as f:
+            f["x"].resize((8,))
+        show("grown")
+    """, str(tmp_path / "s.h5"))
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["edge"] == "[[4, 4, -4, -1], [1, 1, 1, 1]] 0", proc.stdout
+    assert lines["grown"] == "[[4, 4, -4, -1], [4, 4, 1, 4]] 3", proc.stdout
 
 
 @pytest.mark.mpi(n=2, env=LOG_ENV, timeout=180)

@@ -191,8 +191,9 @@ static int add_remapped(ext_vec_t *ev, int rank, const uint64_t *odims, const hs
             rem /= odims[k];
         }
         coords[0] = rem;
-        if (coords[0] >= ndims[0])
-            break; /* rows beyond the current extent: a shrink discarded them (its fill record does too) */
+        /* rows beyond the current extent stay, past its end (as the unchanged-trailing path above keeps
+         * them): a later growth of the first dimension shows them without a rebuild, unless a shrink's
+         * fill record covers them (an edge chunk's elements written directly, dset_chunk.c) */
         int out = 0; /* the outermost trailing dimension outside the current extent, 0 if none */
         for (int k = 1; k < rank && !out; k++)
             if (coords[k] >= ndims[k])

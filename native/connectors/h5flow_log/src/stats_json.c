@@ -360,8 +360,8 @@ static int base_json(h5fl_dset_t *d, jbuf_t *j, int kind, size_t esize, int rank
     }
     for (b.pass = 0; b.pass < 2; b.pass++) {
         uint64_t pos = 0; /* the gaps between the extents (the map covers later writes and shrinks) */
-        for (size_t i = 0; i <= m->n; i++) {
-            uint64_t gend = i < m->n ? m->ext[i].start : total;
+        for (size_t i = 0; i <= m->n && pos < total; i++) { /* (extents past the extent's end: ignored) */
+            uint64_t gend = i < m->n && m->ext[i].start < total ? m->ext[i].start : total;
             if (gend > pos && h5fl_base_walk(d, bs, cd, pos, gend, base_acc_fn, &b) != 0)
                 goto done;
             if (i < m->n)
@@ -421,9 +421,17 @@ static int stats_json(h5fl_dset_t *d, jbuf_t *j)
         h5fl_err("out of memory");
         goto done;
     }
-    for (size_t i = 0; i < m->n; i++)
-        if (m->ext[i].log != H5FL_FILL_LOG)
-            ev[ne++] = m->ext[i];
+    uint64_t total = 1; /* the index also holds writes past the extent's end (an edge chunk written
+                         * directly, rows before a shrink): only the elements inside it are described */
+    for (int k = 0; k < rank; k++)
+        total *= cdims[k];
+    for (size_t i = 0; i < m->n && m->ext[i].start < total; i++)
+        if (m->ext[i].log != H5FL_FILL_LOG) {
+            ev[ne] = m->ext[i];
+            if (ev[ne].len > total - ev[ne].start)
+                ev[ne].len = total - ev[ne].start;
+            ne++;
+        }
     qsort(ev, ne, sizeof *ev, ext_cmp);
     if (load_sidecars(d->o.dir, &sf) != 0)
         goto done;
