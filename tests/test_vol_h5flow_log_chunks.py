@@ -205,5 +205,23 @@ def test_mpi_direct_chunk_writers(comm, mpi_tmp_path: Path) -> None:
         listed = []
         d.id.chunk_iter(lambda si: listed.append((si.filter_mask, si.size)))
         mpi_assert(comm, listed == [(0, len(c)) for c in comp], f"listed {listed}")
+        # an edge chunk written by rank 0, seen by every rank through growth and a collective shrink
+        e = f.create_dataset("edge", shape=(5, 3), maxshape=(None, 3), chunks=(4, 2), dtype="i4", fillvalue=-1)
+        if comm.rank == 0:
+            e.id.write_direct_chunk((4, 2), (np.arange(8, dtype="i4") + 100).tobytes())
+        f.flush()
+        first = e[...]                     # every rank has built its index at this extent
+        e.resize((8, 3))
+        grown = e[...]
+        e.resize((6, 3))                   # the shrink drops what the edge chunk held past row 6
+        e.resize((8, 3))
+        f.flush()
+        regrown = e[...]
+        want_e = np.full((8, 3), -1, "i4")
+        want_e[4:8, 2] = [100, 102, 104, 106]
+        mpi_assert(comm, np.array_equal(first, want_e[:5]) and np.array_equal(grown, want_e),
+                   f"edge chunk on growth: {first.tolist()} {grown.tolist()}")
+        want_e[6:, 2] = -1
+        mpi_assert(comm, np.array_equal(regrown, want_e), f"edge chunk after the shrink: {regrown.tolist()}")
     with h5py.File(path, "r", driver="mpio", comm=comm) as f:
         mpi_assert(comm, np.array_equal(f["d"][...], want), "data read after reopening differs")

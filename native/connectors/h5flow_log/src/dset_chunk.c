@@ -410,15 +410,11 @@ static int row_single(void *vctx, uint64_t start, uint64_t len, uint64_t boxpos)
     return 0;
 }
 
-/* Gather the chunk's elements (in the view's index) into out. */
-typedef struct gather_rows_ctx {
-    gather_ctx_t g;
-} gather_rows_ctx_t;
-
+/* Gather the chunk's elements (in the view's index) into the context's buffer (a gather_ctx_t). */
 static int row_gather(void *vctx, uint64_t start, uint64_t len, uint64_t boxpos)
 {
     (void)boxpos;
-    return h5fl_gather_seq(&((gather_rows_ctx_t *)vctx)->g, start, (size_t)len) != 0 ? -1 : 0;
+    return h5fl_gather_seq(vctx, start, (size_t)len) != 0 ? -1 : 0;
 }
 
 /* Run fn with the view's index standing in for the dataset's (h5fl_gather_seq and h5fl_verify_rec read
@@ -475,7 +471,7 @@ static int chunk_bytes(h5fl_dset_t *d, h5fl_cview_t *cv, uint64_t lin, const uin
             h5fl_err("out of memory building a chunk of %zu bytes", raw);
             return -1;
         }
-        gather_rows_ctx_t g = {{d, cv->bbuf}};
+        gather_ctx_t g = {d, cv->bbuf};
         if (with_view_index(d, cv, lin, row_gather, &g) != 0)
             return -1;
         size_t len = raw;
