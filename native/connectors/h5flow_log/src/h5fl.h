@@ -694,5 +694,10 @@ bool h5fl_nat_file(const char *name);  /* a regular file with HDF5's signature *
 /* The container dataset of a dataset id; NULL with an error recorded for any other id (a native file's
  * dataset included). */
 h5fl_dset_t *h5fl_container_dset(hid_t dset);
+/* Path resolution reached an external link into a native HDF5 file (links.c, vol_group.c): the file, the
+ * object's path in it (components appended one by one) and the intent, for the calling thread's current
+ * callback to open the object natively. */
+void h5fl_nat_detour_set(const char *file, const char *path, unsigned intent);
+void h5fl_nat_detour_append(const char *component);
 
 #endif

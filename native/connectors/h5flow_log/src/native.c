@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@
 #define NAT(o) h5fpt_is_obj(o)
 #define MIXED_HINT                                                                                         \
     "objects cannot be shared between an h5flow_log container and a native HDF5 file: convert one with "  \
-    "`h5flow pack` (native to container) or `h5flow unpack` (container to native), or use HDF5's tools "  \
+    "`h5flow unpack` (native to container) or `h5flow pack` (container to native), or use HDF5's tools "  \
     "with --vol flags (h5copy, h5repack)"
 
 static const H5VL_class_t *base; /* h5fl_class: the container callbacks */
@@ -61,8 +62,8 @@ h5fl_dset_t *h5fl_container_dset(hid_t dset)
     else if (h5fl_nat_id(dset)) { /* H5VLobject gave native's own object */
         char path[512] = "";
         H5Iget_name(dset, path, sizeof path);
-        h5fl_err("dataset '%s' is in a native HDF5 file, not in an h5flow_log container (convert the file "
-                 "with `h5flow pack`)", path);
+        h5fl_err("dataset '%s' is in a native HDF5 file, not in an h5flow_log container (make a container "
+                 "of the file with `h5flow unpack`)", path);
         d = NULL;
     }
     return d;
@@ -135,6 +136,91 @@ static int kinds(const void *a, const void *b, const char *func, const char *wha
     return na || nb ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- external links into native files
+ * Path resolution in a container that meets an external link into a native HDF5 file records a detour and
+ * fails; the open (or by-name query) that asked is then run by the native connector on that file, at the
+ * object's path there. The record is the calling thread's and lives for one callback. */
+
+typedef struct detour {
+    bool set;
+    unsigned intent;
+    char file[4096];
+    char path[4096];
+} detour_t;
+static _Thread_local detour_t detour;
+
+void h5fl_nat_detour_set(const char *file, const char *path, unsigned intent)
+{
+    detour.set = strlen(file) < sizeof detour.file && strlen(path) < sizeof detour.path;
+    detour.intent = intent;
+    snprintf(detour.file, sizeof detour.file, "%s", file);
+    snprintf(detour.path, sizeof detour.path, "%s", path);
+}
+
+void h5fl_nat_detour_append(const char *component)
+{
+    size_t len = strlen(detour.path);
+    if (!detour.set)
+        return;
+    if (len + 1 + strlen(component) >= sizeof detour.path) {
+        detour.set = false;
+        return;
+    }
+    snprintf(detour.path + len, sizeof detour.path - len, "%s%s", len && detour.path[len - 1] == '/' ? "" : "/",
+             component);
+}
+
+/* The native file of the pending detour (NULL: no detour, or it failed): opened with H5Fopen (a VOL
+ * callback cannot open a native file itself: H5Fopen sets up what the native connector needs), its
+ * object wrapped as the core's. An object opened in it keeps the file open after detour_done closes this
+ * handle (native's weak close). */
+static void *detour_file(hid_t *fid)
+{
+    *fid = H5I_INVALID_HID;
+    if (!detour.set)
+        return NULL;
+    detour.set = false;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0)
+        return NULL;
+    if (H5Pset_vol(fapl, H5VL_NATIVE, NULL) >= 0)
+        *fid = H5Fopen(detour.file, detour.intent, fapl);
+    H5Pclose(fapl);
+    void *under = *fid >= 0 ? H5VLobject(*fid) : NULL;
+    h5fpt_obj_t *nf = under ? h5fpt_obj_new(under, H5VL_NATIVE, H5I_FILE, NULL, NULL) : NULL;
+    if (!nf && *fid >= 0) {
+        H5Fclose(*fid);
+        *fid = H5I_INVALID_HID;
+    }
+    return nf;
+}
+
+static void detour_done(void *nf, hid_t fid)
+{
+    h5fpt_obj_release(nf);
+    H5Fclose(fid);
+}
+
+/* Run after a container callback failed with a detour pending: CALL, with `nf` the native file and
+ * `nloc` the object's location in it (by name), replaces the failure; the container's error goes. */
+#define DETOUR(RESULT, FAILED, CALL)                                                                       \
+    do {                                                                                                   \
+        hid_t fid;                                                                                         \
+        void *nf = (FAILED) ? detour_file(&fid) : NULL;                                                    \
+        if (nf) {                                                                                          \
+            H5VL_loc_params_t nloc = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};                  \
+            nloc.loc_data.loc_by_name.name = detour.path;                                                  \
+            nloc.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;                                   \
+            H5VL_loc_params_t self = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_SELF};                  \
+            (void)self;                                                                                    \
+            (void)nloc;                                                                                    \
+            RESULT = (CALL);                                                                               \
+            if (!(FAILED))                                                                                 \
+                H5Eclear2(H5E_DEFAULT);                                                                    \
+            detour_done(nf, fid);                                                                          \
+        }                                                                                                  \
+    } while (0)
+
 /* ---------------------------------------------------------------- dispatch macros */
 
 /* herr_t slot(obj, ...) */
@@ -164,6 +250,31 @@ static int kinds(const void *a, const void *b, const char *func, const char *wha
     }
 
 #define LOC const H5VL_loc_params_t *
+
+/* group/dataset/datatype open: a path through an external link into a native file opens natively */
+#define D_OPEN(K)                                                                                          \
+    static void *d_##K##_open(void *obj, LOC loc, const char *name, hid_t apl, hid_t dxpl, void **req)     \
+    {                                                                                                      \
+        if (NAT(obj))                                                                                      \
+            return h5fpt_##K##_open(obj, loc, name, apl, dxpl, req);                                       \
+        detour.set = false;                                                                                \
+        void *r = base->K##_cls.open(obj, loc, name, apl, dxpl, req);                                      \
+        DETOUR(r, r == NULL, h5fpt_##K##_open(nf, &self, detour.path, apl, dxpl, NULL));                   \
+        return r;                                                                                          \
+    }
+
+/* object/link get and specific by name: the same through an external link into a native file */
+#define D_LOC_QUERY(K, OP)                                                                                 \
+    static herr_t d_##K##_##OP(void *obj, LOC loc, H5VL_##K##_##OP##_args_t *a, hid_t dxpl, void **req)    \
+    {                                                                                                      \
+        if (NAT(obj))                                                                                      \
+            return h5fpt_##K##_##OP(obj, loc, a, dxpl, req);                                               \
+        detour.set = false;                                                                                \
+        herr_t r = base->K##_cls.OP(obj, loc, a, dxpl, req);                                               \
+        if (loc->type == H5VL_OBJECT_BY_NAME)                                                              \
+            DETOUR(r, r < 0, h5fpt_##K##_##OP(nf, &nloc, a, dxpl, NULL));                                  \
+        return r;                                                                                          \
+    }
 
 /* get(obj, args), specific(obj, args), optional and close of a class K (dataset, datatype) */
 #define D_GET_SPECIFIC_OPTIONAL_CLOSE(K)                                                                   \
@@ -198,8 +309,7 @@ D_PTR(create, dataset_cls, dataset_create,
       (void *obj, LOC loc, const char *name, hid_t lcpl, hid_t t, hid_t s, hid_t dcpl, hid_t dapl, hid_t dxpl,
        void **req),
       (obj, loc, name, lcpl, t, s, dcpl, dapl, dxpl, req))
-D_PTR(open, dataset_cls, dataset_open, (void *obj, LOC loc, const char *name, hid_t dapl, hid_t dxpl, void **req),
-      (obj, loc, name, dapl, dxpl, req))
+D_OPEN(dataset)
 D_GET_SPECIFIC_OPTIONAL_CLOSE(dataset)
 
 /* H5Dread_multi/H5Dwrite_multi may name datasets of both kinds: each kind's run goes to its own side. */
@@ -238,8 +348,7 @@ static herr_t d_dataset_write(size_t count, void *dset[], hid_t mt[], hid_t ms[]
 D_PTR(commit, datatype_cls, datatype_commit,
       (void *obj, LOC loc, const char *name, hid_t t, hid_t lcpl, hid_t tcpl, hid_t tapl, hid_t dxpl, void **req),
       (obj, loc, name, t, lcpl, tcpl, tapl, dxpl, req))
-D_PTR(open, datatype_cls, datatype_open, (void *obj, LOC loc, const char *name, hid_t tapl, hid_t dxpl, void **req),
-      (obj, loc, name, tapl, dxpl, req))
+D_OPEN(datatype)
 D_GET_SPECIFIC_OPTIONAL_CLOSE(datatype)
 
 /* files */
@@ -310,8 +419,7 @@ static herr_t d_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t 
 D_PTR(create, group_cls, group_create,
       (void *obj, LOC loc, const char *name, hid_t lcpl, hid_t gcpl, hid_t gapl, hid_t dxpl, void **req),
       (obj, loc, name, lcpl, gcpl, gapl, dxpl, req))
-D_PTR(open, group_cls, group_open, (void *obj, LOC loc, const char *name, hid_t gapl, hid_t dxpl, void **req),
-      (obj, loc, name, gapl, dxpl, req))
+D_OPEN(group)
 D_HERR(get, group_cls, group_get, (void *obj, H5VL_group_get_args_t *a, hid_t dxpl, void **req),
        (obj, a, dxpl, req))
 D_HERR(optional, group_cls, group_optional, (void *obj, H5VL_optional_args_t *a, hid_t dxpl, void **req),
@@ -361,20 +469,25 @@ static herr_t d_link_create(H5VL_link_create_args_t *args, void *obj, LOC loc, h
 D_LINK_TWO(copy, "H5Lcopy")
 D_LINK_TWO(move, "H5Lmove")
 
-D_HERR(get, link_cls, link_get, (void *obj, LOC loc, H5VL_link_get_args_t *a, hid_t dxpl, void **req),
-       (obj, loc, a, dxpl, req))
-D_HERR(specific, link_cls, link_specific,
-       (void *obj, LOC loc, H5VL_link_specific_args_t *a, hid_t dxpl, void **req), (obj, loc, a, dxpl, req))
+D_LOC_QUERY(link, get)
+D_LOC_QUERY(link, specific)
 D_HERR(optional, link_cls, link_optional, (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req),
        (obj, loc, a, dxpl, req))
 
 /* objects */
-D_PTR(open, object_cls, object_open, (void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, void **req),
-      (obj, loc, type, dxpl, req))
-D_HERR(get, object_cls, object_get, (void *obj, LOC loc, H5VL_object_get_args_t *a, hid_t dxpl, void **req),
-       (obj, loc, a, dxpl, req))
-D_HERR(specific, object_cls, object_specific,
-       (void *obj, LOC loc, H5VL_object_specific_args_t *a, hid_t dxpl, void **req), (obj, loc, a, dxpl, req))
+static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, void **req)
+{
+    if (NAT(obj))
+        return h5fpt_object_open(obj, loc, type, dxpl, req);
+    detour.set = false;
+    void *r = base->object_cls.open(obj, loc, type, dxpl, req);
+    if (loc->type == H5VL_OBJECT_BY_NAME)
+        DETOUR(r, r == NULL, h5fpt_object_open(nf, &nloc, type, dxpl, NULL));
+    return r;
+}
+
+D_LOC_QUERY(object, get)
+D_LOC_QUERY(object, specific)
 D_HERR(optional, object_cls, object_optional,
        (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req), (obj, loc, a, dxpl, req))
 
