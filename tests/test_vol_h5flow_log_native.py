@@ -158,6 +158,24 @@ def test_multi_file_drivers_make_native_files(driver: str, tmp_path: Path) -> No
     """, tmp_path)
 
 
+def test_external_links_both_ways(native: Path, tmp_path: Path) -> None:
+    """A container's external link into a native file and a native file's link into a container open their
+    objects (the native file made without the connector)."""
+    without_connector("""
+        with h5py.File("n2.h5", "w") as f:
+            f["to_c"] = h5py.ExternalLink("c.h5", "/grp")
+    """, tmp_path)
+    with_connector("""
+        with served(h5py.File("c.h5", "w")) as c:
+            c["grp/v"] = np.arange(3)
+            c["to_n"] = h5py.ExternalLink("n.h5", "/g")
+        with served(h5py.File("c.h5", "r")) as c:
+            assert c["to_n/c"][2].tolist() == [8.0, 9.0, 10.0, 11.0] and c["to_n"].attrs["units"] == "K"
+        with served(h5py.File("n2.h5", "r")) as n:
+            assert n["to_c/v"][()].tolist() == [0, 1, 2] and n["to_c"]["v"][1] == 1
+    """, tmp_path)
+
+
 def test_mixing_a_container_and_a_native_file_is_refused_clearly(native: Path, tmp_path: Path) -> None:
     proc = with_connector("""
         import os

@@ -221,6 +221,88 @@ static void detour_done(void *nf, hid_t fid)
         }                                                                                                  \
     } while (0)
 
+/* The other way: an open by name in a native file whose path crosses an external link into a container.
+ * HDF5's own link traversal opens only native files, so after the native open failed, the path's prefixes
+ * are asked (native link info) for the first external link; if it names a container, the object is opened
+ * there, at the link's object path followed by the rest of the path. NULL: not that case (the native
+ * error stands). */
+static bool is_container_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && h5fl_exists(path, H5FL_MARKER);
+}
+
+/* The container an external link value names, relative names beside the native file first. */
+static bool elink_container(h5fpt_obj_t *o, const char *file, char *out, size_t outsz, hid_t dxpl)
+{
+    if (file[0] == '/')
+        return snprintf(out, outsz, "%s", file) < (int)outsz && is_container_dir(out);
+    char here[4096] = "";
+    size_t len = 0;
+    H5VL_file_get_args_t ga = {.op_type = H5VL_FILE_GET_NAME};
+    ga.args.get_name = (H5VL_file_get_name_args_t){o->type, sizeof here, here, &len};
+    if (H5VLfile_get(o->under_object, o->under_vol_id, &ga, dxpl, NULL) >= 0 && len < sizeof here) {
+        char *slash = strrchr(here, '/');
+        if (slash) {
+            *slash = '\0';
+            if (snprintf(out, outsz, "%s/%s", here, file) < (int)outsz && is_container_dir(out))
+                return true;
+        }
+    }
+    return snprintf(out, outsz, "%s", file) < (int)outsz && is_container_dir(out);
+}
+
+static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *type, hid_t dxpl)
+{
+    char prefix[4096];
+    if (!path || strlen(path) >= sizeof prefix)
+        return NULL;
+    size_t total = strlen(path), start = path[0] == '/' ? 1 : 0;
+    for (size_t n = start + 1; n <= total; n++) { /* each prefix that ends a component */
+        if (n < total && path[n] != '/')
+            continue;
+        memcpy(prefix, path, n);
+        prefix[n] = '\0';
+        H5VL_loc_params_t at = {.obj_type = o->type, .type = H5VL_OBJECT_BY_NAME};
+        at.loc_data.loc_by_name.name = prefix;
+        at.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;
+        H5L_info2_t li;
+        H5VL_link_get_args_t la = {.op_type = H5VL_LINK_GET_INFO};
+        la.args.get_info.linfo = &li;
+        herr_t rc;
+        H5E_BEGIN_TRY { rc = H5VLlink_get(o->under_object, &at, o->under_vol_id, &la, dxpl, NULL); }
+        H5E_END_TRY
+        if (rc < 0)
+            return NULL;
+        if (li.type == H5L_TYPE_EXTERNAL) {
+            char val[4096], target[4096], inner[8192];
+            unsigned flags = 0;
+            const char *file = NULL, *obj = NULL;
+            H5VL_link_get_args_t va = {.op_type = H5VL_LINK_GET_VAL};
+            va.args.get_val.buf_size = sizeof val;
+            va.args.get_val.buf = val;
+            if (li.u.val_size > sizeof val ||
+                H5VLlink_get(o->under_object, &at, o->under_vol_id, &va, dxpl, NULL) < 0 ||
+                H5Lunpack_elink_val(val, li.u.val_size, &flags, &file, &obj) < 0 ||
+                !elink_container(o, file, target, sizeof target, dxpl) ||
+                snprintf(inner, sizeof inner, "%s%s", obj, path + n) >= (int)sizeof inner)
+                return NULL;
+            void *cf = base->file_cls.open(target, H5F_ACC_RDONLY, H5P_FILE_ACCESS_DEFAULT, dxpl, NULL);
+            if (!cf)
+                return NULL;
+            H5VL_loc_params_t in = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};
+            in.loc_data.loc_by_name.name = inner;
+            in.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;
+            void *r = base->object_cls.open(cf, &in, type, dxpl, NULL);
+            base->file_cls.close(cf, dxpl, NULL); /* an object opened in it keeps it open */
+            if (r)
+                H5Eclear2(H5E_DEFAULT);
+            return r;
+        }
+    }
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- dispatch macros */
 
 /* herr_t slot(obj, ...) */
@@ -477,8 +559,12 @@ D_HERR(optional, link_cls, link_optional, (void *obj, LOC loc, H5VL_optional_arg
 /* objects */
 static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, void **req)
 {
-    if (NAT(obj))
-        return h5fpt_object_open(obj, loc, type, dxpl, req);
+    if (NAT(obj)) {
+        void *r = h5fpt_object_open(obj, loc, type, dxpl, req);
+        if (!r && loc->type == H5VL_OBJECT_BY_NAME)
+            r = native_to_container(obj, loc->loc_data.loc_by_name.name, type, dxpl);
+        return r;
+    }
     detour.set = false;
     void *r = base->object_cls.open(obj, loc, type, dxpl, req);
     if (loc->type == H5VL_OBJECT_BY_NAME)
