@@ -119,9 +119,15 @@ static void refuse(const char *func, const char *what)
     h5fl_err_push(func);
 }
 
-static void unsupported(const char *func, const char *what)
+/* A callback the container class leaves out (HDF5's words for it: "VOL connector has no 'dataset
+ * optional' method"), asked of a container object. */
+static void unsupported(const char *func, const char *slot)
 {
-    h5fl_err("%s is not supported by h5flow_log on a container", what);
+    char words[64];
+    snprintf(words, sizeof words, "%s", slot);
+    for (char *c = words; *c; c++)
+        *c = *c == '_' ? ' ' : *c;
+    h5fl_err("h5flow_log has no '%s' method for a container (an operation of native HDF5 files only)", words);
     h5fl_err_push(func);
 }
 
@@ -667,7 +673,7 @@ static herr_t d_optional(void *obj, H5VL_optional_args_t *a, hid_t dxpl, void **
     if (NAT(obj))
         return h5fpt_optional(obj, a, dxpl, req);
     if (!base->optional) {
-        unsupported(__func__, "this operation");
+        unsupported(__func__, "optional");
         return -1;
     }
     return base->optional(obj, a, dxpl, req);
