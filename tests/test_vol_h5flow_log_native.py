@@ -229,3 +229,32 @@ def test_delete_and_accessible_on_a_native_file(native: Path, tmp_path: Path) ->
         assert lib.H5Fdelete(b"n.h5", 0) >= 0 and lib.H5Fdelete(b"c.h5", 0) >= 0
         assert os.listdir(".") == [], os.listdir(".")
     """, tmp_path)
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_ranks_share_a_native_file(comm, mpi_tmp_path: Path) -> None:  # noqa: ANN001
+    """Two ranks open one native file (made through h5py's file-object driver) with the mpio driver
+    through the connector: each writes its row collectively, both read the other's."""
+    import io
+
+    import h5py
+
+    from h5flow import _hdf5lib
+    from h5flow.testing.pytest_mpi import mpi_assert
+
+    path = mpi_tmp_path / "shared.h5"
+    if comm.rank == 0:
+        buf = io.BytesIO()
+        with h5py.File(buf, "w") as f:
+            f.create_dataset("rows", shape=(comm.size, 4), dtype="i4")
+        path.write_bytes(buf.getvalue())
+    comm.Barrier()
+    with h5py.File(path, "r+", driver="mpio", comm=comm) as f:
+        mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == "h5flow_log", "not served by h5flow_log")
+        with f["rows"].collective:
+            f["rows"][comm.rank] = np.full(4, comm.rank + 1, dtype="i4")
+    comm.Barrier()
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        got = f["rows"][()]
+    mpi_assert(comm, got.tolist() == [[r + 1] * 4 for r in range(comm.size)], f"rank {comm.rank} read {got}")
+    mpi_assert(comm, path.is_file(), "the native file became something else")
