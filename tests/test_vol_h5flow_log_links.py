@@ -164,20 +164,23 @@ def test_second_open_with_other_file_locking_is_refused_as_native(tmp_path: Path
     assert got == {"lock False": "OSError", "lock True": "opened", "lock best-effort": "OSError"}
 
 
-def test_external_link_to_a_native_file_is_a_clear_error(tmp_path: Path) -> None:
+def test_external_link_to_a_native_file_opens_its_object_natively(tmp_path: Path) -> None:
     body = """
         import subprocess
         env = dict(os.environ); env.pop("HDF5_VOL_CONNECTOR")
-        subprocess.run([sys.executable, "-c", "import h5py; h5py.File('n.h5', 'w')['x'] = [1]"], env=env, check=True)
+        subprocess.run([sys.executable, "-c", "import h5py; h5py.File('n.h5', 'w')['g/x'] = [1, 2]"], env=env,
+                       check=True)
         with check_connector(h5py.File("a.h5", "w")) as f:
-            f["n"] = h5py.ExternalLink("n.h5", "/x")
-            try:
-                f["n"]
-            except Exception as e:
-                out("error", str(e))
+            f["n"] = h5py.ExternalLink("n.h5", "/g/x")
+            f["g"] = h5py.ExternalLink("n.h5", "/g")
+        with check_connector(h5py.File("a.h5", "r")) as f:
+            out("n", f["n"][()].tolist())
+            out("g/x", f["g/x"][()].tolist())
+            out("exists", ["g/x" in f, "g/nope" in f])
+            out("file", f["g"].file.filename)
     """
     got = _run(body, tmp_path, connector=True)
-    assert "not an h5flow_log container" in got["error"], got
+    assert got == {"n": [1, 2], "g/x": [1, 2], "exists": [True, False], "file": "n.h5"}, got
 
 
 def test_object_copy_within_and_across_containers(tmp_path: Path) -> None:

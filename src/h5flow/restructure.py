@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from h5flow.connectors import logvol
-from h5flow.connectors.h5flow_log import MARKER
+from h5flow.connectors.h5flow_log import not_a_container
 
 ORDERS = {"row": 1, "column": 2}
 CHUNKS = 3
@@ -70,7 +70,7 @@ def restructure(container: str | os.PathLike[str], dataset: str, *, order: str |
     dataset meanwhile (as for h5repack); readers may, they see the old or the new layout."""
     code, sizes = _request(order, chunks)
     if not logvol.is_container(container):
-        raise ValueError(f"{container} is not an h5flow_log container (no {MARKER} marker)")
+        raise ValueError(not_a_container(container))
     return _run(str(container), dataset, code, sizes)
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from h5flow.connectors import logvol
-from h5flow.connectors.h5flow_log import MARKER
+from h5flow.connectors.h5flow_log import not_a_container
 
 _PREFIX = "h5flow stats: error: "
 UDF_PROP, UDF_SPEC_MAX = logvol.UDF_PROP, logvol.UDF_SPEC_MAX
@@ -91,7 +91,7 @@ def read_stats(container: str | os.PathLike[str], dataset: str | None = None, *,
     if not os.path.lexists(container):
         raise FileNotFoundError(f"no such file or directory: {container}")
     if not logvol.is_container(container):
-        raise ValueError(f"{container} is not an h5flow_log container (no {MARKER} marker)")
+        raise ValueError(not_a_container(container))
     recs = _collect(container, dataset)
     if as_frame is False:
         return recs

@@ -219,12 +219,45 @@ def _read_sidecar_layout(path: Path, root: Path | None = None) -> tuple[str, tup
     return dtype, shape, maxshape, layout
 
 
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_native_file(path: str | os.PathLike[str]) -> bool:
+    """A regular file with HDF5's signature (at 0, or after a userblock at 512, 1024, ...): what
+    h5flow_log opens through HDF5's native connector instead of as a container."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return False
+            off = 0
+            while off + 8 <= size:
+                fh.seek(off)
+                if fh.read(8) == HDF5_SIGNATURE:
+                    return True
+                off = off * 2 if off else 512
+    except OSError:
+        return False
+    return False
+
+
+def not_a_container(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` is not a container, in words a user can act on."""
+    if not os.path.lexists(path):
+        return f"{path}: no such file or container"
+    if is_native_file(path):
+        return (f"{path} is a native HDF5 file, not an h5flow_log container (h5py and HDF5's tools read it "
+                f"with or without HDF5_VOL_CONNECTOR=h5flow_log; `h5flow unpack {path} OUT` makes a "
+                "container of it)")
+    return (f"{path} is not an h5flow_log container (no {MARKER}); "
+            "was it written with HDF5_VOL_CONNECTOR=h5flow_log?")
+
+
 def scan(container: str | Path) -> list[Entry]:
     """Every group and dataset of the container, depth first in name order."""
     root = Path(container)
     if not os.path.lexists(root / MARKER):
-        raise ContainerError(f"{root} is not an h5flow_log container (no {MARKER}); "
-                             "was it written with HDF5_VOL_CONNECTOR=h5flow_log?")
+        raise ContainerError(not_a_container(root))
     read_marker(root)
     entries: list[Entry] = []
     first_name: dict[int, str] = {}  # object id -> the name it was listed under (each object listed once)

@@ -33,18 +33,15 @@ DEFAULT_TIMEOUT = 300.0
 CAUSES: list[tuple[str, bool, str, str]] = [
     ("fails natively too (run as root: permissions not enforced; h5py's MPI tests need mpiexec)",
      False, r"test_append_permissions|TestMPI", r""),
-    ("native-only: native HDF5 files and file drivers (data files shipped with h5py, file images, a "
-     "Python file object, fileobj/split drivers, a userblock written through the file's name, page "
-     "buffering, file space strategy)",
+    ("native-only: native file properties (a userblock written through the file's name, page buffering, "
+     "file space strategy) and native-only calls on an in-memory container (the core driver without a "
+     "backing store: file image, VFD handle)",
      True,
-     r"test_file_image|test_big_endian_file|TestDrivers|TestUserblock|TestFileObj|TestPageBuffering|"
-     r"TestSpaceStrategy|test_in_memory|test_descriptor_core",
-     r"not an h5flow_log container|file driver|core driver without a backing store|userblock|page buffer|"
-     r"free space inside"),
-    ("native-only: native file-format internals (storage offsets and alignment, chunk addresses, VFD "
-     "handle, metadata cache)", True,
-     r"TestFileAlignment|TestFileMetaBlockSize|test_get_chunk_details|test_chunk_iter|"
-     r"test_zero_storage_size|TestFileID|TestCacheConfig",
+     r"TestUserblock|TestPageBuffering|TestSpaceStrategy|test_in_memory|test_descriptor_core",
+     r"file driver|core driver without a backing store|userblock|page buffer|free space inside"),
+    ("native-only: native file-format internals (storage offsets and alignment, VFD handle, metadata cache)",
+     True,
+     r"TestFileAlignment|TestFileMetaBlockSize|TestFileID|TestCacheConfig",
      r"native HDF5 only|'dataset optional' method"),
     ("h5py gives no chunk offset for a chunk without a file address (a container's chunks have none: "
      "HADDR_UNDEF; docs/FORMAT.md \"Direct chunk I/O\")", False,

@@ -1,5 +1,9 @@
 /* File creation/access property lists: what h5flow_log honours, and a clear refusal of the rest.
  *
+ * Drivers a container cannot live in (h5py's file objects, file images, multi-file drivers) never reach
+ * these checks: native.c makes native HDF5 files of them. The driver check below stays for the paths that
+ * open a container directly (H5Freopen, external links).
+ *
  * An h5flow_log "file" is a directory of plain POSIX files (docs/FORMAT.md). A file driver (VFD) or a
  * file-creation property that asks for something else (an in-memory file, a Python file object, a
  * userblock, paged file-space management, a page buffer, ...) cannot be honoured; before this check

@@ -684,4 +684,22 @@ hid_t h5fl_datatype_reopen_id(h5fl_file_t *f, uint64_t id, hid_t stored);
 
 extern const H5VL_class_t h5fl_class;
 
+/* The native fallback (native.c; docs/FORMAT.md "Native HDF5 files through h5flow_log"). */
+/* The class HDF5 registers: `containers` (h5fl_class) for containers, the native connector underneath for
+ * native HDF5 files and for drivers a container cannot live in. */
+const H5VL_class_t *h5fl_nat_class(const H5VL_class_t *containers);
+bool h5fl_nat_is(const void *obj);     /* an object a callback got is of a native file (not a container's) */
+/* An id whose object is of a native file (H5VLobject of it is then native HDF5's own object). */
+bool h5fl_nat_id(hid_t id);
+bool h5fl_nat_driver(hid_t fapl);      /* the file access list's driver cannot hold a container */
+bool h5fl_nat_file(const char *name);  /* a regular file with HDF5's signature */
+/* The container dataset of a dataset id; NULL with an error recorded for any other id (a native file's
+ * dataset included). */
+h5fl_dset_t *h5fl_container_dset(hid_t dset);
+/* Path resolution reached an external link into a native HDF5 file (links.c, vol_group.c): the file, the
+ * object's path in it (components appended one by one) and the intent, for the calling thread's current
+ * callback to open the object natively. */
+void h5fl_nat_detour_set(const char *file, const char *path, unsigned intent);
+void h5fl_nat_detour_append(const char *component);
+
 #endif

@@ -331,8 +331,8 @@ int64_t h5fl_acorder_of(const char *odir, const char *name)
 /* ---------------------------------------------------------------- external links
  * A directory holding @extlink is an external link: the file holds the link's value exactly as
  * H5Lcreate_external encodes it (version/flags byte, file name, NUL, object path, NUL) and H5Lget_val
- * returns it. The target file must be an h5flow_log container: a terminal VOL connector can only hand HDF5
- * objects of its own (an object of the native connector cannot be returned through this one). */
+ * returns it. The target file is an h5flow_log container, or a native HDF5 file: then the walk stops with
+ * EXDEV and a detour (native.c), and the callback opens the object through the native connector. */
 int h5fl_extlink_read(const char *dir, void **buf, size_t *len)
 {
     char *p = h5fl_join(dir, H5FL_EXT_FILE);
@@ -432,6 +432,7 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         xfapl = H5I_INVALID_HID;
     h5fl_file_t *xf = NULL;
     const char *tried = NULL;
+    bool native = false;
     for (int i = 0; i < 2 && !xf; i++) {
         if (!cand[i])
             continue;
@@ -439,6 +440,14 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         struct stat sb;
         if (stat(cand[i], &sb) != 0)
             continue;
+        if (h5fl_nat_file(cand[i])) { /* a native HDF5 file: the caller opens the object natively */
+            h5fl_nat_detour_set(cand[i], obj, intent);
+            h5fl_err("external link %s names the native HDF5 file '%s': only objects opened through it are "
+                     "served (by the native connector); a container's path cannot continue inside it",
+                     dir, cand[i]);
+            native = true;
+            break;
+        }
         if (!S_ISDIR(sb.st_mode) || !h5fl_exists(cand[i], H5FL_MARKER)) {
             h5fl_err("external link %s names '%s', which is not an h5flow_log container: h5flow_log follows "
                      "external links only into containers (open a native file with H5Fopen/h5py.File without "
@@ -471,6 +480,6 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
     free(buf);
     if (xfapl >= 0)
         H5Pclose(xfapl);
-    errno = missing ? ENOENT : 0;
+    errno = missing ? ENOENT : native ? EXDEV : 0;
     return xf;
 }

@@ -25,19 +25,7 @@ static int64_t fail(char *err, size_t errlen)
     return -1;
 }
 
-static h5fl_dset_t *dset_of(hid_t dset)
-{
-    char name[64] = "";
-    if (H5Iget_type(dset) != H5I_DATASET || H5VLget_connector_name(dset, name, sizeof name) < 0 ||
-        strcmp(name, H5FL_NAME) != 0) {
-        h5fl_err("not a dataset of an h5flow_log container (connector '%s')", name);
-        return NULL;
-    }
-    h5fl_dset_t *d = H5VLobject(dset);
-    if (!d)
-        h5fl_err("cannot reach the dataset's connector object");
-    return d;
-}
+static h5fl_dset_t *dset_of(hid_t dset) { return h5fl_container_dset(dset); }
 
 /* ---------------------------------------------------------------- pread into the caller's buffer
  *

@@ -541,18 +541,13 @@ int h5flow_log_restructure(hid_t dset, unsigned order, const uint64_t *chunk, un
 {
     h5fl_err_clear();
     *out = NULL;
-    char name[64] = "", res[1024] = "";
+    char res[1024] = "";
     int rc = -1;
-    if (H5Iget_type(dset) != H5I_DATASET || H5VLget_connector_name(dset, name, sizeof name) < 0 ||
-        strcmp(name, H5FL_NAME) != 0) {
-        h5fl_err("not a dataset of an h5flow_log container (connector '%s')", name);
-    } else if (order < H5FL_ORDER_ROW || order > H5FL_ORDER_CHUNKS || nchunk > H5S_MAX_RANK) {
+    if (order < H5FL_ORDER_ROW || order > H5FL_ORDER_CHUNKS || nchunk > H5S_MAX_RANK) {
         h5fl_err("unknown restructure order %u (1 row, 2 column, 3 chunks)", order);
     } else {
-        h5fl_dset_t *d = H5VLobject(dset);
-        if (!d)
-            h5fl_err("cannot reach the dataset's connector object");
-        else
+        h5fl_dset_t *d = h5fl_container_dset(dset);
+        if (d)
             rc = restructure(d, order, chunk, nchunk, res, sizeof res);
     }
     *out = h5fl_strdup(rc == 0 ? res : h5fl_err_msg()[0] ? h5fl_err_msg() : "unknown error");

@@ -575,16 +575,12 @@ int h5flow_log_stats_json(hid_t dset, char **out)
 {
     h5fl_err_clear();
     *out = NULL;
-    char name[64] = "";
     jbuf_t j = {0};
     int rc = -1;
-    if (H5Iget_type(dset) != H5I_DATASET || H5VLget_connector_name(dset, name, sizeof name) < 0 ||
-        strcmp(name, H5FL_NAME) != 0) {
-        h5fl_err("not a dataset of an h5flow_log container (connector '%s')", name);
-    } else {
-        h5fl_dset_t *d = H5VLobject(dset);
+    {
+        h5fl_dset_t *d = h5fl_container_dset(dset);
         if (!d)
-            h5fl_err("cannot reach the dataset's connector object");
+            ;
         else if (d->vds || d->ext) /* no statistics describe its data: never "nothing written" */
             h5fl_err("dataset '%s' has no per-write statistics: its data is %s, not in its logs", d->o.path,
                      d->vds ? "in the sources of a virtual dataset" : "in external files");

@@ -296,6 +296,8 @@ int h5fl_datatype_use_id(h5fl_file_t *f, hid_t type, uint64_t *id)
         H5VLclose(theirs);
     if (!same)
         return 0; /* a committed type of another connector's file: the dataset keeps a copy only */
+    if (h5fl_nat_id(type))
+        return 0; /* a native file's committed type: a copy only */
     h5fl_dtype_t *t = H5VLobject(type);
     if (!t || t->o.type != H5I_DATATYPE || !t->o.file || t->o.file->fileno != f->fileno)
         return 0; /* another container's: a copy only (like native HDF5 across files) */

@@ -695,6 +695,8 @@ typedef struct obj_ids {
 static bool is_ours(hid_t id)
 {
     char name[sizeof H5FL_NAME + 1];
+    if (h5fl_nat_id(id)) /* a native file's object through this connector */
+        return false;
     hid_t vol = H5VLget_connector_id(id);
     if (vol < 0)
         return false;

@@ -210,6 +210,8 @@ static int walk(const h5fl_obj_t *o, const char *name, bool stop_before_last, in
                 break;
             }
             if (!xf) {
+                for (size_t j = i + 1; errno == EXDEV && j < n; j++) /* the rest of the path, in that file */
+                    h5fl_nat_detour_append(comps[j]);
                 free(copy);
                 goto fail;
             }

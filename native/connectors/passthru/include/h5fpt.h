@@ -34,12 +34,22 @@ extern "C" {
  * is H5I_INVALID_HID is the connector's own request (made by it, not by the connector below): the
  * core's wrap callbacks give it no wrap context; the connector's request callbacks handle it. */
 typedef struct h5fpt_obj {
+    uint32_t magic;      /* H5FPT_OBJ_MAGIC: tells a wrapper from another kind of object sharing a class (the
+                            first 4 bytes of an h5flow_log object are its H5I_type_t, never this value) */
     hid_t under_vol_id;  /* the connector below (a reference held by this wrapper) */
     void *under_object;  /* its object */
     H5I_type_t type;     /* H5I_FILE, H5I_GROUP, H5I_DATASET, H5I_DATATYPE, H5I_ATTR; H5I_BADID for requests */
     void *ext;           /* the connector's own state for this object (desc->obj_init / obj_fini) */
     atomic_uint refs;    /* 1 for the handle HDF5 holds, +1 per wrap context that refers to it */
 } h5fpt_obj_t;
+
+#define H5FPT_OBJ_MAGIC 0x54504648u /* "HFPT" */
+
+/* Whether p (an object handed to a callback, at least 4 bytes) is a wrapper made by this core. */
+static inline int h5fpt_is_obj(const void *p)
+{
+    return p && *(const uint32_t *)p == H5FPT_OBJ_MAGIC;
+}
 
 /* The connector's info: where it stacks and its own options. */
 typedef struct h5fpt_info {

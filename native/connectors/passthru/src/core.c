@@ -124,6 +124,7 @@ h5fpt_obj_t *h5fpt_obj_new(void *under, hid_t under_vol_id, H5I_type_t type, con
         H5FPT_ERR("out of memory for an object wrapper");
         return NULL;
     }
+    o->magic = H5FPT_OBJ_MAGIC;
     o->under_object = under;
     o->under_vol_id = under_vol_id;
     o->type = type;
@@ -177,6 +178,7 @@ void h5fpt_obj_release(h5fpt_obj_t *obj)
     H5Idec_ref(obj->under_vol_id);
     if (err >= 0)
         H5Eset_current_stack(err);
+    obj->magic = 0;
     free(obj);
 }
 
