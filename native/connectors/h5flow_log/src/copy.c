@@ -621,7 +621,8 @@ static int expand_map(void *ctx, uint64_t *id)
     char first[NAME_MAX + 1] = "";
     if (!strncmp(loc.dir, x->sdir, sl) && rel[0] == '/')
         snprintf(first, sizeof first, "%.*s", (int)strcspn(rel + 1, "/"), rel + 1);
-    bool inside = !strncmp(loc.dir, x->sdir, sl) && (rel[0] == '\0' || (rel[0] == '/' && !(x->sroot && container_only(first))));
+    bool inside = !strncmp(loc.dir, x->sdir, sl) &&
+                  (rel[0] == '\0' || (rel[0] == '/' && !(x->sroot && container_only(first))));
     uint64_t nid = 0;
     int st;
     if (inside) { /* the tree's own copy of it */
@@ -709,7 +710,8 @@ static int expand_tree(expand_t *x, const char *dir, const char *path, int depth
         struct stat sb;
         if (!sub) {
             st = -1;
-        } else if (lstat(sub, &sb) == 0 && S_ISREG(sb.st_mode) && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX))) {
+        } else if (lstat(sub, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                   !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX))) {
             st = h5fl_attr_map_refs(x->c->df, dir, path, n, expand_map, x);
         } else if (S_ISDIR(sb.st_mode)) {
             H5I_type_t t = h5fl_dir_type(sub, false);
