@@ -1,7 +1,8 @@
 """h5flow_log: virtual datasets (h5py `create_virtual_dataset`, H5Pset_virtual), checked against native HDF5
 running the same script (`same_as_native`): sources in other files and in the same file ("."), fill values
 for unmapped elements and missing sources, strided and partial reads,
-writes through the virtual dataset, close/reopen and object copy; and a container mapping a native file."""
+writes through the virtual dataset, close/reopen and object copy; unlimited and printf-style mappings in
+both views; and a container mapping a native file."""
 
 from __future__ import annotations
 
@@ -59,29 +60,95 @@ def test_virtual_datasets_read_write_like_native(tmp_path: Path) -> None:
     assert got["written"][2:4] == [7.5, 8.5]
 
 
-def test_unsupported_virtual_mappings_are_refused_clearly(tmp_path: Path) -> None:
-    script = textwrap.dedent("""
-        import os, sys, h5py, numpy as np
-        os.chdir(sys.argv[1])
-        with h5py.File("s.h5", "w") as s:
-            s.create_dataset("data", data=np.arange(4))
-        with h5py.File("v.h5", "w") as f:
-            lay = h5py.VirtualLayout(shape=(4,), dtype="i8", maxshape=(None,))
-            lay[:h5py.h5s.UNLIMITED] = h5py.VirtualSource("s.h5", "data", shape=(4,), maxshape=(None,))[:h5py.h5s.UNLIMITED]
-            try:
-                f.create_virtual_dataset("u", lay)
-                print("CREATED")
-            except Exception as e:
-                print("ERROR", e)
-            print("LEFT", list(f.keys()))
-    """)
-    env = dict(os.environ)
-    env.update(LOG_ENV)
-    p = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "unlimited mappings are not supported" in p.stdout, p.stdout
-    assert "CREATED" not in p.stdout and "LEFT []" in p.stdout
+def test_unlimited_mappings_follow_their_sources_like_native(tmp_path: Path) -> None:
+    """Unlimited mappings (an unlimited block, and an unlimited count of strided blocks over several
+    sources): the extent follows the sources' current extents in both views, reads stop where each source
+    ends (fill value beyond), writes reach the sources, and a reopen sees the same."""
+    got = same_as_native("""
+        U = h5py.h5s.UNLIMITED
+        def view(f, name, first_missing):
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            dapl.set_virtual_view(h5py.h5d.VDS_FIRST_MISSING if first_missing else h5py.h5d.VDS_LAST_AVAILABLE)
+            return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl=dapl))
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            s = f.create_dataset("source", data=np.arange(20).reshape(10, 2), maxshape=(None, 2), chunks=(10, 1),
+                                 fillvalue=-1)
+            lay = h5py.VirtualLayout((10, 1), "i8", maxshape=(None, 1))
+            lay[:U, 0] = h5py.VirtualSource(s)[:U, 1]
+            v = f.create_virtual_dataset("virtual", lay)
+            out("shape0", list(v.shape)); out("v0", v[...])
+            s.resize(14, axis=0)
+            out("shape1", list(v.shape)); out("v1", v[...]); out("v1_tail", v[8:])
+            s[10:, 1] = [70, 71, 72, 73]
+            out("v2", v[...])
+            v[12, 0] = 99                                           # written through to the source
+            out("source", s[...])
+        for n, rows in enumerate((20, 3, 7)):                       # strided blocks, one source each
+            with check_connector(h5py.File(f"raw{n}.h5", "w")) as r:
+                r.create_dataset("data", data=np.full((rows, 2), n, "i2"), maxshape=(None, 2))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_fill_value(np.array([-5], "i2"))
+        vspace = h5py.h5s.create_simple((1, 2), (U, 2))
+        for n, rows in enumerate((20, 3, 7)):
+            src = h5py.h5s.create_simple((rows, 2), (U, 2))
+            src.select_hyperslab((0, 0), (U, 1), stride=(1, 1), block=(1, 2))
+            vspace.select_hyperslab((n, 0), (U, 1), stride=(3, 1), block=(1, 2))
+            dcpl.set_virtual(vspace, f"raw{n}.h5".encode(), b"data", src)
+        with check_connector(h5py.File("strided.h5", "w")) as f:
+            h5py.h5d.create(f.id, b"data", h5py.h5t.NATIVE_INT16, vspace, dcpl=dcpl)
+            out("strided_last", list(f["data"].shape)); out("strided", f["data"][:, 0])
+            out("first_missing", list(view(f, "data", True).shape)); out("fm", view(f, "data", True)[:, 1])
+            out("window", f["data"][5:14:2, 1])
+        with h5py.File("raw1.h5", "a") as r:                       # a source grows
+            r["data"].resize(30, axis=0)
+            r["data"][3:] = 11
+        with h5py.File("strided.h5", "r") as f:
+            out("grown_last", list(f["data"].shape)); out("grown", f["data"][:, 0])
+            out("grown_fm", list(view(f, "data", True).shape))
+        with h5py.File("c.h5", "r") as f:
+            out("reopen", f["virtual"][...]); out("reopen_shape", list(f["virtual"].shape))
+    """, tmp_path)
+    assert got["shape0"] == [10, 1] and got["shape1"] == [14, 1]
+    assert got["strided_last"] == [58, 2] and got["first_missing"] == [10, 2]
+
+
+def test_printf_mappings_find_their_sources_like_native(tmp_path: Path) -> None:
+    """printf-style source names (%b, one source per block, %% a literal %): the extent reaches the last
+    source found (gaps up to the access list's printf gap) or stops at the first missing one, by view."""
+    got = same_as_native("""
+        U = h5py.h5s.UNLIMITED
+        def opened(f, first_missing, gap):
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            dapl.set_virtual_view(h5py.h5d.VDS_FIRST_MISSING if first_missing else h5py.h5d.VDS_LAST_AVAILABLE)
+            dapl.set_virtual_printf_gap(gap)
+            return h5py.Dataset(h5py.h5d.open(f.id, b"v", dapl=dapl))
+        for b in (0, 1, 3, 6):                                       # blocks 2, 4 and 5 are missing
+            with check_connector(h5py.File(f"part%{b}.h5", "w")) as r:
+                r.create_dataset(f"d{b}", data=np.arange(6, dtype="i4").reshape(2, 3) + 10 * b)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_fill_value(np.array([-1], "i4"))
+        vspace = h5py.h5s.create_simple((0, 3), (U, 3))
+        vspace.select_hyperslab((0, 0), (U, 1), stride=(2, 1), block=(2, 3))
+        src = h5py.h5s.create_simple((2, 3))
+        dcpl.set_virtual(vspace, b"part%%%b.h5", b"d%b", src)
+        with check_connector(h5py.File("vds.h5", "w")) as f:
+            h5py.h5d.create(f.id, b"v", h5py.h5t.NATIVE_INT32, vspace, dcpl=dcpl)
+        with h5py.File("vds.h5", "r") as f:
+            for fm in (False, True):      # one open at a time: native HDF5 keeps the first open's view
+                for gap in (0, 1, 2, 5):
+                    v = opened(f, fm, gap)
+                    out(f"shape_{fm}_{gap}", list(v.shape)); out(f"data_{fm}_{gap}", v[...])
+                    del v
+            v = opened(f, False, 2)
+            out("rows", v[1:8:3, 2]); out("point", v[6, 1])
+            del v
+            v2 = opened(f, False, 0)
+            with h5py.File("part%2.h5", "w") as r:                  # block 2 appears
+                r.create_dataset("d2", data=np.full((2, 3), 7, "i4"))
+            out("after", list(v2.shape)); out("after_data", v2[...])
+    """, tmp_path)
+    assert got["shape_False_0"] == [4, 3] and got["shape_False_2"] == [14, 3]
+    assert got["shape_True_5"] == [4, 3] and got["after"] == [8, 3]
 
 
 def test_a_container_maps_a_native_file(tmp_path: Path) -> None:

@@ -48,14 +48,12 @@ CAUSES: list[tuple[str, bool, str, str]] = [
      r"test_h5d_direct_chunk\.py::TestReadDirectChunkToOut::test_compressed_data", r""),
     ("native-only: treats the file as one regular file (a container is a directory: os.path.isfile in "
      "h5py.is_hdf5, open() on its name)", True, r"test_is_hdf5", r"IsADirectoryError"),
-    ("virtual datasets with unlimited mappings (refused)", False, r"", r"unlimited mappings"),
     ("virtual datasets (refused)", False, r"", r"virtual datasets"),
     ("external storage (refused)", False, r"", r"external storage"),
     ("hard links (refused: an object copy that meets its object again inside itself, or a hard link to the "
      "root group inside a copied group)", False, r"", r"hard link"),
     ("h5py cannot read H5T_STD_REF attributes (dimension scales on non-native connectors)", False, r"",
      r"Unknown reference type"),
-    ("H5Ocopy with expand_refs (refused)", False, r"test_copy_refs", r"EXPAND_REFERENCE"),
 ]
 OTHER = "other (see --failures)"
 

@@ -71,6 +71,7 @@ typedef struct copy_opts {
     bool shallow;  /* H5O_COPY_SHALLOW_HIERARCHY_FLAG: members of the top group only */
     bool expand;   /* H5O_COPY_EXPAND_SOFT_LINK_FLAG: a soft link is copied as the object it names */
     bool expand_ext; /* H5O_COPY_EXPAND_EXT_LINK_FLAG: refused when the copy meets an external link */
+    bool expand_refs; /* H5O_COPY_EXPAND_REFERENCE_FLAG: references keep their ids until expand_refs() maps them */
     bool same;     /* source and destination are one container (object ids keep their meaning) */
     h5fl_file_t *sf, *df;
     struct hard_map *hm; /* objects with several names met so far (copy_hard) */
@@ -217,8 +218,9 @@ static int copy_data(const copy_opts_t *c, const char *from, const char *spath, 
     /* Object references name ids of the source container: within it they are copied as they are; into
      * another one they become NULL references, as native H5Ocopy makes them without
      * H5O_COPY_EXPAND_REFERENCE_FLAG (that container mints the same ids for its own objects). */
-    bool null_refs = !c->same && H5Tget_class(s->type) == H5T_REFERENCE;
-    if (!c->same && !null_refs && H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
+    bool plain_refs = H5Tget_class(s->type) == H5T_REFERENCE; /* expand_refs: kept, mapped by expand_refs() */
+    bool null_refs = !c->same && !c->expand_refs && plain_refs;
+    if (!c->same && !plain_refs && H5Tdetect_class(s->type, H5T_REFERENCE) > 0) {
         h5fl_err("cannot copy dataset '%s' to another container: references inside its compound or array "
                  "elements would name objects of the source container; copy it within the container, or "
                  "write the other members into a new dataset",
@@ -338,18 +340,11 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
         snprintf(n1, sizeof n1, "@tmp.copyid.%llu.%llu", e, n); /* the writer's epoch: its own on any host */
         snprintf(n2, sizeof n2, "@tmp.copyobj.%llu.%llu", e, n);
         char *sobj = h5fl_hard_store_dir(c->sf->o.dir, sid), *tid = h5fl_join(df->o.dir, n1),
-             *tobj = h5fl_join(df->o.dir, n2), *store = h5fl_join(df->o.dir, H5FL_STORE_DIR), *slot = NULL,
-             *idf = NULL, *idt = NULL;
+             *tobj = h5fl_join(df->o.dir, n2), *slot = NULL, *idf = NULL, *idt = NULL;
         uint64_t nid = 0, *nn = realloc(m->names, (m->src.n + 1) * sizeof *nn);
         if (nn)
             m->names = nn;
-        st = sobj && tid && tobj && store && nn ? 0 : -1;
-        if (st == 0 && mkdir(store, 0755) != 0 && errno != EEXIST) {
-            h5fl_err("cannot create the object store %s: %s", store, strerror(errno));
-            st = -1;
-        }
-        if (st == 0)
-            st = h5fl_marker_upgrade(df);
+        st = sobj && tid && tobj && nn ? h5fl_hard_store_ready(df) : -1;
         if (st == 0 && mkdir(tid, 0755) != 0) {
             h5fl_err("cannot create %s: %s", tid, strerror(errno));
             st = -1;
@@ -378,7 +373,6 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
         free(sobj);
         free(tid);
         free(tobj);
-        free(store);
         free(slot);
         free(idf);
         free(idt);
@@ -527,7 +521,7 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
                 free(dp);
             }
         } else if (S_ISREG(sb.st_mode) && !c->same && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
-            st = h5fl_attr_copy_across(c->sf, from, spath, c->df, to, dpath, n);
+            st = h5fl_attr_copy_across(c->sf, from, spath, c->df, to, dpath, n, c->expand_refs);
         else if (S_ISREG(sb.st_mode))
             st = copy_file(src, dst, c->sync);
         /* anything else is not part of the format and is not copied */
@@ -541,6 +535,222 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
         st = h5fl_sidecar_drop_layout(to, c->sync);
     if (st == 0 && !c->logs && h5fl_exists(to, H5FL_DSET_FILE))
         st = copy_data(c, from, spath, to, dpath);
+    return st;
+}
+
+/* ------------------------------------------------------------------ H5O_COPY_EXPAND_REFERENCE_FLAG
+ * As native H5Ocopy: every object an object reference of the copy names is copied too, once, and the
+ * reference names the copy: the references of attributes (H5T_STD_REF_OBJ), and those of datasets copied
+ * into another container (within one, native keeps a dataset's references as they are, naming the
+ * originals, and so does this). An object inside the copied tree
+ * is that tree's copy; any other object is copied without a name, into the destination's object store
+ * (@objects/<id>, link count 0: reachable by its references only, as native's copy with no link), and the
+ * references inside it are expanded in turn. The references keep their source ids while the tree is
+ * copied; then expand_refs() rewrites each copied dataset and attribute holding references. */
+typedef struct expand {
+    const copy_opts_t *c;
+    const char *sdir, *tdir, *dpath; /* the copied tree: its source directory, the copy's, the copy's path */
+    bool sroot;                      /* the copied tree is the source container's root group */
+    h5fl_ids_t src, dst;             /* source ids and their copies' ids */
+    char **todo;                     /* copies made outside the tree, whose references are still to map */
+    size_t ntodo, captodo;
+} expand_t;
+
+/* Copy source object `loc` (outside the copied tree) into the destination's object store; its id in *nid. */
+static int expand_outside(expand_t *x, const h5fl_loc_t *loc, uint64_t *nid)
+{
+    const copy_opts_t *c = x->c;
+    h5fl_file_t *df = c->df;
+    char n1[96];
+    snprintf(n1, sizeof n1, "@tmp.copyref.%llu.%llu", (unsigned long long)df->epoch,
+             (unsigned long long)df->create_counter++);
+    char *tobj = h5fl_join(df->o.dir, n1), *slot = NULL;
+    char **todo = x->ntodo == x->captodo ? realloc(x->todo, (x->captodo = 2 * x->captodo + 4) * sizeof *todo) : x->todo;
+    if (todo)
+        x->todo = todo;
+    int st = tobj && todo ? h5fl_hard_store_ready(df) : -1;
+    if (st == 0)
+        st = copy_dir(c, loc->dir, loc->path, tobj, loc->path, !strcmp(loc->dir, c->sf->o.dir), 1);
+    if (st == 0)
+        st = h5fl_ref_object_id(df, tobj, loc->path, nid);
+    if (st == 0)
+        st = h5fl_write_u64(tobj, H5FL_NLINK_FILE, 0, df->fsync);
+    if (st == 0 && !(slot = h5fl_hard_store_dir(df->o.dir, *nid)))
+        st = -1;
+    if (st == 0 && rename(tobj, slot) != 0) {
+        h5fl_err("cannot copy '%s' (which a reference names) into the object store %s: %s", loc->path, slot,
+                 strerror(errno));
+        st = -1;
+    }
+    if (st == 0 && c->tm)
+        st = type_moved(c->tm, tobj, slot);
+    if (st == 0) {
+        x->todo[x->ntodo++] = slot;
+        slot = NULL;
+    } else if (tobj) {
+        h5fl_rm_rf(tobj);
+    }
+    free(tobj);
+    free(slot);
+    return st;
+}
+
+/* The id of the copy of the object source id `id` names, the object copied first if need be. */
+static int expand_map(void *ctx, uint64_t *id)
+{
+    expand_t *x = ctx;
+    const copy_opts_t *c = x->c;
+    for (size_t k = 0; k < x->src.n; k++)
+        if (x->src.v[k] == *id) {
+            *id = x->dst.v[k];
+            return 0;
+        }
+    for (size_t k = 0; c->hm && k < c->hm->src.n; k++) /* an object with several names, copied once */
+        if (c->hm->src.v[k] == *id) {
+            *id = c->hm->dst.v[k];
+            return 0;
+        }
+    H5O_token_t tok;
+    memset(&tok, 0, sizeof tok);
+    memcpy(tok.__data, id, sizeof *id);
+    h5fl_loc_t loc = {0};
+    if (h5fl_ref_resolve(c->sf, &tok, &loc) != 0)
+        return -1;
+    size_t sl = strlen(x->sdir);
+    const char *rel = loc.dir + sl;
+    char first[NAME_MAX + 1] = "";
+    if (!strncmp(loc.dir, x->sdir, sl) && rel[0] == '/')
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(rel + 1, "/"), rel + 1);
+    bool inside = !strncmp(loc.dir, x->sdir, sl) &&
+                  (rel[0] == '\0' || (rel[0] == '/' && !(x->sroot && container_only(first))));
+    uint64_t nid = 0;
+    int st;
+    if (inside) { /* the tree's own copy of it */
+        char *cdir = malloc(strlen(x->tdir) + strlen(rel) + 1);
+        if (cdir)
+            sprintf(cdir, "%s%s", x->tdir, rel);
+        st = cdir ? h5fl_ref_object_id(c->df, cdir, x->dpath, &nid) : -1;
+        free(cdir);
+    } else {
+        st = expand_outside(x, &loc, &nid);
+    }
+    h5fl_loc_free(&loc);
+    if (st == 0 && (h5fl_ids_add(&x->src, *id) != 0 || h5fl_ids_add(&x->dst, nid) != 0))
+        st = -1;
+    if (st == 0)
+        *id = nid;
+    return st;
+}
+
+/* The references of dataset copy `dir` in another container mapped (whole: 8 bytes of memory per element). */
+static int expand_dataset(expand_t *x, const char *dir, const char *path)
+{
+    h5fl_dset_t *d = h5fl_dset_open_dir(x->c->df, dir, path);
+    if (!d)
+        return -1;
+    int st = 0;
+    uint64_t *buf = NULL;
+    hssize_t n = H5Sget_simple_extent_npoints(d->space);
+    if (x->c->same || d->vds || H5Tdetect_class(d->type, H5T_REFERENCE) <= 0 || n <= 0)
+        goto done;
+    if (H5Tequal(d->type, H5T_STD_REF_OBJ) <= 0) {
+        h5fl_err("cannot copy the objects that dataset '%s' references: h5flow_log expands object references "
+                 "(H5T_STD_REF_OBJ) only, not region references or references inside compound or array "
+                 "elements; copy without H5O_COPY_EXPAND_REFERENCE_FLAG",
+                 path);
+        st = -1;
+        goto done;
+    }
+    if (!(buf = calloc((size_t)n, sizeof *buf))) {
+        h5fl_err("out of memory expanding the references of dataset '%s'", path);
+        st = -1;
+        goto done;
+    }
+    void *dv[1] = {d}, *bv[1] = {buf};
+    const void *cbv[1] = {buf};
+    hid_t tv[1] = {H5T_STD_REF_OBJ}, all[1] = {H5S_ALL};
+    if (h5fl_dataset_read(1, dv, tv, all, all, H5P_DATASET_XFER_DEFAULT, bv, NULL) < 0)
+        st = -1;
+    for (hssize_t i = 0; st == 0 && i < n; i++)
+        if (buf[i] != 0)
+            st = expand_map(x, &buf[i]);
+    if (st == 0 && h5fl_dataset_write(1, dv, tv, all, all, H5P_DATASET_XFER_DEFAULT, cbv, NULL) < 0)
+        st = -1;
+done:
+    free(buf);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", h5fl_err_msg()); /* closing must not lose why it failed */
+    if (h5fl_dataset_close(d, H5P_DEFAULT, NULL) < 0)
+        st = -1;
+    if (st != 0 && msg[0])
+        h5fl_err("%s", msg);
+    return st;
+}
+
+/* Every reference held by the copy at `dir` (an object and the objects under it, hard links excepted:
+ * their copies are in the store, mapped on their own) mapped. */
+static int expand_tree(expand_t *x, const char *dir, const char *path, int depth)
+{
+    if (depth > 4096) {
+        h5fl_err("cannot expand the references of '%s': nested too deeply", path);
+        return -1;
+    }
+    DIR *dd = opendir(dir);
+    if (!dd) {
+        h5fl_err("cannot list %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int st = 0;
+    struct dirent *e;
+    while (st == 0 && (e = readdir(dd))) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, "..") || !strncmp(n, "@tmp.", 5) || (depth == 0 && container_only(n)))
+            continue;
+        char *sub = h5fl_join(dir, n);
+        struct stat sb;
+        if (!sub) {
+            st = -1;
+        } else if (lstat(sub, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                   !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX))) {
+            st = h5fl_attr_map_refs(x->c->df, dir, path, n, expand_map, x);
+        } else if (S_ISDIR(sb.st_mode)) {
+            H5I_type_t t = h5fl_dir_type(sub, false);
+            if (t == H5I_GROUP || t == H5I_DATASET || t == H5I_DATATYPE) {
+                char *sp = hpath_join(path, n);
+                st = sp ? expand_tree(x, sub, sp, depth + 1) : -1;
+                free(sp);
+            }
+        }
+        free(sub);
+    }
+    closedir(dd);
+    if (st == 0 && h5fl_exists(dir, H5FL_DSET_FILE))
+        st = expand_dataset(x, dir, path);
+    return st;
+}
+
+/* The copy at tdir (of sdir, to be named dpath) and every object it references, copied and mapped; the
+ * copies made outside the tree, in *made (to remove if the copy fails). */
+static int expand_refs(const copy_opts_t *c, const char *sdir, const char *tdir, const char *dpath, bool sroot,
+                       h5fl_ids_t *made)
+{
+    expand_t x = {.c = c, .sdir = sdir, .tdir = tdir, .dpath = dpath, .sroot = sroot};
+    int st = expand_tree(&x, tdir, dpath, 0);
+    size_t ti = 0, hi = 0;
+    while (st == 0 && (ti < x.ntodo || (c->hm && hi < c->hm->dst.n))) {
+        char *dir = ti < x.ntodo ? h5fl_strdup(x.todo[ti++]) : h5fl_hard_store_dir(c->df->o.dir, c->hm->dst.v[hi++]);
+        st = dir ? expand_tree(&x, dir, "", 1) : -1;
+        free(dir);
+    }
+    for (size_t i = 0; i < x.ntodo; i++) {
+        uint64_t id = 0;
+        if (h5fl_ref_read_id(x.todo[i], &id) == 1 && h5fl_ids_add(made, id) != 0)
+            st = -1;
+        free(x.todo[i]);
+    }
+    free(x.todo);
+    free(x.src.v);
+    free(x.dst.v);
     return st;
 }
 
@@ -572,13 +782,6 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
     if (sf->fileno != df->fileno && df->comm != MPI_COMM_NULL && df->size > 1) {
         h5fl_err("copying objects between two containers is not supported in parallel by h5flow_log: copy "
                  "in one process, or within one container");
-        goto done;
-    }
-    if (flags & H5O_COPY_EXPAND_REFERENCE_FLAG) {
-        /* not silently ignored: the copy's references would keep naming the originals */
-        h5fl_err("copying the objects that references name (H5O_COPY_EXPAND_REFERENCE_FLAG, h5py "
-                 "expand_refs=True) is not supported by h5flow_log; copy without it (references then name "
-                 "the original objects within a container, NULL in another) or copy those objects explicitly");
         goto done;
     }
     if (lcpl != H5P_DEFAULT && lcpl >= 0)
@@ -624,12 +827,17 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                              .shallow = (flags & H5O_COPY_SHALLOW_HIERARCHY_FLAG) != 0,
                              .expand = (flags & H5O_COPY_EXPAND_SOFT_LINK_FLAG) != 0,
                              .expand_ext = (flags & H5O_COPY_EXPAND_EXT_LINK_FLAG) != 0,
+                             .expand_refs = (flags & H5O_COPY_EXPAND_REFERENCE_FLAG) != 0,
                              .same = sf->fileno == df->fileno, .sf = sf, .df = df};
             hard_map_t hm = {.top_ino = h5fl_objno(src.dir)};
             type_map_t tm = {0};
             c.hm = &hm;
             c.tm = c.same ? NULL : &tm; /* within a container the copy shares the type, as native */
-            st = copy_dir(&c, src.dir, src.path, tmp, dpath, h5fl_exists(src.dir, H5FL_MARKER), 0);
+            bool sroot = h5fl_exists(src.dir, H5FL_MARKER);
+            h5fl_ids_t made = {0}; /* objects copied because references name them (store slots) */
+            st = copy_dir(&c, src.dir, src.path, tmp, dpath, sroot, 0);
+            if (st == 0 && c.expand_refs)
+                st = expand_refs(&c, src.dir, tmp, dpath, sroot, &made);
             if (st == 0 && c.tm)
                 st = type_relink(&c, dpath);
             type_map_free(&tm);
@@ -644,12 +852,13 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
                 st = -1;
             if (st == 0 && h5fl_name_publish(tmp, to, "copy", dst_name) != 0)
                 st = -1;
-            for (size_t i = 0; st != 0 && i < hm.dst.n; i++) { /* a failed copy leaves no copied object */
-                char *slot = h5fl_hard_store_dir(df->o.dir, hm.dst.v[i]);
+            for (size_t i = 0; st != 0 && i < hm.dst.n + made.n; i++) { /* a failed copy leaves no copied object */
+                char *slot = h5fl_hard_store_dir(df->o.dir, i < hm.dst.n ? hm.dst.v[i] : made.v[i - hm.dst.n]);
                 if (slot)
                     h5fl_rm_rf(slot);
                 free(slot);
             }
+            free(made.v);
             free(hm.src.v);
             free(hm.dst.v);
             free(hm.names);

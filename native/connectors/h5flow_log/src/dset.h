@@ -148,8 +148,10 @@ void h5fl_chunk_round(const h5fl_dset_t *d, int rank, const hsize_t *dims, hsize
 
 /* ---------------------------------------------------------------- virtual datasets (vds.c) */
 bool h5fl_vds_layout(hid_t dcpl);
-/* At creation: refuse what is not supported (printf-style names, unlimited mappings), with a message. */
+/* At creation: refuse what is not supported (types with variable-length sequences), with a message. */
 int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name);
+/* Set d->space to the extent its unlimited and printf-style mappings give now (native HDF5's rules). */
+int h5fl_vds_extent(h5fl_dset_t *d);
 /* Read (fill, then every mapping's part from its source) or write (every mapping's part to its source). */
 int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf, bool write);
 

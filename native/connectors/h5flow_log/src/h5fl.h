@@ -398,9 +398,14 @@ typedef struct h5fl_attr {
 } h5fl_attr_t;
 
 /* Cross-container object copy of one attribute file `fname` of `sdir` into `ddir` (the copy's directory):
- * object references become NULL, as native H5Ocopy makes them; the committed type's id is dropped. */
+ * object references become NULL, as native H5Ocopy makes them (keep_refs: kept, for copy.c to map them to the
+ * copies of their objects); the committed type's id is dropped. */
 int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
-                          const char *dpath, const char *fname);
+                          const char *dpath, const char *fname, bool keep_refs);
+/* H5O_COPY_EXPAND_REFERENCE_FLAG (copy.c): every non-NULL object reference held by attribute file `fname` of
+ * `dir` (object `path`) replaced by map(ctx, &id); the attribute stored again. Other attributes untouched. */
+int h5fl_attr_map_refs(h5fl_file_t *f, const char *dir, const char *path, const char *fname,
+                       int (*map)(void *ctx, uint64_t *id), void *ctx);
 
 /* util for objects (vol_file.c) */
 void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *path, const char *dir);
@@ -470,6 +475,8 @@ bool h5fl_ids_has(const h5fl_ids_t *l, uint64_t id);
 int h5fl_hard_read(const char *stubdir, uint64_t *id);
 /* The store directory of object `id` of the container at `root` (malloc'd). */
 char *h5fl_hard_store_dir(const char *root, uint64_t id);
+/* Rank 0: the object store @objects/ exists and the marker says the format that has it. */
+int h5fl_hard_store_ready(h5fl_file_t *f);
 /* `*dir` (of type *t) is a stub: replace it by its object's directory in the store of container `root` and
  * *t by the object's type (H5I_BADID if the object is missing); *ldir receives the stub's directory when
  * ldir is not NULL (else it is freed). Nothing is done for other types. */

@@ -135,18 +135,24 @@ int h5fl_hard_write_stub(const char *dir, uint64_t id, bool sync)
     return h5fl_write_file_atomic(dir, H5FL_HARD_FILE, b, sizeof b, sync);
 }
 
-/* Rank 0: move the object at `odir` (one name, `path`) into the store; its name becomes a stub. */
-static int hard_convert(h5fl_file_t *f, const char *odir, const char *path, uint64_t id, char **sd_out)
+int h5fl_hard_store_ready(h5fl_file_t *f)
 {
-    const char *root = f->o.dir;
-    char *store = h5fl_join(root, H5FL_STORE_DIR), *sd = h5fl_hard_store_dir(root, id);
-    int st = store && sd ? 0 : -1;
+    char *store = h5fl_join(f->o.dir, H5FL_STORE_DIR);
+    int st = store ? 0 : -1;
     if (st == 0 && mkdir(store, 0755) != 0 && errno != EEXIST) {
         h5fl_err("cannot create the object store %s: %s", store, strerror(errno));
         st = -1;
     }
-    if (st == 0)
-        st = h5fl_marker_upgrade(f);
+    free(store);
+    return st == 0 ? h5fl_marker_upgrade(f) : -1;
+}
+
+/* Rank 0: move the object at `odir` (one name, `path`) into the store; its name becomes a stub. */
+static int hard_convert(h5fl_file_t *f, const char *odir, const char *path, uint64_t id, char **sd_out)
+{
+    const char *root = f->o.dir;
+    char *sd = h5fl_hard_store_dir(root, id);
+    int st = sd ? h5fl_hard_store_ready(f) : -1;
     if (st == 0)
         st = h5fl_write_u64(odir, H5FL_NLINK_FILE, 1, f->fsync);
     if (st == 0 && mkdir(sd, 0755) != 0 && !(errno == EEXIST && h5fl_dir_type(sd, false) != H5I_DATASET &&
@@ -179,7 +185,6 @@ static int hard_convert(h5fl_file_t *f, const char *odir, const char *path, uint
             unlink(c); /* the old name's order, now in the stub */
         free(c);
     }
-    free(store);
     if (st == 0)
         *sd_out = sd;
     else

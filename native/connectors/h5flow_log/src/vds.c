@@ -13,9 +13,12 @@
  * that does not exist reads as the fill value (native semantics); a write to it fails. A source dataset
  * smaller than its mapping's source selection fails the read, as in native HDF5.
  *
- * Refused at creation, with a message: printf-style source names (%b) and unlimited mappings, and virtual
- * datasets opened by more than one MPI process (a source open would have to be collective inside an
- * independent read).
+ * Unlimited and printf-style (%b) mappings: the extent is worked out again at every H5Dget_space, read
+ * and write from the sources' current extents (or which printf-named sources exist), by native HDF5's
+ * rules; see "unlimited mappings" below. Nothing of it is stored: the container keeps the creation list.
+ *
+ * Refused: virtual datasets opened by more than one MPI process (a source open would have to be
+ * collective inside an independent read).
  */
 #include "dset.h"
 
@@ -47,21 +50,6 @@ static char *mapping_name(hid_t dcpl, size_t i, bool file)
     return s;
 }
 
-/* Whether a selection reaches H5S_UNLIMITED (an unlimited mapping). */
-static bool unlimited_sel(hid_t space)
-{
-    if (H5Sget_select_type(space) != H5S_SEL_HYPERSLABS || H5Sis_regular_hyperslab(space) <= 0)
-        return false;
-    int r = H5Sget_simple_extent_ndims(space);
-    hsize_t start[H5S_MAX_RANK], stride[H5S_MAX_RANK], count[H5S_MAX_RANK], block[H5S_MAX_RANK];
-    if (r <= 0 || H5Sget_regular_hyperslab(space, start, stride, count, block) < 0)
-        return false;
-    for (int k = 0; k < r; k++)
-        if (count[k] == H5S_UNLIMITED || block[k] == H5S_UNLIMITED)
-            return true;
-    return false;
-}
-
 int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name)
 {
     size_t n = 0;
@@ -74,33 +62,6 @@ int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name)
     if (H5Pget_virtual_count(dcpl, &n) < 0) {
         h5fl_err("virtual dataset '%s': cannot read its mappings", name);
         return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char *file = mapping_name(dcpl, i, true), *dset = mapping_name(dcpl, i, false);
-        hid_t vs = H5Pget_virtual_vspace(dcpl, i), ss = H5Pget_virtual_srcspace(dcpl, i);
-        int st = 0;
-        if (!file || !dset || vs < 0 || ss < 0) {
-            h5fl_err("virtual dataset '%s': cannot read mapping %zu", name, i);
-            st = -1;
-        } else if (strchr(file, '%') || strchr(dset, '%')) {
-            h5fl_err("virtual dataset '%s': printf-style source names ('%s', '%s') are not supported by "
-                     "h5flow_log; map each source file explicitly",
-                     name, file, dset);
-            st = -1;
-        } else if (unlimited_sel(vs) || unlimited_sel(ss)) {
-            h5fl_err("virtual dataset '%s': unlimited mappings are not supported by h5flow_log; map the "
-                     "sources' current extents",
-                     name);
-            st = -1;
-        }
-        free(file);
-        free(dset);
-        if (vs >= 0)
-            H5Sclose(vs);
-        if (ss >= 0)
-            H5Sclose(ss);
-        if (st)
-            return -1;
     }
     return 0;
 }
@@ -227,6 +188,434 @@ static hid_t source_part(hid_t sdset, hid_t vsel, hid_t ssel, hid_t fs)
     return part;
 }
 
+/* ------------------------------------------------------------------------------- unlimited mappings
+ *
+ * A mapping is fixed (both selections finite), unlimited (both selections reach H5S_UNLIMITED in one
+ * dimension: the virtual extent follows the source's current extent) or printf-style (the virtual selection
+ * is unlimited, the source selection finite, and %b in a source name stands for the block's index: block j
+ * of the virtual selection maps to the source named with j). Each access works out the dataset's current
+ * extent and every mapping's part of it the way native HDF5 does (H5Dvirtual.c, H5Shyper.c: the view,
+ * H5D_VDS_LAST_AVAILABLE or H5D_VDS_FIRST_MISSING, and the printf gap of the dataset access list): the
+ * helpers below follow H5S__hyper_get_clip_diminfo, H5S_hyper_get_clip_extent_match,
+ * H5S__hyper_get_clip_extent_real and H5S_hyper_clip_unlim, through the public API. */
+
+/* A regular hyperslab selection; dim: its unlimited dimension, -1 when it has none. */
+typedef struct hslab {
+    int rank, dim;
+    hsize_t start[H5S_MAX_RANK], stride[H5S_MAX_RANK], count[H5S_MAX_RANK], block[H5S_MAX_RANK];
+} hslab_t;
+
+static void hslab_get(hid_t sel, hslab_t *h)
+{
+    h->dim = -1;
+    h->rank = H5Sget_simple_extent_ndims(sel);
+    if (h->rank <= 0 || H5Sget_select_type(sel) != H5S_SEL_HYPERSLABS || H5Sis_regular_hyperslab(sel) <= 0 ||
+        H5Sget_regular_hyperslab(sel, h->start, h->stride, h->count, h->block) < 0)
+        return;
+    for (int k = 0; k < h->rank; k++)
+        if (h->count[k] == H5S_UNLIMITED || h->block[k] == H5S_UNLIMITED)
+            h->dim = k;
+}
+
+/* Count and block of the unlimited dimension clipped to an extent of `clip`. */
+static void clip_diminfo(hsize_t start, hsize_t stride, hsize_t *count, hsize_t *block, hsize_t clip)
+{
+    if (start >= clip) {
+        if (*block == H5S_UNLIMITED)
+            *block = 0;
+        else
+            *count = 0;
+    } else if (*block == H5S_UNLIMITED || *block == stride) {
+        *block = clip - start;
+        *count = 1;
+    } else {
+        *count = (clip - start + stride - 1) / stride;
+    }
+}
+
+/* Slices (positions of the unlimited dimension) selected by h clipped to an extent of `clip`. */
+static hsize_t clip_slices(const hslab_t *h, hsize_t clip)
+{
+    int k = h->dim;
+    hsize_t count = h->count[k], block = h->block[k];
+    clip_diminfo(h->start[k], h->stride[k], &count, &block, clip);
+    if (block == 0 || count == 0)
+        return 0;
+    if (count == 1)
+        return block;
+    hsize_t n = block * count, span = h->stride[k] * (count - 1) + block, avail = clip - h->start[k];
+    return span > avail ? n - (span - avail) : n;
+}
+
+/* The extent to clip h to so that it selects `slices` slices; incl_trail: up to the next block's start. */
+static hsize_t clip_extent(const hslab_t *h, hsize_t slices, bool incl_trail)
+{
+    int k = h->dim;
+    if (slices == 0)
+        return incl_trail ? h->start[k] : 0;
+    if (h->block[k] == H5S_UNLIMITED || h->block[k] == h->stride[k])
+        return h->start[k] + slices;
+    hsize_t count = slices / h->block[k], rem = slices - count * h->block[k];
+    if (rem > 0)
+        return h->start[k] + count * h->stride[k] + rem;
+    return incl_trail ? h->start[k] + count * h->stride[k] : h->start[k] + (count - 1) * h->stride[k] + h->block[k];
+}
+
+/* h clipped to an extent of `clip` in its unlimited dimension (a last block cut short included), as a
+ * selection of a new dataspace of extent dims. */
+static hid_t clip_sel(const hslab_t *h, hsize_t clip, const hsize_t *dims)
+{
+    hid_t sp = H5Screate_simple(h->rank, dims, NULL);
+    if (sp < 0)
+        return H5I_INVALID_HID;
+    int k = h->dim;
+    hsize_t count[H5S_MAX_RANK], block[H5S_MAX_RANK], zero[H5S_MAX_RANK] = {0}, one[H5S_MAX_RANK], box[H5S_MAX_RANK];
+    memcpy(count, h->count, sizeof count);
+    memcpy(block, h->block, sizeof block);
+    clip_diminfo(h->start[k], h->stride[k], &count[k], &block[k], clip);
+    herr_t ok;
+    if (count[k] == 0 || block[k] == 0) {
+        ok = H5Sselect_none(sp);
+    } else {
+        ok = H5Sselect_hyperslab(sp, H5S_SELECT_SET, h->start, h->stride, count, block);
+        if (ok >= 0 && h->stride[k] * (count[k] - 1) + block[k] > clip - h->start[k]) {
+            for (int j = 0; j < h->rank; j++) {
+                one[j] = 1;
+                box[j] = j == k ? clip : h->start[j] + h->stride[j] * (count[j] - 1) + block[j];
+            }
+            ok = H5Sselect_hyperslab(sp, H5S_SELECT_AND, zero, NULL, one, box);
+        }
+    }
+    if (ok < 0) {
+        H5Sclose(sp);
+        return H5I_INVALID_HID;
+    }
+    return sp;
+}
+
+/* A source name with its printf substitutions made: %b becomes `blockno`, %% becomes %; *nsubs counts the %b.
+ * NULL on a format specifier HDF5 does not know (H5Pset_virtual refuses those). */
+static char *source_name(const char *pat, hsize_t blockno, size_t *nsubs)
+{
+    size_t len = strlen(pat), cap = len + 1, nb = 0;
+    for (const char *p = pat; (p = strchr(p, '%')); p += 2)
+        nb += p[1] == 'b';
+    cap += nb * 20;
+    char *out = malloc(cap), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = pat; *p; p++) {
+        if (*p != '%') {
+            *o++ = *p;
+            continue;
+        }
+        if (p[1] == 'b')
+            o += snprintf(o, cap - (size_t)(o - out), "%llu", (unsigned long long)blockno);
+        else if (p[1] == '%')
+            *o++ = '%';
+        else {
+            free(out);
+            return NULL;
+        }
+        p++;
+    }
+    *o = '\0';
+    if (nsubs)
+        *nsubs = nb;
+    return out;
+}
+
+/* One part of the dataset's current extent read from (written to) one source dataset. */
+typedef struct part {
+    char *file, *dset; /* names with the printf substitutions made */
+    hid_t vsel, ssel;  /* finite selections: of the virtual dataset, and of the source (placed on the source's
+                        * current dataspace at each access, see source_part) */
+} part_t;
+
+/* What the dataset is now: its extent and the parts that map it. */
+typedef struct plan {
+    part_t *parts;
+    size_t n, cap;
+    int rank;
+    hsize_t dims[H5S_MAX_RANK];
+} plan_t;
+
+static void plan_free(plan_t *pl)
+{
+    for (size_t i = 0; i < pl->n; i++) {
+        free(pl->parts[i].file);
+        free(pl->parts[i].dset);
+        if (pl->parts[i].vsel >= 0)
+            H5Sclose(pl->parts[i].vsel);
+        if (pl->parts[i].ssel >= 0)
+            H5Sclose(pl->parts[i].ssel);
+    }
+    free(pl->parts);
+    pl->parts = NULL;
+    pl->n = pl->cap = 0;
+}
+
+/* Takes file, dset, vsel and ssel (closed or freed on failure). */
+static int plan_add(plan_t *pl, char *file, char *dset, hid_t vsel, hid_t ssel)
+{
+    if (file && dset && vsel >= 0 && ssel >= 0 && pl->n == pl->cap) {
+        size_t cap = pl->cap ? 2 * pl->cap : 8;
+        part_t *p = realloc(pl->parts, cap * sizeof *p);
+        if (p) {
+            pl->parts = p;
+            pl->cap = cap;
+        }
+    }
+    if (!file || !dset || vsel < 0 || ssel < 0 || pl->n == pl->cap) {
+        free(file);
+        free(dset);
+        if (vsel >= 0)
+            H5Sclose(vsel);
+        if (ssel >= 0)
+            H5Sclose(ssel);
+        h5fl_err("out of memory (or a dataspace error) while mapping a virtual dataset");
+        return -1;
+    }
+    pl->parts[pl->n++] = (part_t){file, dset, vsel, ssel};
+    return 0;
+}
+
+/* One mapping as read from the creation list, with what the first pass learnt of its sources. */
+typedef struct mapping {
+    char *file, *dset; /* as given (printf patterns) */
+    hid_t vs, ss;
+    hslab_t vh, sh;
+    bool printf_style;
+    bool found;                 /* unlimited: its source exists */
+    hsize_t sdims[H5S_MAX_RANK]; /* unlimited: the source's current extent */
+    hsize_t clip;               /* unlimited and printf: the virtual extent it reaches */
+    hsize_t nused;              /* printf: blocks up to and including the last source found */
+} mapping_t;
+
+static void mapping_free(mapping_t *m)
+{
+    free(m->file);
+    free(m->dset);
+    if (m->vs >= 0)
+        H5Sclose(m->vs);
+    if (m->ss >= 0)
+        H5Sclose(m->ss);
+}
+
+/* Whether a source exists (opens); its current extent in dims when it does. */
+static int source_probe(h5fl_dset_t *d, const char *file, const char *dset, bool *found, hsize_t *dims)
+{
+    source_t src = {H5I_INVALID_HID, H5I_INVALID_HID};
+    if (source_open(d, file, dset, false, &src) != 0)
+        return -1;
+    *found = src.dset >= 0;
+    int st = 0;
+    if (*found && dims) {
+        hid_t sp = H5Dget_space(src.dset);
+        st = sp >= 0 && H5Sget_simple_extent_dims(sp, dims, NULL) >= 0 ? 0 : -1;
+        if (sp >= 0)
+            H5Sclose(sp);
+        if (st)
+            h5fl_err("virtual dataset '%s': cannot read the extent of its source %s in %s", d->o.path, dset, file);
+    }
+    source_close(&src);
+    return st;
+}
+
+/* First pass over mapping i: read it, open what its extent depends on, and fold it into new_dims/min_dims. */
+static int mapping_scan(h5fl_dset_t *d, size_t i, H5D_vds_view_t view, hsize_t gap, mapping_t *m,
+                        hsize_t *new_dims, hsize_t *min_dims)
+{
+    m->file = mapping_name(d->dcpl, i, true);
+    m->dset = mapping_name(d->dcpl, i, false);
+    m->vs = H5Pget_virtual_vspace(d->dcpl, i);
+    m->ss = H5Pget_virtual_srcspace(d->dcpl, i);
+    if (!m->file || !m->dset || m->vs < 0 || m->ss < 0) {
+        h5fl_err("virtual dataset '%s': cannot read mapping %zu", d->o.path, i);
+        return -1;
+    }
+    hslab_get(m->vs, &m->vh);
+    hslab_get(m->ss, &m->sh);
+    size_t nf = 0, nd = 0;
+    char *f0 = source_name(m->file, 0, &nf), *d0 = source_name(m->dset, 0, &nd);
+    free(f0);
+    free(d0);
+    m->printf_style = nf + nd > 0;
+    /* the smallest extent the fixed parts need (an unlimited selection's unlimited dimension excluded) */
+    H5S_sel_type t = H5Sget_select_type(m->vs);
+    if (t == H5S_SEL_HYPERSLABS || t == H5S_SEL_POINTS) {
+        hsize_t lo[H5S_MAX_RANK], hi[H5S_MAX_RANK];
+        if (m->vh.dim >= 0) {
+            for (int k = 0; k < m->vh.rank; k++)
+                hi[k] = m->vh.start[k] + m->vh.stride[k] * (m->vh.count[k] - 1) + m->vh.block[k] - 1;
+        } else if (H5Sget_select_bounds(m->vs, lo, hi) < 0) {
+            h5fl_err("virtual dataset '%s': cannot read the bounds of mapping %zu", d->o.path, i);
+            return -1;
+        }
+        for (int k = 0; k < m->vh.rank; k++)
+            if (k != m->vh.dim && hi[k] >= min_dims[k])
+                min_dims[k] = hi[k] + 1;
+    }
+    if (m->vh.dim < 0)
+        return 0;
+    int k = m->vh.dim;
+    if (!m->printf_style) {
+        if (m->sh.dim < 0) {
+            h5fl_err("virtual dataset '%s': mapping %zu has an unlimited virtual selection, a limited source "
+                     "selection and no printf-style (%%b) source name", d->o.path, i);
+            return -1;
+        }
+        char *file = source_name(m->file, 0, NULL), *dset = source_name(m->dset, 0, NULL);
+        int st = file && dset ? source_probe(d, file, dset, &m->found, m->sdims) : -1;
+        free(file);
+        free(dset);
+        if (st)
+            return -1;
+        m->clip = m->found ? clip_extent(&m->vh, clip_slices(&m->sh, m->sdims[m->sh.dim]),
+                                         view == H5D_VDS_FIRST_MISSING)
+                           : 0;
+    } else {
+        hsize_t first_missing = 0;
+        for (hsize_t j = 0; j <= gap + first_missing; j++) {
+            char *file = source_name(m->file, j, NULL), *dset = source_name(m->dset, j, NULL);
+            bool found = false;
+            int st = file && dset ? source_probe(d, file, dset, &found, NULL) : -1;
+            free(file);
+            free(dset);
+            if (st)
+                return -1;
+            if (found)
+                first_missing = j + 1;
+        }
+        m->nused = first_missing;
+        if (first_missing == 0)
+            m->clip = 0;
+        else if (view == H5D_VDS_LAST_AVAILABLE)
+            m->clip = m->vh.start[k] + (first_missing - 1) * m->vh.stride[k] + m->vh.block[k];
+        else
+            m->clip = m->vh.start[k] + first_missing * m->vh.stride[k];
+    }
+    if (new_dims[k] == HSIZE_UNDEF || (view == H5D_VDS_FIRST_MISSING ? m->clip < new_dims[k] : m->clip > new_dims[k]))
+        new_dims[k] = m->clip;
+    return 0;
+}
+
+/* Second pass: mapping m's parts of the extent pl->dims. */
+static int mapping_parts(const mapping_t *m, H5D_vds_view_t view, plan_t *pl)
+{
+    if (m->vh.dim < 0) /* fixed */
+        return plan_add(pl, source_name(m->file, 0, NULL), source_name(m->dset, 0, NULL), H5Scopy(m->vs),
+                        H5Scopy(m->ss));
+    int k = m->vh.dim;
+    if (!m->printf_style) {
+        if (!m->found) /* a missing source: the fill value */
+            return 0;
+        hsize_t vclip = view == H5D_VDS_LAST_AVAILABLE ? m->clip : pl->dims[k];
+        hsize_t sclip = view == H5D_VDS_LAST_AVAILABLE ? m->sdims[m->sh.dim]
+                                                       : clip_extent(&m->sh, clip_slices(&m->vh, vclip), false);
+        return plan_add(pl, source_name(m->file, 0, NULL), source_name(m->dset, 0, NULL),
+                        clip_sel(&m->vh, vclip, pl->dims), clip_sel(&m->sh, sclip, m->sdims));
+    }
+    /* printf: block j of the virtual selection from source j, cut at the extent */
+    hslab_t b = m->vh;
+    b.count[k] = 1;
+    b.dim = -1;
+    hsize_t zero[H5S_MAX_RANK] = {0}, one[H5S_MAX_RANK];
+    for (int j = 0; j < b.rank; j++)
+        one[j] = 1;
+    for (hsize_t j = 0; j < m->nused; j++) {
+        hsize_t start[H5S_MAX_RANK];
+        memcpy(start, b.start, sizeof start);
+        start[k] = b.start[k] + j * b.stride[k];
+        if (start[k] >= pl->dims[k])
+            break;
+        hid_t whole = H5Screate_simple(b.rank, pl->dims, NULL), cut = H5I_INVALID_HID, ssel = H5I_INVALID_HID;
+        if (whole >= 0 && H5Sselect_hyperslab(whole, H5S_SELECT_SET, start, b.stride, b.count, b.block) >= 0 &&
+            (cut = H5Scopy(whole)) >= 0 && H5Sselect_hyperslab(cut, H5S_SELECT_AND, zero, NULL, one, pl->dims) >= 0)
+            ssel = H5Sget_select_npoints(cut) == H5Sget_select_npoints(whole)
+                       ? H5Scopy(m->ss)
+                       : H5Sselect_project_intersection(whole, m->ss, cut);
+        if (whole >= 0)
+            H5Sclose(whole);
+        if (plan_add(pl, source_name(m->file, j, NULL), source_name(m->dset, j, NULL), cut, ssel) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The dataset's current extent and parts (opening the sources of unlimited and printf-style mappings). */
+static int vds_plan(h5fl_dset_t *d, plan_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->rank = H5Sget_simple_extent_ndims(d->space);
+    size_t n = 0;
+    H5D_vds_view_t view = H5D_VDS_LAST_AVAILABLE;
+    hsize_t gap = 0;
+    if (pl->rank < 0 || H5Sget_simple_extent_dims(d->space, pl->dims, NULL) < 0 ||
+        H5Pget_virtual_count(d->dcpl, &n) < 0 || H5Pget_virtual_view(d->dapl, &view) < 0 ||
+        H5Pget_virtual_printf_gap(d->dapl, &gap) < 0) {
+        h5fl_err("virtual dataset '%s': cannot read its extent, mappings or access list", d->o.path);
+        return -1;
+    }
+    if (view != H5D_VDS_LAST_AVAILABLE) /* the gap only widens the search for the last source */
+        gap = 0;
+    mapping_t *maps = calloc(n ? n : 1, sizeof *maps);
+    if (!maps) {
+        h5fl_err("out of memory");
+        return -1;
+    }
+    hsize_t new_dims[H5S_MAX_RANK], min_dims[H5S_MAX_RANK] = {0};
+    for (int k = 0; k < H5S_MAX_RANK; k++)
+        new_dims[k] = HSIZE_UNDEF;
+    int st = 0;
+    for (size_t i = 0; i < n; i++)
+        maps[i].vs = maps[i].ss = H5I_INVALID_HID;
+    for (size_t i = 0; st == 0 && i < n; i++)
+        st = mapping_scan(d, i, view, gap, &maps[i], new_dims, min_dims);
+    for (int k = 0; st == 0 && k < pl->rank; k++)
+        if (new_dims[k] != HSIZE_UNDEF)
+            pl->dims[k] = new_dims[k] < min_dims[k] ? min_dims[k] : new_dims[k];
+    for (size_t i = 0; st == 0 && i < n; i++)
+        st = mapping_parts(&maps[i], view, pl);
+    for (size_t i = 0; i < n; i++)
+        mapping_free(&maps[i]);
+    free(maps);
+    if (st)
+        plan_free(pl);
+    return st;
+}
+
+/* Make d->space the extent the mappings give now (unchanged for a dataset of fixed mappings only). */
+static int vds_set_extent(h5fl_dset_t *d, const plan_t *pl)
+{
+    hsize_t dims[H5S_MAX_RANK], maxd[H5S_MAX_RANK];
+    if (H5Sget_simple_extent_dims(d->space, dims, maxd) < 0)
+        return -1;
+    if (!memcmp(dims, pl->dims, (size_t)pl->rank * sizeof *dims))
+        return 0;
+    for (int k = 0; k < pl->rank; k++)
+        if (maxd[k] != H5S_UNLIMITED && pl->dims[k] > maxd[k]) {
+            h5fl_err("virtual dataset '%s': its mappings reach %llu in dimension %d, beyond its maximum %llu",
+                     d->o.path, (unsigned long long)pl->dims[k], k, (unsigned long long)maxd[k]);
+            return -1;
+        }
+    if (H5Sset_extent_simple(d->space, pl->rank, pl->dims, maxd) < 0) {
+        h5fl_err("virtual dataset '%s': cannot set its extent", d->o.path);
+        return -1;
+    }
+    return 0;
+}
+
+int h5fl_vds_extent(h5fl_dset_t *d)
+{
+    plan_t pl;
+    if (vds_plan(d, &pl) != 0)
+        return -1;
+    int st = vds_set_extent(d, &pl);
+    plan_free(&pl);
+    return st;
+}
+
 int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t dxpl, void *buf, bool write)
 {
     h5fl_file_t *f = d->o.file;
@@ -235,11 +624,18 @@ int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t d
                  d->o.path);
         return -1;
     }
-    sel_t s;
-    if (h5fl_resolve_sel(d, mspace, fspace, &s) != 0)
+    plan_t pl; /* the extent may have moved with the sources: the request is checked against the new one */
+    if (vds_plan(d, &pl) != 0)
         return -1;
-    if (s.n == 0)
+    sel_t s;
+    if (vds_set_extent(d, &pl) != 0 || h5fl_resolve_sel(d, mspace, fspace, &s) != 0) {
+        plan_free(&pl);
+        return -1;
+    }
+    if (s.n == 0) {
+        plan_free(&pl);
         return 0;
+    }
     hid_t fs = H5Scopy(s.fsel), ms = H5I_INVALID_HID;
     if (mspace == H5S_BLOCK) {
         hsize_t n = s.n;
@@ -267,39 +663,30 @@ int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t d
         }
         free(fill);
     }
-    size_t n = 0;
-    if (st == 0 && H5Pget_virtual_count(d->dcpl, &n) < 0) {
-        h5fl_err("virtual dataset '%s': cannot read its mappings", d->o.path);
-        st = -1;
-    }
-    for (size_t i = 0; st == 0 && i < n; i++) {
-        char *file = mapping_name(d->dcpl, i, true), *dset = mapping_name(d->dcpl, i, false);
-        hid_t vsel = H5Pget_virtual_vspace(d->dcpl, i), ssel = H5Pget_virtual_srcspace(d->dcpl, i);
+    for (size_t i = 0; st == 0 && i < pl.n; i++) {
+        const part_t *p = &pl.parts[i];
         hid_t msub = H5I_INVALID_HID, ssub = H5I_INVALID_HID;
         source_t src = {H5I_INVALID_HID, H5I_INVALID_HID};
-        if (!file || !dset || vsel < 0 || ssel < 0) {
-            h5fl_err("virtual dataset '%s': cannot read mapping %zu", d->o.path, i);
-            st = -1;
-        }
         /* the request's part in this mapping: its memory selection first, to skip untouched mappings
          * before opening anything, then the matching source selection (both in the request's order) */
-        if (st == 0 && (msub = H5Sselect_project_intersection(fs, ms, vsel)) < 0) {
-            h5fl_err("virtual dataset '%s': the request cannot be projected onto mapping %zu", d->o.path, i);
+        if ((msub = H5Sselect_project_intersection(fs, ms, p->vsel)) < 0) {
+            h5fl_err("virtual dataset '%s': the request cannot be projected onto its mapping of %s in %s",
+                     d->o.path, p->dset, p->file);
             st = -1;
         }
         if (st == 0 && H5Sget_select_npoints(msub) == 0)
             goto next;
         if (st == 0)
-            st = source_open(d, file, dset, write, &src);
-        if (st == 0 && src.dset >= 0 && (ssub = source_part(src.dset, vsel, ssel, fs)) < 0) {
-            h5fl_err("virtual dataset '%s': mapping %zu cannot be projected onto its source %s in %s", d->o.path,
-                     i, dset, file);
+            st = source_open(d, p->file, p->dset, write, &src);
+        if (st == 0 && src.dset >= 0 && (ssub = source_part(src.dset, p->vsel, p->ssel, fs)) < 0) {
+            h5fl_err("virtual dataset '%s': its mapping cannot be projected onto its source %s in %s", d->o.path,
+                     p->dset, p->file);
             st = -1;
         }
         if (st == 0 && src.dset >= 0 &&
             (write ? H5Dwrite(src.dset, mtype, msub, ssub, dxpl, buf) : H5Dread(src.dset, mtype, msub, ssub, dxpl, buf)) < 0) {
-            h5fl_err("virtual dataset '%s': cannot %s its source %s in %s", d->o.path, write ? "write" : "read", dset,
-                     file);
+            h5fl_err("virtual dataset '%s': cannot %s its source %s in %s", d->o.path, write ? "write" : "read",
+                     p->dset, p->file);
             st = -1;
         }
     next:;
@@ -309,18 +696,13 @@ int h5fl_vds_io(h5fl_dset_t *d, hid_t mtype, hid_t mspace, hid_t fspace, hid_t d
             H5Sclose(msub);
         if (ssub >= 0)
             H5Sclose(ssub);
-        if (vsel >= 0)
-            H5Sclose(vsel);
-        if (ssel >= 0)
-            H5Sclose(ssel);
         source_close(&src);
-        free(file);
-        free(dset);
         if (st != 0 && msg[0]) {
             h5fl_err_clear();
             h5fl_err("%s", msg);
         }
     }
+    plan_free(&pl);
     if (fs >= 0)
         H5Sclose(fs);
     if (ms >= 0)

@@ -265,21 +265,29 @@ fail:
     return NULL;
 }
 
-int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
-                          const char *dpath, const char *fname)
+/* The attribute file name `fname` as the attribute's name, or -1 with an error. */
+static int attr_file_name(const char *dir, const char *fname, char *name, size_t len)
 {
-    char name[NAME_MAX + 1];
     if (strncmp(fname, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)) != 0 ||
-        h5fl_unescape(fname + strlen(H5FL_ATTR_PREFIX), name, sizeof name) != 0) {
-        h5fl_err("cannot copy %s/%s: not an attribute file name", sdir, fname);
+        h5fl_unescape(fname + strlen(H5FL_ATTR_PREFIX), name, len) != 0) {
+        h5fl_err("%s/%s is not an attribute file name", dir, fname);
         return -1;
     }
+    return 0;
+}
+
+int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
+                          const char *dpath, const char *fname, bool keep_refs)
+{
+    char name[NAME_MAX + 1];
+    if (attr_file_name(sdir, fname, name, sizeof name) != 0)
+        return -1;
     h5fl_attr_t *a = attr_read_file(sf, sdir, spath, name);
     if (!a)
         return -1;
     int st = 0;
     if (H5Tget_class(a->type) == H5T_REFERENCE) {
-        if (a->data)
+        if (a->data && !keep_refs)
             memset(a->data, 0, a->npoints * H5Tget_size(a->type)); /* NULL references, as native */
     } else if (H5Tdetect_class(a->type, H5T_REFERENCE) > 0) {
         h5fl_err("cannot copy attribute '%s' of '%s' to another container: references inside its compound or "
@@ -293,6 +301,39 @@ int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, 
         h5fl_obj_init(&a->o, H5I_ATTR, df, dpath, ddir);
         st = a->o.dir && a->o.path ? attr_store(a) : -1;
     }
+    attr_free(a);
+    return st;
+}
+
+int h5fl_attr_map_refs(h5fl_file_t *f, const char *dir, const char *path, const char *fname,
+                       int (*map)(void *ctx, uint64_t *id), void *ctx)
+{
+    char name[NAME_MAX + 1];
+    if (attr_file_name(dir, fname, name, sizeof name) != 0)
+        return -1;
+    h5fl_attr_t *a = attr_read_file(f, dir, path, name);
+    if (!a)
+        return -1;
+    int st = 0;
+    if (H5Tdetect_class(a->type, H5T_REFERENCE) <= 0) {
+        attr_free(a);
+        return 0;
+    }
+    if (H5Tequal(a->type, H5T_STD_REF_OBJ) <= 0) {
+        h5fl_err("cannot copy the objects that attribute '%s' of '%s' references: h5flow_log expands object "
+                 "references (H5T_STD_REF_OBJ) only, not region references or references inside compound or "
+                 "array elements; copy without H5O_COPY_EXPAND_REFERENCE_FLAG",
+                 name, path);
+        st = -1;
+    }
+    for (size_t i = 0; st == 0 && a->data && i < a->npoints; i++) {
+        uint64_t id;
+        memcpy(&id, a->data + 8 * i, sizeof id);
+        if (id != 0 && (st = map(ctx, &id)) == 0)
+            memcpy(a->data + 8 * i, &id, sizeof id);
+    }
+    if (st == 0)
+        st = attr_store(a);
     attr_free(a);
     return st;
 }

@@ -412,6 +412,8 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
                 return 0;
             break;
         case H5VL_DATASET_GET_SPACE:
+            if (d->vds && h5fl_vds_extent(d) != 0) /* the extent follows the sources (vds.c) */
+                break;
             if ((args->args.get_space.space_id = H5Scopy(d->space)) >= 0)
                 return 0;
             break;
