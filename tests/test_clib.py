@@ -72,14 +72,17 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 60) -> subprocess.Completed
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+@pytest.mark.parametrize("layout", ["n-1", "n-n", "n-n cache,async"])
 def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path, layout: str) -> None:
     """C heat2d on 2 ranks → Python consumer on 1 rank (h5flow.open(..., "r")), concurrently, through a queue of 2
-    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts."""
+    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts, and through
+    the connector stack ``vol_stack`` (plugins from HDF5_PLUGIN_PATH, build/stack.env)."""
     _need_build()
     ny, nx, steps = 12, 10, 4
     stream = tmp_path / "heat"
-    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout)
+    layout, _, stack = layout.partition(" ")
+    extra = {"vol_stack": stack, "cache_path": str(tmp_path)} if stack else {}
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout, **extra)
     (tmp_path / "consume.py").write_text(CONSUMER)
     out = tmp_path / "out"
     out.mkdir()
