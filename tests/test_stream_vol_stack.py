@@ -161,6 +161,7 @@ sys.path.insert(0, {tests!r})
 from test_stream_async_write import _config
 from h5flow.model import ImageBlock
 from h5flow.transports import open_writer
+from h5flow.transports.hdf5 import staging
 from pathlib import Path
 
 
@@ -171,17 +172,18 @@ def big_block():  # 2 MiB of rows
 
 
 cfg = _config(Path({tmp!r}), "n-n", **{keywords!r})
-w = open_writer(MPI.COMM_SELF.Dup(), cfg)
-# files may not grow past 256 KiB from here on: the step's 2 MiB of rows fail when the connector writes
-# them below, in its background (EFBIG, SIGXFSZ ignored); the stream's small files still fit
+# files may not grow past 256 KiB: the step's 2 MiB of rows fail when the connector writes
+# them below, in its background (EFBIG, SIGXFSZ ignored); the stream's small files still fit. Admission
+# does not see the limit (as with a quota statvfs does not show), so the step gets as far as its write.
+staging._file_size_limit = lambda: 1 << 62
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 try:
-    for s in range(3):
-        w.begin_step(s, float(s))
-        w.put("mesh", big_block())
-        w.end_step()
-    w.close()
+    with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        for s in range(3):
+            w.begin_step(s, float(s))
+            w.put("mesh", big_block())
+            w.end_step()
 except Exception as e:
     print("PRODUCER FAILED:", e)
     sys.exit(3)
@@ -200,7 +202,8 @@ def test_a_failure_below_fails_the_producer_and_publishes_nothing(tmp_path: Path
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     out = run.stdout + run.stderr
     assert run.returncode == 3, out
-    assert "PRODUCER FAILED: " in out and "rank 0" in out and "step 0 was not published" in out, out
+    assert "PRODUCER FAILED: " in out and "step 0 was not published" in out and "rank 0: writing" in out, out
+    assert "H5Fflush failed" in out, out  # the rows went to the connector: its flush found the failure
     staging = Path(str(tmp_path / "s") + ".h5flow")
     assert not [e for e in read_index(staging / "index") if e.kind == "P"]
     assert not list(staging.glob("step-*")), list(staging.iterdir())
@@ -215,3 +218,41 @@ def test_2_producers_through_cache_and_async_to_1_consumer(comm, mpi_tmp_path: P
         cache.mkdir()
     comm.Barrier()
     _run_mn(comm, mpi_tmp_path, 2, "block", vol_stack="cache,async", cache_path=str(cache), layout="n-n")
+
+
+@pytest.mark.mpi(n=2)
+def test_a_failure_below_on_one_rank_fails_every_rank(comm, mpi_tmp_path: Path) -> None:  # noqa: ANN001
+    """Rank 1's connector fails to write its rows in the background (files may not grow past 256 KiB there):
+    both ranks' producers fail, each naming rank 1, and no step is published."""
+    import resource
+    import signal
+
+    from h5flow.model import ImageBlock
+    from h5flow.testing.pytest_mpi import mpi_assert
+    from h5flow.transports import open_writer
+    from h5flow.transports.base import TransportError
+    from h5flow.transports.hdf5.staging import read_index
+
+    cfg = _config(mpi_tmp_path, "n-n", vol_stack="async")
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    error = ""
+    try:
+        with open_writer(comm, cfg) as w:
+            if comm.rank == 1:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, limits[1]))
+            for s in range(3):
+                blk = ImageBlock(comm.rank, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0),
+                                 (64 * comm.rank, 64 * comm.rank + 63, 0, 63, 0, 63), 0)
+                blk.arrays("cell")["data"] = np.full((64, 64, 64), float(s))  # 2 MiB of rows per rank
+                w.begin_step(s, float(s))
+                w.put("mesh", blk)
+                w.end_step()
+    except TransportError as e:
+        error = str(e)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    mpi_assert(comm, "rank 1: writing" in error and "step 0 was not published" in error
+               and "H5Fflush failed" in error, error)  # found by the flush: the connector's background write
+    index = read_index(Path(cfg.filename + ".h5flow") / "index")
+    mpi_assert(comm, not [e for e in index if e.kind == "P"], f"published: {index}")
