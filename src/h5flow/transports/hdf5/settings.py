@@ -89,8 +89,9 @@ class Hdf5Settings(StreamSettings):
         True, "producer, layouts n-n and log (n-1 only on one rank): `end_step` copies the rank's rows and returns; "
               "its write thread writes and publishes the step while the simulation computes the next one (one step "
               "in flight; costs one step's payload of memory per rank; needs `MPI_THREAD_MULTIPLE` with more than "
-              "one rank, else the step is written inside `end_step`). `false`: written inside `end_step` "
-              "(docs/STREAM.md \"Write-behind\")", side="producer", c=_C_SYNC)
+              "one rank, else the step is written inside `end_step`). With `vol_stack` the connectors take the copy in "
+              "`end_step` and the thread waits for the file to be on storage, then publishes it. `false`: written "
+              "inside `end_step` (docs/STREAM.md \"Write-behind\")", side="producer", c=_C_SYNC)
 
     vol_stack: str = setting(
         "none", "producer, layout n-n: the VOL connectors each rank's step file is written through, top first, "
