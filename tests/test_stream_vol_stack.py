@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +56,16 @@ def test_settings_from_xml_and_keywords_alike(tmp_path: Path) -> None:
         for text in (str(xml_error.value), str(keyword_error.value)):
             assert all(w in text for w in words), (attrs, text)
         assert "c.xml:2" in str(xml_error.value)
+    # settings changed after they were checked are refused by the writer
+    from mpi4py import MPI
+
+    from h5flow.transports import open_writer
+    from h5flow.transports.base import TransportError
+
+    cfg = TransportConfig.of(filename=f"{tmp_path}/s", vol_stack="async")
+    cfg.settings.layout = "log"
+    with pytest.raises(TransportError, match="vol_stack='async' needs layout 'n-n', not 'log'"):
+        open_writer(MPI.COMM_SELF, cfg)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -114,11 +123,11 @@ def _defer_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stack, "_own", lambda layer: layer_info(layer) + extra[layer.kind])
 
 
-@pytest.mark.parametrize("stack", ["async", "cache,async"])
-def test_a_step_is_published_only_with_its_data_on_storage(tmp_path: Path, stack: str,
+@pytest.mark.parametrize("stack,async_write", [("async", True), ("cache,async", True), ("cache,async", False)])
+def test_a_step_is_published_only_with_its_data_on_storage(tmp_path: Path, stack: str, async_write: bool,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """At the moment of publication (the rename of step-N.tmp), the rank file is closed and a native read of
-    it, outside the connectors, already returns every value of the step."""
+    it, outside the connectors, already returns every value of the step; with the write thread and without."""
     from mpi4py import MPI
 
     from h5flow.connectors.logvol import open_native
@@ -141,9 +150,10 @@ def test_a_step_is_published_only_with_its_data_on_storage(tmp_path: Path, stack
 
     monkeypatch.setattr(writer_module.os, "replace", publish)  # os.replace everywhere: only steps are checked
     (tmp_path / "cache").mkdir()
-    cfg = _config(tmp_path, "n-n", **_stack_keywords(stack, tmp_path / "cache"))
+    cfg = _config(tmp_path, "n-n", async_write=async_write, **_stack_keywords(stack, tmp_path / "cache"))
     field = np.zeros((3, 4, 6))
     with open_writer(MPI.COMM_SELF.Dup(), cfg) as w:
+        assert w._async is async_write
         for s in range(3):
             field[...] = s + np.arange(field.size).reshape(field.shape) / 7.0
             expected[s] = field.copy()

@@ -61,7 +61,7 @@ COPY = "-copy"
 #: stack"): h5flow_async alone, h5flow_cache over h5flow_async (the cache in its own default directory)
 VOL_STACKS = {"-vol-async": ' vol_stack="async"', "-vol-cache-async": ' vol_stack="cache,async"'}
 #: --async-staging: the in-transit comparison of async staging against the plain write thread, at 4:1
-ASYNC_STAGING = {"producers": [4], "ratios": [4], "mib_per_rank": [2.0], "steps": 5, "reps": 1}
+ASYNC_STAGING = {"producers": [4], "ratios": [4], "mib_per_rank": [2.0], "steps": 4, "reps": 1}
 ASYNC_STAGING_LAYOUTS = ["n-n", "n-n-sync", *(f"n-n{k}" for k in VOL_STACKS)]
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": [1.0], "steps": 3, "reps": 1}
@@ -194,7 +194,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--async-staging", action="store_true",
                    help="the in-transit comparison of async staging: 4 producers to 1 consumer, hdf5 on tmpfs and "
                         f"disk, layouts {' '.join(ASYNC_STAGING_LAYOUTS)} side by side (the write thread, no thread, "
-                        "h5flow_async, h5flow_cache over h5flow_async), 2 MiB per rank, 5 steps, 1 repetition "
+                        "h5flow_async, h5flow_cache over h5flow_async), 2 MiB per rank, 4 steps, 1 repetition "
                         "(each one given explicitly wins); staging.png")
     p.add_argument("--quick", action="store_true",
                    help="CI smoke preset: M=2, ratios 1 and 2, 1 MiB per rank, 3 steps, 1 repetition")

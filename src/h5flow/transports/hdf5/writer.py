@@ -99,6 +99,9 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
         if s.layout != "n-1" and s.shared_only():  # settings changed after they were built
             what, hint = layout_conflict(s.layout, s.shared_only())
             raise TransportError(f"{config.source or 'config'}: {what}; {hint}")
+        if s.vol_layers() and s.layout != "n-n":  # the same: vol_stack writes n-n rank files only
+            raise TransportError(f"{config.source or 'config'}: vol_stack={s.vol_stack!r} needs layout 'n-n', not "
+                                 f"{s.layout!r}")
         self.staging = Staging(config.filename)
         self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
