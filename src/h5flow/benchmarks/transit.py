@@ -58,11 +58,11 @@ SYNC = "-sync"
 #: the page cache instead of mapping the large ones (n-n; docs/STREAM.md "Mapped reads")
 COPY = "-copy"
 #: layout n-n with each rank file written through a connector stack (vol_stack, docs/STREAM.md "Connector
-#: stack"): h5flow_async alone, h5flow_cache over h5flow_async (the cache in its own default directory)
+#: stack"): h5flow_async alone, h5flow_cache over h5flow_async (the cache in the run's tmpfs directory)
 VOL_STACKS = {"-vol-async": ' vol_stack="async"', "-vol-cache-async": ' vol_stack="cache,async"'}
 #: --async-staging: the in-transit comparison of async staging against the plain write thread, at 4:1
 ASYNC_STAGING = {"producers": [4], "ratios": [4], "mib_per_rank": [2.0], "steps": 4, "reps": 1}
-ASYNC_STAGING_LAYOUTS = ["n-n", "n-n-sync", *(f"n-n{k}" for k in VOL_STACKS)]
+ASYNC_STAGING_LAYOUTS = ["n-n", *(f"n-n{k}" for k in VOL_STACKS)]
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": [1.0], "steps": 3, "reps": 1}
 
@@ -193,7 +193,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
     p.add_argument("--async-staging", action="store_true",
                    help="the in-transit comparison of async staging: 4 producers to 1 consumer, hdf5 on tmpfs and "
-                        f"disk, layouts {' '.join(ASYNC_STAGING_LAYOUTS)} side by side (the write thread, no thread, "
+                        f"disk, layouts {' '.join(ASYNC_STAGING_LAYOUTS)} side by side (the write thread, "
                         "h5flow_async, h5flow_cache over h5flow_async), 2 MiB per rank, 4 steps, 1 repetition "
                         "(each one given explicitly wins); staging.png")
     p.add_argument("--quick", action="store_true",
@@ -335,12 +335,16 @@ def memcpy(chunk: int, count: int) -> float:
 
 # -- one run ----------------------------------------------------------------------------------------
 
-def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT) -> str:
+def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT,
+                  cache_dir: str = "") -> str:
+    """The run's XML; ``cache_dir``: h5flow_cache's directory for the layouts that stack it (the tmpfs)."""
     if transport.startswith("hdf5"):
         layout, more = hdf5_layout, ""
         for suffix, setting in ((SYNC, ' async_write="false"'), (COPY, ' map_reads="false"'), *VOL_STACKS.items()):
             if layout.endswith(suffix):
                 layout, more = layout[: -len(suffix)], setting
+        if "cache" in more and cache_dir:
+            more += f' cache_path="{cache_dir}"'
         el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{layout}" '
               f'queue_limit="{queue_limit}"{more}/>')
     elif transport == "socket":
@@ -404,7 +408,7 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
         return record
     try:
         config = work / "config.xml"
-        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, layout))
+        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, layout, str(plan.tmpfs)))
         shape = oscillator_shape(plan.bytes_per_rank, m)
         osc = ("--shape", *map(str, shape), "--blocks", str(m), "--ghost-cells", "0")
         record = run(RunOptions(config, m, n, osc, plan.steps, plan.timeout, workdir=work, show_progress=False))
