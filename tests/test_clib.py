@@ -177,11 +177,15 @@ def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
     ("missing-dir", "does not exist: create it"),
     ("socket", 'the C library writes the hdf5 transport only; this transport is type="socket"'),
     ("subfiling", 'driver="subfiling" is not offered by the C library'),
-    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: async_write, collective, dead_consumer, driver, enabled, file_name, filename"),
+    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: async_max_mem, async_write, "
+                     "cache_capacity, cache_path, collective, dead_consumer, driver, enabled, file_name, filename"),
     ("heartbeat", "bad value '0.001' for attribute 'heartbeat' on <transport type=\"hdf5\">; accepted: a number of "
                   "seconds from 0.05 to 3600"),
     ("not-xml", "not a well-formed XML file"),
     ("no-file", "cannot read the configuration file"),
+    ("cache-path", "rank 0: cache_path='/nonexistent/cache' is not a writable directory on this node"),
+    ("stack-layout", 'vol_stack="async" stacks connectors over the serial rank files of layout="n-n", but '
+                     'layout="n-1" writes one shared file'),
 ])
 def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expected: str) -> None:
     _need_build()
@@ -201,6 +205,10 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
         xml.write_text(f'<sensei><transport type="hdf5" filename="{stream}"></sensei>')
     elif case == "no-file":
         xml = tmp_path / "missing.xml"
+    elif case == "cache-path":
+        _xml(xml, stream, vol_stack="cache", cache_path="/nonexistent/cache")
+    elif case == "stack-layout":
+        _xml(xml, stream, vol_stack="async", layout="n-1")
     if case != "missing-dir":
         arg = str(xml)
     res = _run(["mpiexec", "-n", "1", str(HEAT_C), arg, "--steps", "1", "--shape", "4", "4"], tmp_path)

@@ -66,6 +66,10 @@ def test_settings_from_xml_and_keywords_alike(tmp_path: Path) -> None:
     cfg.settings.layout = "log"
     with pytest.raises(TransportError, match="vol_stack='async' needs layout 'n-n', not 'log'"):
         open_writer(MPI.COMM_SELF, cfg)
+    # a cache directory that is not there is said at the open, not at the first step's file create
+    cfg = TransportConfig.of(filename=f"{tmp_path}/s", vol_stack="cache", cache_path=f"{tmp_path}/none")
+    with pytest.raises(TransportError, match=f"rank 0: cache_path='{tmp_path}/none' is not a writable directory"):
+        open_writer(MPI.COMM_SELF, cfg)
 
 
 @pytest.mark.parametrize("stack", STACKS)

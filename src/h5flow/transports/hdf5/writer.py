@@ -125,7 +125,12 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
         self._fapl: Any = None
         self.vol_stack = ""  # what HDF5 is given, "<connector> <info string>"
         stack_error = ""
-        if s.vol_layers():
+        if "cache" in s.vol_layers() and s.cache_path and not (os.path.isdir(s.cache_path)
+                                                               and os.access(s.cache_path, os.W_OK | os.X_OK)):
+            stack_error = (f"rank {comm.rank}: cache_path={s.cache_path!r} is not a writable directory on this "
+                           "node; create it (node-local storage: /dev/shm, NVMe) or give another cache_path, or "
+                           "leave it out for h5flow_cache's own choice")
+        elif s.vol_layers():
             try:
                 self._fapl, self.vol_stack = _h5.stacked_fapl(s.connector_layers())
             except (RuntimeError, ValueError) as e:
@@ -261,10 +266,11 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
             error = ""
             if comm.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)  # never published, and its room is needed
-                if isinstance(staged, QueuedRankFile):  # the connectors had the only copy of the rows
+                if waitable and cfg.queue_policy == "block" and isinstance(staged, QueuedRankFile):
+                    # the connectors had the only copy of the rows: waiting for room cannot write them again
                     error = (f"{message}; the stream is stopped (with vol_stack={cfg.vol_stack!r} and the write "
                              "thread, a step's rows are handed to the connectors and not kept, so the step cannot "
-                             "be written again)")
+                             "be written again once room is freed)")
                 elif waitable and cfg.queue_policy == "block" and attempt <= WRITE_RETRIES:
                     error = self._wait_for_space(step, self._need(meta, nbytes) << attempt, after=message)
                 elif waitable and cfg.queue_policy == "block":
