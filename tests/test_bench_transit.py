@@ -248,3 +248,22 @@ def test_plain_pair_writer_can_compute_the_oscillator(tmp_path: Path) -> None:
 
     rec = run_pair(str(tmp_path / "s"), "sst", 1, 1, 1 << 20, 2, timeout=60, oscillator=True)
     assert rec["steps_consumed"] == 2 and rec["bytes"] == 2 << 20  # float32 cells of the oscillator, 1 MiB a step
+
+
+def test_async_staging_plans_4_to_1_with_each_stack_and_configures_it(tmp_path: Path) -> None:
+    """--async-staging: 4:1, hdf5 on tmpfs and disk, the write thread's rows then each connector stack's, whose
+    XML names the stack (and the cache's directory: the tmpfs); an explicit option still wins."""
+    import xml.etree.ElementTree as ET
+
+    where = ["--tmpfs-dir", str(tmp_path), "--disk-dir", str(tmp_path)]
+    plan = _plan_of([*where, "--async-staging"])
+    assert (plan.producers, plan.ratios, plan.steps, plan.reps) == ([4], [4], 4, 1)
+    assert plan.transports == ["hdf5-tmpfs", "hdf5-disk"] and plan.configurations() == [(4, 1, 4)]
+    assert plan.hdf5_layout == "n-n" and plan.hdf5_more_layouts == ["n-n-vol-async", "n-n-vol-cache-async"]
+    assert transit.with_layouts(plan, plan.transports)[:3] == [
+        "hdf5-tmpfs", "hdf5-tmpfs:n-n-vol-async", "hdf5-tmpfs:n-n-vol-cache-async"]
+    assert _plan_of([*where, "--async-staging", "--steps", "7"]).steps == 7
+    for layout, stack, cache in (("n-n", None, None), ("n-n-vol-async", "async", None),
+                                 ("n-n-vol-cache-async", "cache,async", str(tmp_path))):
+        el = ET.fromstring(transit.transport_xml("hdf5-disk", "s", 4, layout, str(tmp_path))).find("transport")
+        assert (el.get("layout"), el.get("vol_stack"), el.get("cache_path")) == ("n-n", stack, cache)

@@ -72,14 +72,17 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 60) -> subprocess.Completed
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("layout", ["n-1", "n-n"])
+@pytest.mark.parametrize("layout", ["n-1", "n-n", "n-n cache,async"])
 def test_c_producer_on_two_ranks_python_consumer_on_one(tmp_path: Path, layout: str) -> None:
     """C heat2d on 2 ranks → Python consumer on 1 rank (h5flow.open(..., "r")), concurrently, through a queue of 2
-    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts."""
+    steps: every step equals examples/heat2d's serial numpy computation, exactly; in both layouts, and through
+    the connector stack ``vol_stack`` (plugins from HDF5_PLUGIN_PATH, build/stack.env)."""
     _need_build()
     ny, nx, steps = 12, 10, 4
     stream = tmp_path / "heat"
-    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout)
+    layout, _, stack = layout.partition(" ")
+    extra = {"vol_stack": stack, "cache_path": str(tmp_path)} if stack else {}
+    xml = _xml(tmp_path / "p.xml", stream, queue_limit="2", layout=layout, **extra)
     (tmp_path / "consume.py").write_text(CONSUMER)
     out = tmp_path / "out"
     out.mkdir()
@@ -174,11 +177,15 @@ def test_c_producer_claim_and_heartbeat(tmp_path: Path) -> None:
     ("missing-dir", "does not exist: create it"),
     ("socket", 'the C library writes the hdf5 transport only; this transport is type="socket"'),
     ("subfiling", 'driver="subfiling" is not offered by the C library'),
-    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: async_write, collective, dead_consumer, driver, enabled, file_name, filename"),
+    ("unknown-attr", "unknown attribute 'bogus' on <transport type=\"hdf5\">; accepted: async_max_mem, async_write, "
+                     "cache_capacity, cache_path, collective, dead_consumer, driver, enabled, file_name, filename"),
     ("heartbeat", "bad value '0.001' for attribute 'heartbeat' on <transport type=\"hdf5\">; accepted: a number of "
                   "seconds from 0.05 to 3600"),
     ("not-xml", "not a well-formed XML file"),
     ("no-file", "cannot read the configuration file"),
+    ("cache-path", "rank 0: cache_path='/nonexistent/cache' is not a writable directory on this node"),
+    ("stack-layout", 'vol_stack="async" stacks connectors over the serial rank files of layout="n-n", but '
+                     'layout="n-1" writes one shared file'),
 ])
 def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expected: str) -> None:
     _need_build()
@@ -198,6 +205,10 @@ def test_c_producer_bad_stream_or_xml_says_why(tmp_path: Path, case: str, expect
         xml.write_text(f'<sensei><transport type="hdf5" filename="{stream}"></sensei>')
     elif case == "no-file":
         xml = tmp_path / "missing.xml"
+    elif case == "cache-path":
+        _xml(xml, stream, vol_stack="cache", cache_path="/nonexistent/cache")
+    elif case == "stack-layout":
+        _xml(xml, stream, vol_stack="async", layout="n-1")
     if case != "missing-dir":
         arg = str(xml)
     res = _run(["mpiexec", "-n", "1", str(HEAT_C), arg, "--steps", "1", "--shape", "4", "4"], tmp_path)

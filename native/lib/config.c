@@ -29,6 +29,7 @@ void h5fl_config_defaults(h5fl_config *cfg)
     cfg->heartbeat = 1.0;
     cfg->poll_min = 0.0005;
     cfg->poll_max = 0.02;
+    cfg->async_max_mem = 512ull << 20; /* h5flow_async's own default, as DEFAULT_ASYNC_MAX_MEM in Python */
 }
 
 static const char *const TRANSPORT_TYPES[] = {"adios1", "adios2", "hdf5", "socket"};
@@ -245,6 +246,14 @@ static int use_value(ctx_t *c, xmlNodePtr node, h5fl_config *cfg, const h5fl_set
         cfg->quota = (uint64_t)v->integer;
     else if (!strcmp(n, "keep"))
         cfg->keep_all = !strcmp(s->choices[v->choice], "all");
+    else if (!strcmp(n, "vol_stack"))
+        snprintf(cfg->vol_stack, sizeof cfg->vol_stack, "%s", v->choice ? s->choices[v->choice] : "");
+    else if (!strcmp(n, "async_max_mem"))
+        cfg->async_max_mem = (uint64_t)v->integer;
+    else if (!strcmp(n, "cache_path"))
+        snprintf(cfg->cache_path, sizeof cfg->cache_path, "%s", v->text);
+    else if (!strcmp(n, "cache_capacity"))
+        cfg->cache_capacity = (uint64_t)v->integer;
     else if (!strcmp(n, "async_write"))
         cfg->async_write = v->flag; /* recorded; the library writes each step inside h5flow_end_step */
     else if (s->side != H5FL_CONSUMER)
@@ -320,6 +329,28 @@ static int read_filename(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
     return rc;
 }
 
+/* Hdf5Settings._check_vol_stack: the stack writes n-n rank files only; a connector's option needs its connector. */
+static int check_vol_stack(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
+{
+    const char *stack = *cfg->vol_stack ? cfg->vol_stack : "none";
+    if (*cfg->vol_stack && !cfg->layout_nn)
+        return fail(c, node, "vol_stack=\"%s\" stacks connectors over the serial rank files of layout=\"n-n\", but "
+                             "layout=\"n-1\" writes one shared file through MPI-IO; give layout=\"n-n\" (the default) "
+                             "with vol_stack, or drop vol_stack", stack);
+    const struct {
+        const char *name, *layer;
+        int given;
+    } opts[] = {{"async_max_mem", "async", cfg->async_max_mem != 512ull << 20},
+                {"cache_path", "cache", *cfg->cache_path != '\0'},
+                {"cache_capacity", "cache", cfg->cache_capacity != 0}};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (opts[i].given && !strstr(cfg->vol_stack, opts[i].layer))
+            return fail(c, node, "%s sets h5flow_%s, but vol_stack=\"%s\" does not stack it; give vol_stack=\"%s\" "
+                                 "(or one of cache,async, async,cache), or drop %s", opts[i].name, opts[i].layer,
+                        stack, opts[i].layer, opts[i].name);
+    return 0;
+}
+
 /* The combinations Hdf5Settings.check and from_xml refuse, with their messages. */
 static int check_combinations(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
 {
@@ -350,6 +381,8 @@ static int check_combinations(ctx_t *c, xmlNodePtr node, h5fl_config *cfg)
                            "give layout=\"n-1\" (or leave layout out: %s then implies it), or drop %s to keep "
                            "layout=\"n-n\"", what, (const char *)node->name, what, what);
     }
+    if (!rc)
+        rc = check_vol_stack(c, node, cfg);
     if (method)
         xmlFree(method);
     if (coll)

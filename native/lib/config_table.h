@@ -37,6 +37,7 @@ static const h5fl_refusal H5FL_C_REFUSED_driver[] = {
 };
 static const char *const H5FL_CHOICES_keep[] = {"released", "all"};
 static const char *const H5FL_CHOICES_map_reads[] = {"auto", "true", "false"};
+static const char *const H5FL_CHOICES_vol_stack[] = {"none", "async", "cache", "cache,async", "async,cache"};
 
 static const h5fl_setting H5FL_SETTINGS[] = {
     {"queue_limit", "queue_limit", NULL, H5FL_INT, H5FL_PRODUCER, 0.0, 4.611686018427388e+18, NULL, 0, NULL,
@@ -89,6 +90,18 @@ static const h5fl_setting H5FL_SETTINGS[] = {
      NULL, 0, NULL, 0},
     {"async_write", "async_write", NULL, H5FL_BOOL, H5FL_PRODUCER, -1e+308, 1e+308, NULL, 0, NULL,
      "accepted: 0, 1, true, false",
+     NULL, 0, NULL, 0},
+    {"vol_stack", "vol_stack", NULL, H5FL_CHOICE, H5FL_PRODUCER, -1e+308, 1e+308, H5FL_CHOICES_vol_stack, 5, NULL,
+     "none (the default): native HDF5; async: h5flow_async; cache: h5flow_cache; cache,async and async,cache: both, the first on top; accepted: none, async, cache, cache,async, async,cache",
+     NULL, 0, NULL, 0},
+    {"async_max_mem", "async_max_mem", NULL, H5FL_BYTES, H5FL_PRODUCER, 1048576.0, 4.611686018427388e+18, NULL, 0, NULL,
+     "accepted: a byte count, optionally with a unit: B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 512MiB, 2GiB, 100MB, at least 1MiB",
+     NULL, 0, NULL, 0},
+    {"cache_path", "cache_path", NULL, H5FL_PATTERN, H5FL_PRODUCER, -1e+308, 1e+308, NULL, 0, "^([^;{}=]*)$",
+     "a directory path without ';', '{', '}' or '='",
+     NULL, 0, NULL, 0},
+    {"cache_capacity", "cache_capacity", NULL, H5FL_BYTES, H5FL_PRODUCER, 0.0, 4.611686018427388e+18, NULL, 0, NULL,
+     "accepted: a byte count, optionally with a unit: B, kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 512MiB, 2GiB, 100MB; 0 = h5flow_cache's default",
      NULL, 0, NULL, 0},
 };
 /* attributes read by hand in config.c besides the table's */

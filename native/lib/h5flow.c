@@ -139,6 +139,13 @@ static int configure(h5flow_writer *w, const char *arg)
             w->cfg.filename[strlen(w->cfg.filename) - 1] = '\0', n--;
     }
     snprintf(w->root, sizeof w->root, "%s.h5flow", w->cfg.filename);
+    struct stat st;
+    if (strstr(w->cfg.vol_stack, "cache") && *w->cfg.cache_path &&
+        (stat(w->cfg.cache_path, &st) != 0 || !S_ISDIR(st.st_mode) || access(w->cfg.cache_path, W_OK | X_OK) != 0))
+        return set_err(w, H5FLOW_ERR_CONFIG, "rank %d: cache_path='%s' is not a writable directory on this node; "
+                                             "create it (node-local storage: /dev/shm, NVMe) or give another "
+                                             "cache_path, or leave it out for h5flow_cache's own choice",
+                       w->rank, w->cfg.cache_path);
     return 0;
 }
 

@@ -24,6 +24,11 @@ typedef struct h5fl_config {
     int keep_all;
     int dead_consumer; /* a consumer group that stopped beating, the producer blocked on it: 0 wait, 1 drop, 2 error */
     double heartbeat, poll_min, poll_max;
+    /* vol_stack: the connectors each rank file is written through, top first ("" = native); their options */
+    char vol_stack[32];
+    uint64_t async_max_mem;
+    char cache_path[H5FL_PATH_MAX];
+    uint64_t cache_capacity;
 } h5fl_config;
 
 void h5fl_config_defaults(h5fl_config *cfg);

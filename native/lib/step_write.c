@@ -394,6 +394,54 @@ int write_shared(h5flow_writer *w, const char *path, const piece_desc *all, cons
     return rc;
 }
 
+/* The info string of the connector stack `cfg->vol_stack` (top first, native below), as connectors/stack.py
+ * builds it: each layer's options, then under_vol/under_info of the layer below. */
+static void stack_info(const h5fl_config *cfg, char *out, size_t n)
+{
+    char layers[2][8] = {"", ""}, own[2][H5FL_PATH_MAX + 64];
+    sscanf(cfg->vol_stack, "%7[a-z],%7[a-z]", layers[0], layers[1]);
+    int count = *layers[1] ? 2 : 1;
+    for (int i = 0; i < count; i++) {
+        if (!strcmp(layers[i], "async"))
+            snprintf(own[i], sizeof own[i], "max_mem=%llu;", (unsigned long long)cfg->async_max_mem);
+        else {
+            int k = snprintf(own[i], sizeof own[i], "%s%s%s", *cfg->cache_path ? "path=" : "", cfg->cache_path,
+                             *cfg->cache_path ? ";" : "");
+            if (cfg->cache_capacity)
+                snprintf(own[i] + k, sizeof own[i] - (size_t)k, "capacity=%llu;",
+                         (unsigned long long)cfg->cache_capacity);
+        }
+    }
+    if (count == 1)
+        snprintf(out, n, "%sunder_vol=0;under_info={}", own[0]);
+    else
+        snprintf(out, n, "%sunder_vol=%d;under_info={%sunder_vol=0;under_info={}}", own[0],
+                 !strcmp(layers[1], "async") ? 312 : 313, own[1]);
+}
+
+/* Select the connector stack `vol_stack` on `fapl` (0), or -1 with `why` set. The plugins are found on
+ * HDF5_PLUGIN_PATH (h5flow's build/plugins). */
+static int set_vol_stack(const h5fl_config *cfg, hid_t fapl, char *why, size_t n)
+{
+    char top[16] = "h5flow_", info[2 * H5FL_PATH_MAX + 256];
+    sscanf(cfg->vol_stack, "%5[a-z]", top + 7);
+    stack_info(cfg, info, sizeof info);
+    hid_t id = H5VLregister_connector_by_name(top, H5P_DEFAULT);
+    if (id < 0) {
+        snprintf(why, n, "vol_stack=\"%s\": HDF5 cannot load the %s connector (set HDF5_PLUGIN_PATH to h5flow's "
+                         "build/plugins)", cfg->vol_stack, top);
+        return -1;
+    }
+    void *vinfo = NULL;
+    int rc = H5VLconnector_str_to_info(info, id, &vinfo) < 0 || H5Pset_vol(fapl, id, vinfo) < 0 ? -1 : 0;
+    if (vinfo)
+        H5VLfree_connector_info(id, vinfo);
+    H5VLclose(id);
+    if (rc)
+        snprintf(why, n, "vol_stack=\"%s\": the %s connector refused \"%s\"", cfg->vol_stack, top, info);
+    return rc;
+}
+
 /* This rank's rank-<r>.h5 (layout n-n, serial HDF5; layout_nn.py _write_per_rank): per mesh a (rows, 1) dataset of
  * the blocks it owns, in block-id order ((0, 1) when it owns none); no meta dataset, no kind attribute. */
 int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, size_t n)
@@ -407,12 +455,20 @@ int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, size_t n
     h5fl_extent *ext = NULL; /* where each dataset's raw data lies, for consumers' raw reads */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST);
+    char why[H5FL_PATH_MAX + 512];
+    if (*w->cfg.vol_stack && set_vol_stack(&w->cfg, fapl, why, sizeof why)) {
+        H5Pclose(fapl);
+        H5Eset_auto2(H5E_DEFAULT, old_func, old_data);
+        return set_err(w, H5FLOW_ERR_IO, "rank %d: creating %s: %s", w->rank, path, why);
+    }
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     int64_t rank = w->rank;
     const char *what = "creating";
     if (f < 0)
         goto fail;
+    /* with a connector stack the rows are on storage (the connectors' queues drained, their errors raised)
+     * only after a flush: each dataset's extent is read after one */
     what = "writing the attributes of";
     if (step_attrs(w, f) || attr_num(f, "rank", H5T_STD_I64LE, H5T_NATIVE_INT64, &rank))
         goto fail;
@@ -442,6 +498,8 @@ int write_per_rank(h5flow_writer *w, const char *path, const mesh_t *m, size_t n
             bad = write_rows(d, mem_type(m[k].type), row, nrows, local_piece(w, m[k].name, local++), H5P_DEFAULT) != 0;
             row += nrows;
         }
+        if (!bad && *w->cfg.vol_stack && H5Fflush(f, H5F_SCOPE_LOCAL) < 0)
+            bad = 1; /* a connector's background write failed: the step is not published */
         if (d >= 0) {
             h5fl_extent_of(&ext[k], d, m[k].name, "cell", m[k].name, TYPES[m[k].type].dtype, total, 1);
             H5Dclose(d);

@@ -13,6 +13,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 hid_t = ctypes.c_int64
 herr_t = ctypes.c_int
@@ -53,6 +54,45 @@ def lib() -> ctypes.CDLL:
     h5.H5Dwrite.argtypes = [hid_t, hid_t, hid_t, hid_t, hid_t, ctypes.c_void_p]
     h5.H5Dwrite.restype = herr_t
     return h5
+
+
+class _ErrorRecord(ctypes.Structure):  # H5E_error2_t
+    _fields_ = [("cls_id", hid_t), ("maj_num", hid_t), ("min_num", hid_t), ("line", ctypes.c_uint),
+                ("func_name", ctypes.c_char_p), ("file_name", ctypes.c_char_p), ("desc", ctypes.c_char_p)]
+
+
+_WALK = ctypes.CFUNCTYPE(herr_t, ctypes.c_uint, ctypes.POINTER(_ErrorRecord), ctypes.c_void_p)
+
+
+def error_text() -> str:
+    """The descriptions on this thread's HDF5 error stack, innermost last ("; "-joined), after a call made
+    through :func:`lib` failed; the stack is cleared."""
+    h5 = lib()
+    h5.H5Ewalk2.argtypes = [hid_t, ctypes.c_int, _WALK, ctypes.c_void_p]
+    h5.H5Ewalk2.restype = herr_t
+    h5.H5Eclear2.argtypes = [hid_t]
+    h5.H5Eclear2.restype = herr_t
+    parts: list[str] = []
+
+    def record(_n: int, err: Any, _data: Any) -> int:
+        e = err.contents
+        parts.append(f"{(e.func_name or b'?').decode(errors='replace')}: {(e.desc or b'').decode(errors='replace')}")
+        return 0
+
+    h5.H5Ewalk2(0, 0, _WALK(record), None)  # H5E_DEFAULT, H5E_WALK_UPWARD
+    h5.H5Eclear2(0)
+    return "; ".join(p for p in parts if p.strip(": ")) or "HDF5 gave no error description"
+
+
+def flush_file(file_id: int) -> None:
+    """``H5Fflush`` of a file (its local scope) through :mod:`ctypes`, which lets go of Python's GIL while HDF5
+    works, e.g. while a VOL connector's queue for the file drains; raises ``RuntimeError`` with HDF5's error
+    stack on failure."""
+    h5 = lib()
+    h5.H5Fflush.argtypes = [hid_t, ctypes.c_int]
+    h5.H5Fflush.restype = herr_t
+    if h5.H5Fflush(file_id, 1) < 0:  # H5F_SCOPE_LOCAL
+        raise RuntimeError(f"H5Fflush failed: {error_text()}")
 
 
 def has_symbol(name: str) -> bool:

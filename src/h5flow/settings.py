@@ -120,8 +120,8 @@ class Declaration:
             if self.maximum is None:
                 return f"accepted: an integer >= {self.minimum:g}"
             return f"accepted: an integer from {self.minimum:g} to {self.maximum:g}"
-        if self.kind == "bytes":
-            return f"accepted: {SIZE_UNITS_TEXT}"
+        if self.kind == "bytes":  # a size whose 0 is not "unlimited" says what it is instead (``accepted``)
+            return self.accepted_text or f"accepted: {SIZE_UNITS_TEXT}"
         if self.kind in ("seconds", "float"):
             what = "a number of seconds" if self.kind == "seconds" else "a number"
             return f"accepted: {what} from {self.minimum:g} to {self.maximum:g}"

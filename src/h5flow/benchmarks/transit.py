@@ -57,6 +57,12 @@ SYNC = "-sync"
 #: a layout name with this suffix runs that layout with map_reads="false": consumers copy every block out of
 #: the page cache instead of mapping the large ones (n-n; docs/STREAM.md "Mapped reads")
 COPY = "-copy"
+#: layout n-n with each rank file written through a connector stack (vol_stack, docs/STREAM.md "Connector
+#: stack"): h5flow_async alone, h5flow_cache over h5flow_async (the cache in the run's tmpfs directory)
+VOL_STACKS = {"-vol-async": ' vol_stack="async"', "-vol-cache-async": ' vol_stack="cache,async"'}
+#: --async-staging: the in-transit comparison of async staging against the plain write thread, at 4:1
+ASYNC_STAGING = {"producers": [4], "ratios": [4], "mib_per_rank": [2.0], "steps": 4, "reps": 1}
+ASYNC_STAGING_LAYOUTS = ["n-n", *(f"n-n{k}" for k in VOL_STACKS)]
 DEFAULT_LAYOUT = "n-n"  # the hdf5 transport's own default (docs/STREAM.md, "The default is n-n")
 QUICK = {"producers": [2], "ratios": [1, 2], "mib_per_rank": [1.0], "steps": 3, "reps": 1}
 
@@ -160,13 +166,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="disk directory for hdf5-disk, the paper's Lustre column (default /var/tmp)")
     p.add_argument("--queue-limit", type=int, default=4,
                    help="unreleased steps a producer may run ahead, every transport (default 4; 0 = unlimited)")
-    p.add_argument("--hdf5-layout", choices=[*HDF5_LAYOUTS, *(x + SYNC for x in HDF5_LAYOUTS), "n-n" + COPY],
+    p.add_argument("--hdf5-layout", choices=[*HDF5_LAYOUTS, *(x + SYNC for x in HDF5_LAYOUTS), "n-n" + COPY,
+                                             *(f"n-n{k}" for k in VOL_STACKS)],
                    nargs="+",
                    default=[DEFAULT_LAYOUT], metavar="L",
                    help="hdf5 transport layouts: n-1 (one shared file per step, SENSEI's), n-n (one file per "
                         "producer rank), log (one h5flow_log container per step), each also as <layout>-sync "
                         "(async_write=\"false\": the step is written inside end_step, not on the write thread), and n-n-copy "
-                        "(map_reads=\"false\": consumers copy every block instead of mapping the large ones); "
+                        "(map_reads=\"false\": consumers copy every block instead of mapping the large ones), "
+                        "n-n-vol-async and n-n-vol-cache-async (vol_stack=\"async\" and \"cache,async\": each rank "
+                        "file written through h5flow_async, or h5flow_cache over it); "
                         "the first is the hdf5 rows' layout, each further one adds rows named "
                         "<transport>:<layout> measured in the same run "
                         f"(default {DEFAULT_LAYOUT}, the transport's own default, with its write thread)")
@@ -182,6 +191,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="consumer step timeout in seconds (default 120)")
     p.add_argument("--out", type=Path, default=Path("h5flow-transit"), help="output directory (default ./h5flow-transit)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results JSON here")
+    p.add_argument("--async-staging", action="store_true",
+                   help="the in-transit comparison of async staging: 4 producers to 1 consumer, hdf5 on tmpfs and "
+                        f"disk, layouts {' '.join(ASYNC_STAGING_LAYOUTS)} side by side (the write thread, "
+                        "h5flow_async, h5flow_cache over h5flow_async), 2 MiB per rank, 4 steps, 1 repetition "
+                        "(each one given explicitly wins); staging.png")
     p.add_argument("--quick", action="store_true",
                    help="CI smoke preset: M=2, ratios 1 and 2, 1 MiB per rank, 3 steps, 1 repetition")
 
@@ -209,6 +223,14 @@ def _unavailable(transport: str) -> str | None:
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
+    if getattr(args, "async_staging", False):
+        for k, v in ASYNC_STAGING.items():
+            if getattr(args, k) == _DEFAULTS[k]:
+                setattr(args, k, v)
+        if args.hdf5_layout == [DEFAULT_LAYOUT]:
+            args.hdf5_layout = list(ASYNC_STAGING_LAYOUTS)
+        if args.transports == list(TRANSPORTS):
+            args.transports = ["hdf5-tmpfs", "hdf5-disk"]
     if args.quick:
         for k, v in QUICK.items():
             if getattr(args, k) == _DEFAULTS[k]:
@@ -313,12 +335,16 @@ def memcpy(chunk: int, count: int) -> float:
 
 # -- one run ----------------------------------------------------------------------------------------
 
-def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT) -> str:
+def transport_xml(transport: str, stream: str, queue_limit: int, hdf5_layout: str = DEFAULT_LAYOUT,
+                  cache_dir: str = "") -> str:
+    """The run's XML; ``cache_dir``: h5flow_cache's directory for the layouts that stack it (the tmpfs)."""
     if transport.startswith("hdf5"):
         layout, more = hdf5_layout, ""
-        for suffix, setting in ((SYNC, ' async_write="false"'), (COPY, ' map_reads="false"')):
+        for suffix, setting in ((SYNC, ' async_write="false"'), (COPY, ' map_reads="false"'), *VOL_STACKS.items()):
             if layout.endswith(suffix):
                 layout, more = layout[: -len(suffix)], setting
+        if "cache" in more and cache_dir:
+            more += f' cache_path="{cache_dir}"'
         el = (f'<transport type="hdf5" filename="{stream}" method="stream" layout="{layout}" '
               f'queue_limit="{queue_limit}"{more}/>')
     elif transport == "socket":
@@ -382,7 +408,7 @@ def run_one(plan: Plan, transport: str, m: int, n: int, rep: int) -> dict[str, A
         return record
     try:
         config = work / "config.xml"
-        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, layout))
+        config.write_text(transport_xml(transport, str(work / "stream"), plan.queue_limit, layout, str(plan.tmpfs)))
         shape = oscillator_shape(plan.bytes_per_rank, m)
         osc = ("--shape", *map(str, shape), "--blocks", str(m), "--ghost-cells", "0")
         record = run(RunOptions(config, m, n, osc, plan.steps, plan.timeout, workdir=work, show_progress=False))
@@ -620,6 +646,46 @@ def fig2(plan: Plan, rows: list[Row]) -> list[Path]:
     return paths
 
 
+def staging_figure(plan: Plan, rows: list[Row]) -> list[Path]:
+    """``staging.png``: each hdf5 row's layouts side by side (time to solution, and its ratio to the first
+    layout's), per configuration; drawn when more than one layout ran."""
+    if not plan.hdf5_more_layouts:
+        return []
+    plt = _plt()
+    layouts = [plan.hdf5_layout, *plan.hdf5_more_layouts]
+    groups = [(base, m, n) for base in ("hdf5-tmpfs", "hdf5-disk") for m, n in
+              sorted({(r.producers, r.consumers) for r in rows}) if _cell(rows, base, m, n)]
+    if not groups:
+        return []
+    fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(groups) * len(layouts) / 2, 4.2))
+    width = 0.8 / len(layouts)
+    for i, layout in enumerate(layouts):
+        xs, ys = [], []
+        for g, (base, m, n) in enumerate(groups):
+            r = _cell(rows, base if i == 0 else f"{base}:{layout}", m, n)
+            if r is not None:
+                xs.append(g + i * width)
+                ys.append(r.time_to_solution)
+        bars = ax.bar(xs, ys, width, label=layout)
+        for g, (bar_, (base, m, n)) in enumerate(zip(bars, groups)):
+            first = _cell(rows, base, m, n)
+            if first is not None and first.time_to_solution > 0:
+                ax.annotate(f"{bar_.get_height() / first.time_to_solution:.2f}x", (bar_.get_x() + width / 2,
+                            bar_.get_height()), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks([g + width * (len(layouts) - 1) / 2 for g in range(len(groups))])
+    ax.set_xticklabels([f"{base}\n{m}:{n}" for base, m, n in groups], fontsize=8)
+    ax.set_ylabel("time to solution (s), median")
+    ax.set_title(f"hdf5 layouts side by side, {plan.bytes_per_rank / MIB:g} MiB/rank/step, {plan.steps} steps "
+                 f"(ratio to {plan.hdf5_layout})", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = plan.out / "staging.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+
+
 def fig3_fig4(plan: Plan, rows: list[Row]) -> list[Path]:
     from h5flow.plot import fig3_memory, fig4_progress
 
@@ -837,7 +903,7 @@ def run_size(plan: Plan, json_path: Path | None) -> list[Row]:
     plan.load_end = list(os.getloadavg())
     paths = write_outputs(plan, rows, bounds, json_path)
     if rows:
-        paths += fig2(plan, rows) + fig3_fig4(plan, rows)
+        paths += fig2(plan, rows) + fig3_fig4(plan, rows) + staging_figure(plan, rows)
         print_summary(plan, rows, bounds)
     for p in paths:
         print(f"wrote {p}")

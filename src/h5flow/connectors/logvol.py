@@ -25,6 +25,9 @@ from h5flow.connectors.h5flow_log import MARKER
 
 NAME = "h5flow_log"
 LIBRARY = "libh5flow_log.so"
+#: the connectors of h5flow's plugin directory this module registers: h5flow_log and the stacking ones that the
+#: hdf5 transport puts above native (connectors/stack.py)
+LOADABLE = (NAME, "h5flow_async", "h5flow_cache")
 UDF_PROP = b"h5flow_log.udf"
 UDF_SPEC_MAX = 1024  # bytes of the property (include/h5flow_udf.h)
 
@@ -67,12 +70,13 @@ def hdf5() -> ctypes.CDLL:
 
 
 @functools.cache
-def _plugin_dir_appended() -> Path:
+def _plugin_dir_appended(connector: str = NAME) -> Path:
     from h5flow._paths import default_plugin_dir
 
     d = default_plugin_dir()
-    if not (d / LIBRARY).is_file():
-        raise ConnectorError(f"the h5flow_log connector is not built ({d / LIBRARY} is missing): run `make setup` "
+    library = f"lib{connector}.so"
+    if not (d / library).is_file():
+        raise ConnectorError(f"the {connector} connector is not built ({d / library} is missing): run `make setup` "
                              "(or set H5FLOW_BUILD_DIR to the build directory holding plugins/)")
     if hdf5().H5PLappend(os.fsencode(d)) < 0:
         raise ConnectorError(f"H5PLappend({d}) failed: HDF5 cannot add the plugin directory")
@@ -81,20 +85,20 @@ def _plugin_dir_appended() -> Path:
 
 @functools.cache
 def vol_id(connector: str = NAME) -> int:
-    """The id of ``connector`` (``"h5flow_log"`` or ``"native"``), registered once and kept for the life of
-    the process: the connector looks itself up by name (e.g. to recognise its own committed datatypes),
+    """The id of ``connector`` (``"native"`` or one of :data:`LOADABLE`), registered once and kept for the life
+    of the process: the connector looks itself up by name (e.g. to recognise its own committed datatypes),
     which finds it only while an id of it is registered."""
     lib = hdf5()
     if connector == "native":
         vol = lib.H5VLget_connector_id_by_name(b"native")
-    elif connector == NAME:
-        _plugin_dir_appended()
-        vol = lib.H5VLregister_connector_by_name(NAME.encode(), 0)
+    elif connector in LOADABLE:
+        _plugin_dir_appended(connector)
+        vol = lib.H5VLregister_connector_by_name(connector.encode(), 0)
     else:
-        raise ValueError(f"connector {connector!r}: 'h5flow_log' or 'native'")
+        raise ValueError(f"connector {connector!r}: 'native' or one of {', '.join(LOADABLE)}")
     if vol < 0:
         raise ConnectorError(f"HDF5 cannot load the {connector} VOL connector"
-                             + (" (is build/plugins/libh5flow_log.so built? run `make setup`)"
+                             + (f" (is build/plugins/lib{connector}.so built? run `make setup`)"
                                 if connector != "native" else ""))
     return int(vol)
 

@@ -128,10 +128,20 @@ def _plists() -> dict[str, Any]:
     return _PLISTS
 
 
-def create_rank_file(path: Path) -> Any:
-    """A new (truncated) HDF5 file at ``path``: its low-level ``FileID``; :func:`close_rank_file` closes it."""
+def create_rank_file(path: Path, fapl: Any = None) -> Any:
+    """A new (truncated) HDF5 file at ``path``: its low-level ``FileID``; :func:`close_rank_file` closes it.
+    ``fapl``: the access list of :func:`stacked_fapl` (a connector stack), else native's."""
     pl = _plists()
-    return h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=pl["fapl"], fcpl=pl["fcpl"])
+    return h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=fapl or pl["fapl"], fcpl=pl["fcpl"])
+
+
+def stacked_fapl(layers: list[Any]) -> tuple[Any, str]:
+    """The rank files' access list with the VOL connector ``layers`` (:mod:`h5flow.connectors.stack`) above
+    native, and what HDF5 was given (``"<connector> <info string>"``)."""
+    from h5flow.connectors.stack import set_stack
+
+    fapl = _plists()["fapl"].copy()
+    return fapl, set_stack(fapl, layers)
 
 
 def create_group(parent: Any, name: str) -> Any:

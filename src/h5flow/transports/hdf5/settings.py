@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from h5flow.settings import Conflict, setting
 from h5flow.transports.plugin import StreamSettings, TransportEntry, WriterReader
-from h5flow.xmlnode import XmlNode
+from h5flow.xmlnode import SIZE_UNITS_TEXT, XmlNode
 
 if TYPE_CHECKING:
     from h5flow.config import TransportConfig
 
 LAYOUTS = ("n-1", "n-n", "log")
 MAP_READS = ("auto", "true", "false")
+#: ``vol_stack``: the VOL connectors a producer's step files are written through, from the top down (native
+#: below the last); "none": native alone
+VOL_STACKS = ("none", "async", "cache", "cache,async", "async,cache")
+DEFAULT_ASYNC_MAX_MEM = 512 * 2**20  # h5flow_async's own default (docs/ASYNC.md)
+_INFO_VALUE = r"[^;{}=]*"  # a value inside a connector's info string (connectors/stack.py)
+_SIZE_TEXT = SIZE_UNITS_TEXT.split(";")[0]  # without "0 = unlimited"
 #: the layout when none is given and no shared-file setting asks for n-1 (docs/STREAM.md, "Layouts": why n-n)
 DEFAULT_LAYOUT = "n-n"
 _WHERE = "the stream's name; for hdf5 the steps are staged in <filename>.h5flow/"
@@ -83,8 +89,36 @@ class Hdf5Settings(StreamSettings):
         True, "producer, layouts n-n and log (n-1 only on one rank): `end_step` copies the rank's rows and returns; "
               "its write thread writes and publishes the step while the simulation computes the next one (one step "
               "in flight; costs one step's payload of memory per rank; needs `MPI_THREAD_MULTIPLE` with more than "
-              "one rank, else the step is written inside `end_step`). `false`: written inside `end_step` "
-              "(docs/STREAM.md \"Write-behind\")", side="producer", c=_C_SYNC)
+              "one rank, else the step is written inside `end_step`). With `vol_stack` the connectors take the copy in "
+              "`end_step` and the thread waits for the file to be on storage, then publishes it. `false`: written "
+              "inside `end_step` (docs/STREAM.md \"Write-behind\")", side="producer", c=_C_SYNC)
+
+    vol_stack: str = setting(
+        "none", "producer, layout n-n: the VOL connectors each rank's step file is written through, top first, "
+                "native below: `async` (h5flow_async: a write returns once its buffer is copied), `cache` "
+                "(h5flow_cache: writes land in `cache_path` and migrate in the background), or both in either "
+                "order. A step is published only once its file is closed and the connectors' queues for it have "
+                "reached storage; a failure below fails the producer on every rank and publishes nothing "
+                "(docs/STREAM.md \"Connector stack\")", side="producer", choices=VOL_STACKS,
+        hint="none (the default): native HDF5; async: h5flow_async; cache: h5flow_cache; cache,async and "
+             "async,cache: both, the first on top",
+        c="the C library writes each step through the stack inside `h5flow_end_step` and waits for its close")
+    async_max_mem: int = setting(
+        DEFAULT_ASYNC_MAX_MEM, "producer, `vol_stack` with `async`: bytes of copied write buffers h5flow_async "
+                               "queues per step file (its `max_mem`); past it a write waits", side="producer",
+        unit="bytes", minimum=2**20, accepted=f"accepted: {_SIZE_TEXT}, at least 1MiB")
+    cache_path: str = setting(
+        "", "producer, `vol_stack` with `cache`: the node-local directory h5flow_cache stages writes in (its "
+            "`path`; it must exist and be writable)", side="producer", pattern=_INFO_VALUE,
+        accepted="a directory path without ';', '{', '}' or '='",
+        accepted_doc="a directory without `;`, `{`, `}` or `=`",
+        default_doc="chosen by h5flow_cache: `H5FLOW_CACHE_DIR`, else the first writable of `/dev/shm`, `$TMPDIR`, "
+                    "`/var/tmp`, `/tmp` (docs/CACHE.md)")
+    cache_capacity: int = setting(
+        0, "producer, `vol_stack` with `cache`: bytes of cached writes not yet migrated per step file (its "
+           "`capacity`); past it a write migrates older ones first. 0: h5flow_cache's default (half the cache "
+           "directory's free space, at most 4 GiB)", side="producer", unit="bytes",
+        accepted=f"accepted: {_SIZE_TEXT}; 0 = h5flow_cache's default")
 
     def check(self) -> None:
         super().check()
@@ -95,6 +129,38 @@ class Hdf5Settings(StreamSettings):
             self.layout = "n-1" if conflict else DEFAULT_LAYOUT
         elif conflict and self.layout != "n-1":
             raise Conflict(*layout_conflict(self.layout, conflict), "layout")
+        self._check_vol_stack()
+
+    def _check_vol_stack(self) -> None:
+        """``vol_stack`` writes n-n rank files only, and a connector's option needs its connector."""
+        layers = self.vol_layers()
+        if layers and self.layout != "n-n":
+            raise Conflict(f'vol_stack="{self.vol_stack}" stacks connectors over the serial rank files of '
+                           f'layout="n-n", but layout="{self.layout}" writes '
+                           + ("one shared file through MPI-IO" if self.layout == "n-1"
+                              else "through the h5flow_log connector"),
+                           'give layout="n-n" (the default) with vol_stack, or drop vol_stack', "vol_stack", "layout")
+        for name, layer, given in (("async_max_mem", "async", self.async_max_mem != DEFAULT_ASYNC_MAX_MEM),
+                                   ("cache_path", "cache", bool(self.cache_path)),
+                                   ("cache_capacity", "cache", bool(self.cache_capacity))):
+            if given and layer not in layers:
+                raise Conflict(f'{name} sets h5flow_{layer}, but vol_stack="{self.vol_stack}" does not stack it',
+                               f'give vol_stack="{layer}" (or one of {", ".join(VOL_STACKS[3:])}), or drop {name}',
+                               name, "vol_stack")
+
+    def vol_layers(self) -> list[str]:
+        """``vol_stack`` as its layers, top first (``[]`` for native alone)."""
+        return [] if self.vol_stack == "none" else self.vol_stack.split(",")
+
+    def connector_layers(self) -> list[Any]:
+        """The stack of :func:`h5flow.connectors.stack.set_stack`, each layer with its options from these
+        settings."""
+        from h5flow.connectors.stack import Layer
+
+        options = {"async": (("max_mem", str(self.async_max_mem)),),
+                   "cache": tuple((k, v) for k, v in (("path", self.cache_path),
+                                                      ("capacity", str(self.cache_capacity or ""))) if v)}
+        return [Layer(kind, options[kind]) for kind in self.vol_layers()]
 
     def maps_reads(self, staging: Path) -> bool:
         """Whether a consumer of the stream staged in ``staging`` maps its raw reads (``map_reads``)."""

@@ -32,7 +32,7 @@ from h5flow.transports.hdf5 import _h5
 from h5flow.transports.hdf5._layout import StagedBlock
 from h5flow.transports.hdf5.layout_log import LogLayout
 from h5flow.transports.hdf5.layout_n1 import SharedLayout
-from h5flow.transports.hdf5.layout_nn import PerRankLayout
+from h5flow.transports.hdf5.layout_nn import PerRankLayout, QueuedRankFile
 from h5flow.transports.hdf5.settings import LAYOUTS, Hdf5Settings, layout_conflict
 from h5flow.transports.hdf5.write_thread import WriteThread, async_possible
 from h5flow.transports.hdf5.staging import (DirWatch, Entry, Heartbeat, HeartbeatError, IndexTail, Staging, StreamInfo, atomic_write,
@@ -48,6 +48,10 @@ WRITE_RATE = 20e6
 #: a step whose write found the file system full although its room was reserved is retried (queue_policy
 #: "block") with twice the room each time, at most this many times, before the stream stops
 WRITE_RETRIES = 3
+
+
+#: what a step's write takes: this rank's rows per mesh, or (vol_stack on the write thread) its file given them
+Staged = dict[str, list[StagedBlock]] | QueuedRankFile
 
 
 def _short(text: str, limit: int = 500) -> str:
@@ -95,6 +99,9 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
         if s.layout != "n-1" and s.shared_only():  # settings changed after they were built
             what, hint = layout_conflict(s.layout, s.shared_only())
             raise TransportError(f"{config.source or 'config'}: {what}; {hint}")
+        if s.vol_layers() and s.layout != "n-n":  # the same: vol_stack writes n-n rank files only
+            raise TransportError(f"{config.source or 'config'}: vol_stack={s.vol_stack!r} needs layout 'n-n', not "
+                                 f"{s.layout!r}")
         self.staging = Staging(config.filename)
         self._phase = Phases()  # per-step phase times, in each published step's event ("phases")
         self._log_file: h5py.File | None = None  # rank 0, layout "log": the step's container, from _prepare
@@ -114,6 +121,23 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
         self._buffers: dict[tuple[str, int, str], np.ndarray] = {}
         if say and comm.rank == 0:
             print(f"h5flow: async_write is off: {self.async_off}", file=sys.stderr, flush=True)
+        # vol_stack: each rank file's access list selects the connectors (docs/STREAM.md "Connector stack")
+        self._fapl: Any = None
+        self.vol_stack = ""  # what HDF5 is given, "<connector> <info string>"
+        stack_error = ""
+        if "cache" in s.vol_layers() and s.cache_path and not (os.path.isdir(s.cache_path)
+                                                               and os.access(s.cache_path, os.W_OK | os.X_OK)):
+            stack_error = (f"rank {comm.rank}: cache_path={s.cache_path!r} is not a writable directory on this "
+                           "node; create it (node-local storage: /dev/shm, NVMe) or give another cache_path, or "
+                           "leave it out for h5flow_cache's own choice")
+        elif s.vol_layers():
+            try:
+                self._fapl, self.vol_stack = _h5.stacked_fapl(s.connector_layers())
+            except (RuntimeError, ValueError) as e:
+                stack_error = f"rank {comm.rank}: vol_stack={s.vol_stack!r}: {e}"
+        stack_errors = [e for e in comm.allgather(stack_error) if e]
+        if stack_errors:
+            raise TransportError("; ".join(stack_errors))
         info = None
         error = ""
         if comm.rank == 0:
@@ -169,8 +193,12 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
         self._phase.add("gather", self._gathered_at - t0)
         self._phase.add("admit", t_admit - self._gathered_at - sum(self._phase.seconds.get(k, 0.0) for k in (
             "reserve", "prepare", "create", "metadata")))
-        with self._phase("copy" if self._async else "stage"):
+        with self._phase("copy" if self._async and self._fapl is None else "stage"):
             staged = self._stage(meta)
+        if self._async and self._fapl is not None:
+            # vol_stack on the write thread: the rows go to the connectors here (each write returns once they
+            # copied its buffer); the thread waits for the file to be on storage, then publishes the step
+            staged = self._queue_step(meta, decision, staged)
         self._puts = StepPuts()
         event: dict[str, Any] = {"step": meta.step, "begin": self._step_begin, "end_step": t0, "admitted": t_admit,
                                  "published": True, "nbytes": nbytes, "waited": decision.waited}
@@ -183,22 +211,34 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
             self._pending = self._pool.submit(self._publish, meta, nbytes, decision, staged, self._step_time, event)
         return PublishInfo(meta.step, True, nbytes, "", time.time() - t_enter)
 
+    def _queue_step(self, meta: StepMeta, decision: Decision,
+                    staged: dict[str, list[StagedBlock]]) -> QueuedRankFile:
+        """This rank's file of an admitted step, created and handed its rows (``vol_stack``); a file that could
+        not be started (rank 0 failed to prepare the step's directory: every rank knows) holds that error."""
+        path = self.staging.tmp_step(meta.step) / f"rank-{self.comm.rank:05d}.h5"
+        prepare_error = decision.prepare_error if isinstance(decision, _Prepared) else ""
+        if prepare_error:
+            return QueuedRankFile(path, error=prepare_error)
+        with self._phase("queue"):
+            return self._queue_per_rank(path, meta, staged)
+
     def _stage(self, meta: StepMeta) -> dict[str, list[StagedBlock]]:
         """This rank's blocks of the step, per mesh in block-id order, as the rows the write needs. With
         ``async_write`` the rows are copied (into buffers kept from the previous step: no new pages per step),
-        because the simulation may change its arrays the moment ``end_step`` returns."""
+        because the simulation may change its arrays the moment ``end_step`` returns; with a ``vol_stack`` the
+        connectors copy them instead (:meth:`_queue_step`)."""
         out: dict[str, list[StagedBlock]] = {}
         for name in meta.meshes:
             blocks = []
             for b in self._puts.mine(name):
                 payload = block_payload(b)
-                if self._async:
+                if self._async and self._fapl is None:
                     payload = [(path, self._copy_of((name, b.block_id, path), data)) for path, data in payload]
                 blocks.append(StagedBlock(b.block_id, payload))
             out[name] = blocks
         return out
 
-    def _publish(self, meta: StepMeta, nbytes: int, decision: Decision, staged: dict[str, list[StagedBlock]],
+    def _publish(self, meta: StepMeta, nbytes: int, decision: Decision, staged: Staged,
                  step_time: float, event: dict[str, Any]) -> None:
         """Collective over ``self._wcomm``: write the admitted step into its .tmp directory (retrying on a full
         file system), then rank 0 publishes it. In ``end_step`` or, with ``async_write``, on the write thread
@@ -210,7 +250,7 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
             raise
 
     def _write_and_publish(self, meta: StepMeta, nbytes: int, decision: Decision,
-                           staged: dict[str, list[StagedBlock]], step_time: float, event: dict[str, Any]) -> None:
+                           staged: Staged, step_time: float, event: dict[str, Any]) -> None:
         comm, cfg, step = self._wcomm, self.settings, meta.step
         tmp = self.staging.tmp_step(step)
         # rank 0 prepared the step's directory (log: and its container) before broadcasting its decision
@@ -226,7 +266,12 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
             error = ""
             if comm.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)  # never published, and its room is needed
-                if waitable and cfg.queue_policy == "block" and attempt <= WRITE_RETRIES:
+                if waitable and cfg.queue_policy == "block" and isinstance(staged, QueuedRankFile):
+                    # the connectors had the only copy of the rows: waiting for room cannot write them again
+                    error = (f"{message}; the stream is stopped (with vol_stack={cfg.vol_stack!r} and the write "
+                             "thread, a step's rows are handed to the connectors and not kept, so the step cannot "
+                             "be written again once room is freed)")
+                elif waitable and cfg.queue_policy == "block" and attempt <= WRITE_RETRIES:
                     error = self._wait_for_space(step, self._need(meta, nbytes) << attempt, after=message)
                 elif waitable and cfg.queue_policy == "block":
                     error = f"{message}; the stream is stopped after {attempt} attempts to write it"
@@ -285,14 +330,15 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
     def _do_flush(self) -> None:
         self._drain()
 
-    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, staged: dict[str, list[StagedBlock]],
+    def _write_step(self, tmp: Path, meta: StepMeta, nbytes: int, staged: Staged,
                     prepared: str | None = None) -> tuple[bool, str] | None:
         """Collective: write the step into ``tmp``. ``None`` when every rank succeeded, else (waiting for room
         may help: the file system or quota was full, the message), the same on every rank: an I/O error on any
         rank is decided together, after every rank has made the same collective HDF5 calls, so none is left
         waiting in one. ``prepared``: rank 0's outcome of :meth:`_prepare`, already known to every rank (it
         came with the admission decision); ``None``: prepare here (one more broadcast). ``staged``: this rank's
-        rows (:meth:`_stage`)."""
+        rows (:meth:`_stage`), or, with ``vol_stack`` on the write thread, its file already handed them
+        (:meth:`_queue_step`): then the write waits for that file to be on storage."""
         comm, cfg, step = self._wcomm, self.settings, meta.step
         lease = WRITE_LEASE_MIN + 10 * cfg.heartbeat + nbytes / WRITE_RATE
         self._heartbeat.expect_progress(lease, f"writing step {step} into {tmp} for more than {lease:.0f} s")
@@ -319,7 +365,10 @@ class Hdf5Writer(AdmittingWriter, PerRankLayout, SharedLayout, LogLayout, WriteT
                 else:
                     path = tmp / f"rank-{comm.rank:05d}.h5"
                     try:
-                        self._write_per_rank(path, meta, staged)
+                        if isinstance(staged, QueuedRankFile):
+                            self._finish_per_rank(staged)
+                        else:
+                            self._write_per_rank(path, meta, staged)
                     except Exception as e:  # noqa: BLE001 - decided together below
                         error = f"rank {comm.rank}: writing {path}: {e}"
                 if comm.rank == 0 and not error:
