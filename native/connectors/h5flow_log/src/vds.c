@@ -628,6 +628,12 @@ int h5fl_vds_extent(h5fl_dset_t *d)
 {
     if (!vds_unlimited(d)) /* fixed mappings only: the extent is the one created */
         return 0;
+    if (d->o.file->comm != MPI_COMM_NULL && d->o.file->size > 1) { /* opening sources: not inside H5Dget_space */
+        h5fl_err("virtual dataset '%s': h5flow_log works out the extent of unlimited or printf-style mappings "
+                 "in one process only",
+                 d->o.path);
+        return -1;
+    }
     plan_t pl;
     if (vds_plan(d, &pl) != 0)
         return -1;
