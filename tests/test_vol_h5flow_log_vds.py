@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
+from h5flow.testing.pytest_mpi import mpi_assert
 from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, same_as_native
 
 pytestmark = pytest.mark.skipif(not (PLUGIN_DIR / "libh5flow_log.so").exists(),
@@ -176,3 +177,21 @@ def test_a_container_maps_a_native_file(tmp_path: Path) -> None:
     # as a dataset without data, all fill value)
     raw = (tmp_path / "c.h5" / "v" / "@dataset").read_bytes()
     assert raw[:8] == b"H5FLDS01" and int.from_bytes(raw[8:12], "little") == 3
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_unlimited_mapping_extent_is_an_error_on_every_rank(comm, mpi_tmp_path: Path) -> None:
+    """With more than one MPI process the extent of an unlimited mapping (which opens its source) is refused
+    on every rank that asks, with a message, instead of a source open that would wait for the other ranks."""
+    path = mpi_tmp_path / "vds.h5"
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        s = f.create_dataset("s", shape=(4,), maxshape=(None,), dtype="i8", chunks=(4,))
+        lay = h5py.VirtualLayout((4,), "i8", maxshape=(None,))
+        lay[:h5py.h5s.UNLIMITED] = h5py.VirtualSource(s)[:h5py.h5s.UNLIMITED]
+        f.create_virtual_dataset("v", lay)
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        try:
+            shape, msg = f["v"].shape, ""
+        except Exception as e:  # noqa: BLE001 - the message is what is checked
+            shape, msg = None, str(e)
+    mpi_assert(comm, shape is None and "in one process only" in msg, f"rank {comm.rank}: {shape} {msg}")

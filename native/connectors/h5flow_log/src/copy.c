@@ -522,8 +522,13 @@ static int copy_dir(const copy_opts_t *c, const char *from, const char *spath, c
             }
         } else if (S_ISREG(sb.st_mode) && !c->same && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
             st = h5fl_attr_copy_across(c->sf, from, spath, c->df, to, dpath, n, c->expand_refs);
-        else if (S_ISREG(sb.st_mode))
+        else if (S_ISREG(sb.st_mode)) {
             st = copy_file(src, dst, c->sync);
+            /* within a container too, native's copy gives an attribute NULL references (expand_refs: the
+             * copies' ids, set by expand_refs()) */
+            if (st == 0 && c->same && !c->expand_refs && !strncmp(n, H5FL_ATTR_PREFIX, strlen(H5FL_ATTR_PREFIX)))
+                st = h5fl_attr_map_refs(c->df, to, dpath, n, NULL, NULL);
+        }
         /* anything else is not part of the format and is not copied */
         free(src);
         free(dst);

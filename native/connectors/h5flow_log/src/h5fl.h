@@ -402,8 +402,10 @@ typedef struct h5fl_attr {
  * copies of their objects); the committed type's id is dropped. */
 int h5fl_attr_copy_across(h5fl_file_t *sf, const char *sdir, const char *spath, h5fl_file_t *df, const char *ddir,
                           const char *dpath, const char *fname, bool keep_refs);
-/* H5O_COPY_EXPAND_REFERENCE_FLAG (copy.c): every non-NULL object reference held by attribute file `fname` of
- * `dir` (object `path`) replaced by map(ctx, &id); the attribute stored again. Other attributes untouched. */
+/* Object copy (copy.c), H5O_COPY_EXPAND_REFERENCE_FLAG: every non-NULL object reference held by attribute
+ * file `fname` of `dir` (object `path`) replaced by map(ctx, &id), and the attribute stored again; map NULL:
+ * an attribute of a reference type holds NULL references after (native's copy without the flag). Other
+ * attributes untouched. */
 int h5fl_attr_map_refs(h5fl_file_t *f, const char *dir, const char *path, const char *fname,
                        int (*map)(void *ctx, uint64_t *id), void *ctx);
 

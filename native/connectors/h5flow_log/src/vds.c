@@ -606,8 +606,34 @@ static int vds_set_extent(h5fl_dset_t *d, const plan_t *pl)
     return 0;
 }
 
+/* Whether any mapping is unlimited or printf-style (its virtual selection reaches H5S_UNLIMITED). */
+static bool vds_unlimited(h5fl_dset_t *d)
+{
+    size_t n = 0;
+    bool any = false;
+    H5Pget_virtual_count(d->dcpl, &n);
+    for (size_t i = 0; !any && i < n; i++) {
+        hid_t vs = H5Pget_virtual_vspace(d->dcpl, i);
+        hslab_t h;
+        if (vs < 0)
+            return true; /* let vds_plan say what is wrong */
+        hslab_get(vs, &h);
+        any = h.dim >= 0;
+        H5Sclose(vs);
+    }
+    return any;
+}
+
 int h5fl_vds_extent(h5fl_dset_t *d)
 {
+    if (!vds_unlimited(d)) /* fixed mappings only: the extent is the one created */
+        return 0;
+    if (d->o.file->comm != MPI_COMM_NULL && d->o.file->size > 1) { /* opening sources: not inside H5Dget_space */
+        h5fl_err("virtual dataset '%s': h5flow_log works out the extent of unlimited or printf-style mappings "
+                 "in one process only",
+                 d->o.path);
+        return -1;
+    }
     plan_t pl;
     if (vds_plan(d, &pl) != 0)
         return -1;

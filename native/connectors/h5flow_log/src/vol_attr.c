@@ -315,18 +315,21 @@ int h5fl_attr_map_refs(h5fl_file_t *f, const char *dir, const char *path, const 
     if (!a)
         return -1;
     int st = 0;
-    if (H5Tdetect_class(a->type, H5T_REFERENCE) <= 0) {
+    if (H5Tdetect_class(a->type, H5T_REFERENCE) <= 0 || (!map && H5Tget_class(a->type) != H5T_REFERENCE)) {
         attr_free(a);
         return 0;
     }
-    if (H5Tequal(a->type, H5T_STD_REF_OBJ) <= 0) {
+    if (!map) { /* NULL references, as native's copy without expansion (references inside members kept) */
+        if (a->data)
+            memset(a->data, 0, a->npoints * H5Tget_size(a->type));
+    } else if (H5Tequal(a->type, H5T_STD_REF_OBJ) <= 0) {
         h5fl_err("cannot copy the objects that attribute '%s' of '%s' references: h5flow_log expands object "
                  "references (H5T_STD_REF_OBJ) only, not region references or references inside compound or "
                  "array elements; copy without H5O_COPY_EXPAND_REFERENCE_FLAG",
                  name, path);
         st = -1;
     }
-    for (size_t i = 0; st == 0 && a->data && i < a->npoints; i++) {
+    for (size_t i = 0; st == 0 && map && a->data && i < a->npoints; i++) {
         uint64_t id;
         memcpy(&id, a->data + 8 * i, sizeof id);
         if (id != 0 && (st = map(ctx, &id)) == 0)
