@@ -45,6 +45,7 @@ typedef struct item { /* one dataset of a queued call */
     bool is_block;
     block_t blk;
     void *buf;          /* write: owned copy of the selected elements; read: the application's */
+    size_t cap;         /* write: the copy's capacity, from the file's pool (0: malloc) */
     hsize_t npoints;
     size_t bytes;
 } item_t;
@@ -128,6 +129,7 @@ h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts)
         return NULL;
     atomic_init(&f->refs, 1u);
     f->opts = *opts;
+    h5fa_pool_init(&f->pool);
     return f;
 }
 
@@ -135,8 +137,10 @@ void h5fa_file_retain(h5fa_file_t *f) { atomic_fetch_add(&f->refs, 1u); }
 
 void h5fa_file_release(h5fa_file_t *f)
 {
-    if (f && atomic_fetch_sub(&f->refs, 1u) == 1u)
+    if (f && atomic_fetch_sub(&f->refs, 1u) == 1u) {
+        h5fa_pool_fini(&f->pool);
         free(f);
+    }
 }
 
 void h5fa_write_stats(h5fa_file_t *f)
@@ -149,10 +153,12 @@ void h5fa_write_stats(h5fa_file_t *f)
     pthread_mutex_lock(&Q.mu);
     fprintf(out,
             "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
-            "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu}\n",
+            "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu, \"buffers_reused\": %llu, "
+            "\"buffers_allocated\": %llu}\n",
             f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
             (unsigned long long)f->merged, (unsigned long long)f->calls_below,
-            (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures);
+            (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures,
+            (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh);
     pthread_mutex_unlock(&Q.mu);
     fclose(out);
 }
@@ -177,9 +183,10 @@ static void task_release_resources(task_t *t)
         if (it->file_space > H5S_PLIST)
             H5Sclose(it->file_space);
         it->mem_type = it->mem_space = it->file_space = H5I_INVALID_HID;
-        if (t->write)
-            free(it->buf);
+        if (t->write) /* the write below has returned (or never ran): nothing reads the copy any more */
+            h5fa_pool_put(&t->file->pool, it->buf, it->cap, t->file->opts.max_mem);
         it->buf = NULL;
+        it->cap = 0;
         if (it->dset)
             h5fpt_obj_release(it->dset);
         it->dset = NULL;
@@ -303,10 +310,35 @@ static bool as_block(hid_t space, block_t *b)
     return true;
 }
 
+/* Whether the selection of memory space msel is one run of consecutive elements: its first element's
+ * index in *first. Such a selection is copied with one memcpy instead of the library's gather. */
+static bool contiguous_run(hid_t msel, hsize_t *first)
+{
+    if (msel == H5S_BLOCK || H5Sget_select_type(msel) == H5S_SEL_ALL) {
+        *first = 0;
+        return true;
+    }
+    block_t b;
+    if (!as_block(msel, &b))
+        return false;
+    /* trailing dimensions selected whole, one partial dimension, leading ones of one index each */
+    int k = b.rank - 1;
+    while (k >= 0 && b.count[k] == b.dims[k])
+        k--;
+    for (int d = 0; d < k; d++)
+        if (b.count[d] != 1)
+            return false;
+    hsize_t idx = 0;
+    for (int d = 0; d < b.rank; d++)
+        idx = idx * b.dims[d] + b.start[d];
+    *first = idx;
+    return true;
+}
+
 /* Fill item i of t from the application's write arguments: copy the selected elements. 1: cannot
  * be queued (run it at the call), -1: error, 0: done. */
-static int prepare_write_item(item_t *it, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space, hid_t file_space,
-                              const void *buf)
+static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space,
+                              hid_t file_space, const void *buf)
 {
     if (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_pointers(mem_type))
         return 1;
@@ -328,14 +360,15 @@ static int prepare_write_item(item_t *it, h5fpt_obj_t *dset, hid_t mem_type, hid
         goto out; /* let the library below report the mismatch at the call */
     it->npoints = (hsize_t)np;
     it->bytes = (size_t)np * esize;
-    it->buf = malloc(it->bytes ? it->bytes : 1);
+    it->buf = h5fa_pool_get(&f->pool, it->bytes, f->opts.max_mem, &it->cap);
     if (!it->buf) {
         rc = -1;
         H5FPT_ERR("out of memory copying a %zu-byte write", it->bytes);
         goto out;
     }
-    if (msel == H5S_BLOCK)
-        memcpy(it->buf, buf, it->bytes);
+    hsize_t first = 0;
+    if (np > 0 && contiguous_run(msel, &first))
+        memcpy(it->buf, (const char *)buf + first * esize, it->bytes);
     else if (np > 0 && H5Dgather(msel, buf, mem_type, it->bytes, it->buf, NULL, NULL) < 0) {
         rc = -1;
         goto out;
@@ -622,16 +655,25 @@ static bool try_merge(task_t *t)
         return false;
     if (H5Tequal(a->mem_type, b->mem_type) <= 0)
         return false;
-    void *grown = realloc(a->buf, a->bytes + b->bytes);
     done_t **dn = realloc(p->done, (p->ndone + t->ndone + 1) * sizeof *dn);
-    if (dn)
-        p->done = dn;
-    if (!grown || !dn) {
-        if (grown)
-            a->buf = grown;
+    if (!dn)
         return false;
+    p->done = dn;
+    h5fa_pool_t *pool = &t->file->pool;
+    uint64_t bound = t->file->opts.max_mem;
+    if (a->cap ? a->cap < a->bytes + b->bytes : true) { /* a larger copy buffer (a malloc block grows in place) */
+        size_t cap = 0;
+        void *grown = a->cap ? h5fa_pool_get(pool, a->bytes + b->bytes, bound, &cap)
+                             : realloc(a->buf, a->bytes + b->bytes);
+        if (!grown)
+            return false;
+        if (a->cap) {
+            memcpy(grown, a->buf, a->bytes);
+            h5fa_pool_put(pool, a->buf, a->cap, bound);
+        }
+        a->buf = grown;
+        a->cap = cap;
     }
-    a->buf = grown;
     memcpy((char *)a->buf + a->bytes, b->buf, b->bytes);
     a->bytes += b->bytes;
     a->npoints += b->npoints;
@@ -744,7 +786,7 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
     }
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++) {
-        int rc = prepare_write_item(&t->items[i], dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
+        int rc = prepare_write_item(&t->items[i], f, dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
                                     buf[i]);
         total += t->items[i].bytes;
         if (rc != 0 || total > f->opts.max_mem) { /* larger than the bound: run it at the call */
