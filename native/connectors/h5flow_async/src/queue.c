@@ -74,6 +74,7 @@ static struct {
     uint64_t bytes;
     bool started, stop;
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
+    atomic_int app_draining; /* the application waits for the queue (the library lock let go): no gap needed */
     pthread_t thread;
 } Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
 
@@ -118,6 +119,40 @@ static void lib_reacquire(unsigned count)
             nanosleep(&(struct timespec){0, 20000}, NULL);
     }
     atomic_fetch_sub(&Q.app_waiting, 1);
+}
+
+/* How long the program must have made no HDF5 call before the thread takes the library lock for a queued
+ * operation, and how long the thread waits for such a gap at most. A write returns to a program that usually
+ * makes a few more calls at once (h5py closes the write's dataspaces right after it): taken at once, the
+ * lock would keep those calls waiting for the whole write below. */
+#define QUIET_NS 100000L
+#define QUIET_MAX_NS 2000000L
+
+/* Before a batch: take the library lock once the program has been out of HDF5 for QUIET_NS (no API call
+ * began meanwhile and the lock is free), or at once when the program waits for the queue (it let go of the
+ * lock) or made no call since the last batch. Returns true with the lock held (let go with H5TSmutex_release
+ * after the batch); false past QUIET_MAX_NS: the batch's calls then wait for the lock as any call does.
+ * `since_last` is the attempt count of the library lock when the last batch ended. */
+static bool lock_when_quiet(unsigned since_last)
+{
+    unsigned seen = 0;
+    bool acquired = false;
+    if (H5TSmutex_get_attempt_count(&seen) < 0)
+        return false;
+    if (seen == since_last || atomic_load(&Q.app_draining) > 0) {
+        if (H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return true;
+    }
+    for (long waited = 0; waited < QUIET_MAX_NS; waited += QUIET_NS) {
+        nanosleep(&(struct timespec){0, QUIET_NS}, NULL);
+        unsigned now = 0;
+        if (H5TSmutex_get_attempt_count(&now) < 0)
+            return false;
+        if ((now == seen || atomic_load(&Q.app_draining) > 0) && H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return true;
+        seen = now;
+    }
+    return false;
 }
 
 /* ------------------------------------------------------------------------------------ per file */
@@ -358,6 +393,8 @@ static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid
         goto out;
     if (msel != H5S_BLOCK && H5Sget_select_npoints(msel) != np)
         goto out; /* let the library below report the mismatch at the call */
+    if (np > 0 && !buf)
+        goto out; /* no buffer: the library below reports it at the call */
     it->npoints = (hsize_t)np;
     it->bytes = (size_t)np * esize;
     it->buf = h5fa_pool_get(&f->pool, it->bytes, f->opts.max_mem, &it->cap);
@@ -513,6 +550,8 @@ static void *worker(void *arg)
 {
     (void)arg;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures go to the application, not to this thread's stderr */
+    unsigned attempts_after_batch = 0;
+    H5TSmutex_get_attempt_count(&attempts_after_batch);
     pthread_mutex_lock(&Q.mu);
     for (;;) {
         while (!Q.stop && (!Q.head || (Q.head->file->opts.defer && Q.head->seq > Q.release_seq)))
@@ -538,6 +577,7 @@ static void *worker(void *arg)
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
             nanosleep(&(struct timespec){0, 50000}, NULL);
+        bool locked = lock_when_quiet(attempts_after_batch);
         char msg[512] = "";
         uint64_t t0 = now_ns();
         int rc;
@@ -551,6 +591,11 @@ static void *worker(void *arg)
         uint64_t t1 = now_ns();
         for (size_t b = 0; b < nb; b++) /* before it counts as done: no library call after that */
             task_release_resources(batch[b]);
+        if (locked) {
+            unsigned count = 0;
+            H5TSmutex_release(&count);
+        }
+        H5TSmutex_get_attempt_count(&attempts_after_batch);
 
         pthread_mutex_lock(&Q.mu);
         h5fa_file_t *f = first->file;
@@ -601,6 +646,7 @@ static void forget_in_child(void)
     Q.bytes = 0;
     Q.started = Q.stop = false;
     atomic_store(&Q.app_waiting, 0);
+    atomic_store(&Q.app_draining, 0);
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
@@ -736,10 +782,12 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
         release_deferred();
         pthread_mutex_unlock(&Q.mu);
         unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
         pthread_mutex_lock(&Q.mu);
         while (!queue_has_room(t->bytes, f->opts.max_mem))
             pthread_cond_wait(&Q.progress, &Q.mu);
         pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
         lib_reacquire(held);
         pthread_mutex_lock(&Q.mu);
     }
@@ -841,10 +889,12 @@ void h5fa_drain(void)
     if (done)
         return;
     unsigned held = lib_release();
+    atomic_fetch_add(&Q.app_draining, 1);
     pthread_mutex_lock(&Q.mu);
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
     pthread_mutex_unlock(&Q.mu);
+    atomic_fetch_sub(&Q.app_draining, 1);
     lib_reacquire(held);
 }
 
@@ -911,6 +961,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
     pthread_mutex_unlock(&Q.mu);
     if (state == 0 && timeout > 0) {
         unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
@@ -925,6 +976,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
         }
         state = d->state;
         pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
         lib_reacquire(held);
     }
     *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS
