@@ -23,12 +23,32 @@ typedef struct h5fa_opts {
     char stats[1024];  /* stats=PATH: one JSON line per closed file appended there ("" = none) */
 } h5fa_opts_t;
 
+/* The copy buffers of one open file (pool.c). */
+typedef struct h5fa_pool {
+    pthread_mutex_t mu;
+    struct h5fa_pool_buf *free_list;
+    unsigned nfree;
+    uint64_t free_bytes; /* capacity of the free buffers */
+    uint64_t out_bytes;  /* capacity of the pool's buffers handed out to queued writes */
+    uint64_t reused;     /* buffers handed out again */
+    uint64_t fresh;      /* buffers allocated */
+} h5fa_pool_t;
+
+void h5fa_pool_init(h5fa_pool_t *p);
+void h5fa_pool_fini(h5fa_pool_t *p); /* frees the free buffers (none may be out) */
+/* A buffer of at least `bytes`: *cap is its capacity, to give back with it (0: a plain malloc block, for a
+ * copy too small to pool). NULL when out of memory. The pool's buffers, free and out, stay within bound. */
+void *h5fa_pool_get(h5fa_pool_t *p, size_t bytes, uint64_t bound, size_t *cap);
+/* Give back a buffer of h5fa_pool_get once nothing reads it any more: kept for reuse, or freed. */
+void h5fa_pool_put(h5fa_pool_t *p, void *mem, size_t cap, uint64_t bound);
+
 /* What one open file handle shares with every object opened from it. */
 typedef struct h5fa_file {
     atomic_uint refs;
     h5fa_opts_t opts;
     bool parallel; /* opened with MPI-IO or subfiling: everything else waits for its queued operations */
     char name[512];
+    h5fa_pool_t pool; /* its copy buffers */
     /* counters (under the queue's lock) */
     uint64_t writes;       /* dataset writes the application made (one per dataset of a multi-dataset call) */
     uint64_t queued;       /* of which queued for the background thread */

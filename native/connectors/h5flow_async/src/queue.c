@@ -45,6 +45,7 @@ typedef struct item { /* one dataset of a queued call */
     bool is_block;
     block_t blk;
     void *buf;          /* write: owned copy of the selected elements; read: the application's */
+    size_t cap;         /* write: the copy's capacity, from the file's pool (0: malloc) */
     hsize_t npoints;
     size_t bytes;
 } item_t;
@@ -73,6 +74,7 @@ static struct {
     uint64_t bytes;
     bool started, stop;
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
+    atomic_int app_draining; /* the application waits for the queue (the library lock let go): no gap needed */
     pthread_t thread;
 } Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
 
@@ -119,6 +121,40 @@ static void lib_reacquire(unsigned count)
     atomic_fetch_sub(&Q.app_waiting, 1);
 }
 
+/* How long the program must have made no HDF5 call before the thread takes the library lock for a queued
+ * operation, and how long the thread waits for such a gap at most. A write returns to a program that usually
+ * makes a few more calls at once (h5py closes the write's dataspaces right after it): taken at once, the
+ * lock would keep those calls waiting for the whole write below. */
+#define QUIET_NS 100000L
+#define QUIET_MAX_NS 2000000L
+
+/* Before a batch: take the library lock once the program has been out of HDF5 for QUIET_NS (no API call
+ * began meanwhile and the lock is free), or at once when the program waits for the queue (it let go of the
+ * lock) or made no call since the last batch. Returns true with the lock held (let go with H5TSmutex_release
+ * after the batch); false past QUIET_MAX_NS: the batch's calls then wait for the lock as any call does.
+ * `since_last` is the attempt count of the library lock when the last batch ended. */
+static bool lock_when_quiet(unsigned since_last)
+{
+    unsigned seen = 0;
+    bool acquired = false;
+    if (H5TSmutex_get_attempt_count(&seen) < 0)
+        return false;
+    if (seen == since_last || atomic_load(&Q.app_draining) > 0) {
+        if (H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return true;
+    }
+    for (long waited = 0; waited < QUIET_MAX_NS; waited += QUIET_NS) {
+        nanosleep(&(struct timespec){0, QUIET_NS}, NULL);
+        unsigned now = 0;
+        if (H5TSmutex_get_attempt_count(&now) < 0)
+            return false;
+        if ((now == seen || atomic_load(&Q.app_draining) > 0) && H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return true;
+        seen = now;
+    }
+    return false;
+}
+
 /* ------------------------------------------------------------------------------------ per file */
 
 h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts)
@@ -128,6 +164,7 @@ h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts)
         return NULL;
     atomic_init(&f->refs, 1u);
     f->opts = *opts;
+    h5fa_pool_init(&f->pool);
     return f;
 }
 
@@ -135,8 +172,10 @@ void h5fa_file_retain(h5fa_file_t *f) { atomic_fetch_add(&f->refs, 1u); }
 
 void h5fa_file_release(h5fa_file_t *f)
 {
-    if (f && atomic_fetch_sub(&f->refs, 1u) == 1u)
+    if (f && atomic_fetch_sub(&f->refs, 1u) == 1u) {
+        h5fa_pool_fini(&f->pool);
         free(f);
+    }
 }
 
 void h5fa_write_stats(h5fa_file_t *f)
@@ -149,10 +188,12 @@ void h5fa_write_stats(h5fa_file_t *f)
     pthread_mutex_lock(&Q.mu);
     fprintf(out,
             "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
-            "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu}\n",
+            "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu, \"buffers_reused\": %llu, "
+            "\"buffers_allocated\": %llu}\n",
             f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
             (unsigned long long)f->merged, (unsigned long long)f->calls_below,
-            (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures);
+            (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures,
+            (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh);
     pthread_mutex_unlock(&Q.mu);
     fclose(out);
 }
@@ -177,9 +218,10 @@ static void task_release_resources(task_t *t)
         if (it->file_space > H5S_PLIST)
             H5Sclose(it->file_space);
         it->mem_type = it->mem_space = it->file_space = H5I_INVALID_HID;
-        if (t->write)
-            free(it->buf);
+        if (t->write) /* the write below has returned (or never ran): nothing reads the copy any more */
+            h5fa_pool_put(&t->file->pool, it->buf, it->cap, t->file->opts.max_mem);
         it->buf = NULL;
+        it->cap = 0;
         if (it->dset)
             h5fpt_obj_release(it->dset);
         it->dset = NULL;
@@ -303,10 +345,35 @@ static bool as_block(hid_t space, block_t *b)
     return true;
 }
 
+/* Whether the selection of memory space msel is one run of consecutive elements: its first element's
+ * index in *first. Such a selection is copied with one memcpy instead of the library's gather. */
+static bool contiguous_run(hid_t msel, hsize_t *first)
+{
+    if (msel == H5S_BLOCK || H5Sget_select_type(msel) == H5S_SEL_ALL) {
+        *first = 0;
+        return true;
+    }
+    block_t b;
+    if (!as_block(msel, &b))
+        return false;
+    /* trailing dimensions selected whole, one partial dimension, leading ones of one index each */
+    int k = b.rank - 1;
+    while (k >= 0 && b.count[k] == b.dims[k])
+        k--;
+    for (int d = 0; d < k; d++)
+        if (b.count[d] != 1)
+            return false;
+    hsize_t idx = 0;
+    for (int d = 0; d < b.rank; d++)
+        idx = idx * b.dims[d] + b.start[d];
+    *first = idx;
+    return true;
+}
+
 /* Fill item i of t from the application's write arguments: copy the selected elements. 1: cannot
  * be queued (run it at the call), -1: error, 0: done. */
-static int prepare_write_item(item_t *it, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space, hid_t file_space,
-                              const void *buf)
+static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space,
+                              hid_t file_space, const void *buf)
 {
     if (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_pointers(mem_type))
         return 1;
@@ -326,16 +393,19 @@ static int prepare_write_item(item_t *it, h5fpt_obj_t *dset, hid_t mem_type, hid
         goto out;
     if (msel != H5S_BLOCK && H5Sget_select_npoints(msel) != np)
         goto out; /* let the library below report the mismatch at the call */
+    if (np > 0 && !buf)
+        goto out; /* no buffer: the library below reports it at the call */
     it->npoints = (hsize_t)np;
     it->bytes = (size_t)np * esize;
-    it->buf = malloc(it->bytes ? it->bytes : 1);
+    it->buf = h5fa_pool_get(&f->pool, it->bytes, f->opts.max_mem, &it->cap);
     if (!it->buf) {
         rc = -1;
         H5FPT_ERR("out of memory copying a %zu-byte write", it->bytes);
         goto out;
     }
-    if (msel == H5S_BLOCK)
-        memcpy(it->buf, buf, it->bytes);
+    hsize_t first = 0;
+    if (np > 0 && contiguous_run(msel, &first))
+        memcpy(it->buf, (const char *)buf + first * esize, it->bytes);
     else if (np > 0 && H5Dgather(msel, buf, mem_type, it->bytes, it->buf, NULL, NULL) < 0) {
         rc = -1;
         goto out;
@@ -480,6 +550,8 @@ static void *worker(void *arg)
 {
     (void)arg;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures go to the application, not to this thread's stderr */
+    unsigned attempts_after_batch = 0;
+    H5TSmutex_get_attempt_count(&attempts_after_batch);
     pthread_mutex_lock(&Q.mu);
     for (;;) {
         while (!Q.stop && (!Q.head || (Q.head->file->opts.defer && Q.head->seq > Q.release_seq)))
@@ -505,6 +577,7 @@ static void *worker(void *arg)
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
             nanosleep(&(struct timespec){0, 50000}, NULL);
+        bool locked = lock_when_quiet(attempts_after_batch);
         char msg[512] = "";
         uint64_t t0 = now_ns();
         int rc;
@@ -518,6 +591,11 @@ static void *worker(void *arg)
         uint64_t t1 = now_ns();
         for (size_t b = 0; b < nb; b++) /* before it counts as done: no library call after that */
             task_release_resources(batch[b]);
+        if (locked) {
+            unsigned count = 0;
+            H5TSmutex_release(&count);
+        }
+        H5TSmutex_get_attempt_count(&attempts_after_batch);
 
         pthread_mutex_lock(&Q.mu);
         h5fa_file_t *f = first->file;
@@ -568,6 +646,7 @@ static void forget_in_child(void)
     Q.bytes = 0;
     Q.started = Q.stop = false;
     atomic_store(&Q.app_waiting, 0);
+    atomic_store(&Q.app_draining, 0);
 }
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, forget_in_child); }
@@ -622,16 +701,25 @@ static bool try_merge(task_t *t)
         return false;
     if (H5Tequal(a->mem_type, b->mem_type) <= 0)
         return false;
-    void *grown = realloc(a->buf, a->bytes + b->bytes);
     done_t **dn = realloc(p->done, (p->ndone + t->ndone + 1) * sizeof *dn);
-    if (dn)
-        p->done = dn;
-    if (!grown || !dn) {
-        if (grown)
-            a->buf = grown;
+    if (!dn)
         return false;
+    p->done = dn;
+    h5fa_pool_t *pool = &t->file->pool;
+    uint64_t bound = t->file->opts.max_mem;
+    if (a->cap ? a->cap < a->bytes + b->bytes : true) { /* a larger copy buffer (a malloc block grows in place) */
+        size_t cap = 0;
+        void *grown = a->cap ? h5fa_pool_get(pool, a->bytes + b->bytes, bound, &cap)
+                             : realloc(a->buf, a->bytes + b->bytes);
+        if (!grown)
+            return false;
+        if (a->cap) {
+            memcpy(grown, a->buf, a->bytes);
+            h5fa_pool_put(pool, a->buf, a->cap, bound);
+        }
+        a->buf = grown;
+        a->cap = cap;
     }
-    a->buf = grown;
     memcpy((char *)a->buf + a->bytes, b->buf, b->bytes);
     a->bytes += b->bytes;
     a->npoints += b->npoints;
@@ -694,10 +782,12 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
         release_deferred();
         pthread_mutex_unlock(&Q.mu);
         unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
         pthread_mutex_lock(&Q.mu);
         while (!queue_has_room(t->bytes, f->opts.max_mem))
             pthread_cond_wait(&Q.progress, &Q.mu);
         pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
         lib_reacquire(held);
         pthread_mutex_lock(&Q.mu);
     }
@@ -744,7 +834,7 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
     }
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++) {
-        int rc = prepare_write_item(&t->items[i], dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
+        int rc = prepare_write_item(&t->items[i], f, dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
                                     buf[i]);
         total += t->items[i].bytes;
         if (rc != 0 || total > f->opts.max_mem) { /* larger than the bound: run it at the call */
@@ -799,10 +889,12 @@ void h5fa_drain(void)
     if (done)
         return;
     unsigned held = lib_release();
+    atomic_fetch_add(&Q.app_draining, 1);
     pthread_mutex_lock(&Q.mu);
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
     pthread_mutex_unlock(&Q.mu);
+    atomic_fetch_sub(&Q.app_draining, 1);
     lib_reacquire(held);
 }
 
@@ -869,6 +961,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
     pthread_mutex_unlock(&Q.mu);
     if (state == 0 && timeout > 0) {
         unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
@@ -883,6 +976,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
         }
         state = d->state;
         pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
         lib_reacquire(held);
     }
     *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS

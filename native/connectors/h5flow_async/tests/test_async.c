@@ -305,6 +305,79 @@ static void offset_selection(const char *below, const char *tag)
     H5Pclose(fapl);
 }
 
+/* Copy buffers reused: many queued writes of different sizes (pooled and not, one contiguous run of a
+ * larger memory buffer copied at an offset, and a scattered memory selection gathered), each from a buffer
+ * the program scribbles on as soon as the write returns, under a memory bound that keeps buffers going
+ * back to the pool and out again. Every row reads back bit-identical, and buffers were reused. */
+#define PCOLS (96 * 1024) /* 384 KiB rows of int */
+#define PROWS 40
+static int pool_value(int r, int i) { return (int)((unsigned)r * 2654435761u ^ (unsigned)i * 40503u); }
+
+static void pool_reuse(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/pool-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/pool-%s.stats", dir, tag);
+    remove(stats);
+    hid_t fapl = fapl_for(below, stats, "max_mem=2M;merge=0;");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    hsize_t dims[2] = {PROWS, PCOLS}, mdims[2] = {4, PCOLS};
+    hid_t sp = H5Screate_simple(2, dims, NULL), ms = H5Screate_simple(2, mdims, NULL);
+    hid_t d = H5Dcreate2(f, "d", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(d >= 0);
+    int *mem = malloc(sizeof(int) * 4 * PCOLS), *want = calloc((size_t)PROWS * PCOLS, sizeof(int));
+    for (int r = 0; r < PROWS; r++) {
+        hsize_t len = PCOLS - (hsize_t)(r % 5) * (PCOLS / 6); /* 384 KiB down to 128 KiB */
+        hsize_t fstart[2] = {(hsize_t)r, 0}, fcount[2] = {1, len};
+        hid_t fs = H5Scopy(sp);
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, fstart, NULL, fcount, NULL);
+        hid_t msel = H5Scopy(ms);
+        int *w = want + (size_t)r * PCOLS;
+        if (r % 3 == 2) { /* two half rows of the memory buffer: gathered */
+            hsize_t mstart[2] = {1, 0}, mcount[2] = {2, len / 2};
+            H5Sselect_hyperslab(msel, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
+            for (hsize_t i = 0; i < len / 2; i++) {
+                mem[1 * PCOLS + i] = w[i] = pool_value(r, (int)i);
+                mem[2 * PCOLS + i] = w[len / 2 + i] = pool_value(r, (int)(len / 2 + i));
+            }
+        }
+        else { /* one run of row r % 4: copied at its offset */
+            hsize_t mstart[2] = {(hsize_t)(r % 4), 0}, mcount[2] = {1, len};
+            H5Sselect_hyperslab(msel, H5S_SELECT_SET, mstart, NULL, mcount, NULL);
+            for (hsize_t i = 0; i < len; i++)
+                mem[(r % 4) * PCOLS + i] = w[i] = pool_value(r, (int)i);
+        }
+        CHECK(H5Dwrite(d, H5T_NATIVE_INT, msel, fs, H5P_DEFAULT, mem) >= 0);
+        memset(mem, 0xab, sizeof(int) * 4 * PCOLS); /* the program's buffer is its own again */
+        H5Sclose(msel);
+        H5Sclose(fs);
+    }
+    H5Dclose(d);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(stat_of(stats, "writes") == PROWS && stat_of(stats, "failures") == 0);
+    CHECK(stat_of(stats, "buffers_reused") > 0);
+    hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    CHECK(rf >= 0);
+    hid_t rd = H5Dopen2(rf, "d", H5P_DEFAULT);
+    int *got = malloc(sizeof(int) * (size_t)PROWS * PCOLS);
+    CHECK(H5Dread(rd, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    for (int r = 0; r < PROWS; r++)
+        if (memcmp(got + (size_t)r * PCOLS, want + (size_t)r * PCOLS, sizeof(int) * PCOLS)) {
+            fprintf(stderr, "%s: pooled write of row %d differs after reopening\n", tag, r);
+            failures++;
+            break;
+        }
+    H5Dclose(rd);
+    H5Fclose(rf);
+    H5Pclose(fapl);
+    free(got);
+    free(want);
+    free(mem);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -324,6 +397,7 @@ int main(int argc, char **argv)
         implicit_mode(below[b][0], tag, "max_mem=200;merge=0;", 0); /* three rows of the queue at most */
         implicit_failure(below[b][0], below[b][1]);
         offset_selection(below[b][0], below[b][1]);
+        pool_reuse(below[b][0], below[b][1]);
     }
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -80,6 +80,14 @@ hfc_store_t *hfc_store_open(const char *root, uint64_t segment_size);
 const char *hfc_store_dir(const hfc_store_t *st);
 int hfc_store_put(hfc_store_t *st, const void *buf, uint64_t len, hfc_loc_t *loc);
 int hfc_store_get(hfc_store_t *st, const hfc_loc_t *loc, void *buf);
+/* The bytes at loc, mapped read-only without a copy (NULL when they cannot be: read them with hfc_store_get).
+ * The mapping stays valid until hfc_store_unmap, as long as loc is not released. */
+typedef struct {
+    void *base;
+    size_t len;
+} hfc_view_t;
+const void *hfc_store_map(hfc_store_t *st, const hfc_loc_t *loc, hfc_view_t *view);
+void hfc_store_unmap(hfc_view_t *view);
 /* The bytes at loc are no longer needed; a segment with nothing left in it is deleted. */
 void hfc_store_release(hfc_store_t *st, const hfc_loc_t *loc);
 uint64_t hfc_store_nsegments(hfc_store_t *st); /* segment files existing now */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -257,6 +258,33 @@ int hfc_store_get(hfc_store_t *st, const hfc_loc_t *loc, void *buf)
         done += (uint64_t)r;
     }
     return 0;
+}
+
+const void *hfc_store_map(hfc_store_t *st, const hfc_loc_t *loc, hfc_view_t *view)
+{
+    (void)st;
+    view->base = NULL;
+    view->len = 0;
+    if (loc->len == 0)
+        return NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t start = page > 0 ? loc->off / (uint64_t)page * (uint64_t)page : 0;
+    size_t len = (size_t)(loc->off - start + loc->len);
+    /* read-only and populated at once: the pages are in memory (tmpfs) or were just written (page cache) */
+    void *base = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, loc->seg->fd, (off_t)start);
+    if (base == MAP_FAILED)
+        return NULL;
+    view->base = base;
+    view->len = len;
+    return (const char *)base + (loc->off - start);
+}
+
+void hfc_store_unmap(hfc_view_t *view)
+{
+    if (view->base)
+        munmap(view->base, view->len);
+    view->base = NULL;
+    view->len = 0;
 }
 
 void hfc_store_release(hfc_store_t *st, const hfc_loc_t *loc)

@@ -115,6 +115,20 @@ static void test_tier(const char *scratch)
     CHECK(hfc_store_put(mine, buf, 100, &c) == 0);
     char back[100];
     CHECK(hfc_store_get(mine, &c, back) == 0 && back[0] == 7 && back[99] == 7);
+    /* a mapped view of a record at an offset that is not page-aligned holds exactly its bytes */
+    {
+        hfc_loc_t m;
+        char pat[700];
+        for (int i = 0; i < 700; i++)
+            pat[i] = (char)(i * 7 + 3);
+        CHECK(hfc_store_put(mine, pat, 300, &m) == 0 && m.off % 4096 != 0);
+        hfc_view_t view;
+        const char *mp = hfc_store_map(mine, &m, &view);
+        CHECK(mp != NULL && memcmp(mp, pat, 300) == 0);
+        hfc_store_unmap(&view);
+        CHECK(view.base == NULL);
+        hfc_store_release(mine, &m);
+    }
     hfc_store_release(mine, &b);
     hfc_store_release(mine, &c);
     CHECK(hfc_store_close(mine) == 0);
