@@ -75,6 +75,10 @@ def test_native_file_opens_reads_and_changes(native: Path, tmp_path: Path) -> No
             assert f["g/c"][1].tolist() == [4.0, 5.0, 6.0, 7.0] and f["g"].attrs["units"] == "K"
             assert f["s"].asstr()[()].tolist() == ["a", "bc"] and f["soft"][3] == 3
             assert f.id.get_vfd_handle() > 0           # a native-only call answers on a native file
+            assert f["soft"] == f["x"] and f["x"] != f["g/c"]  # tokens compared by the native connector
+            assert h5py.h5o.get_info(f["x"].id).addr == h5py.h5o.get_info(f["soft"].id).addr
+            ref = f["x"].ref                            # an object reference, dereferenced natively
+            assert f[ref].name == "/x"
             f["x"][0] = 100
             f["new"] = np.ones(3)
             f["g"].attrs["more"] = 2
