@@ -86,14 +86,28 @@ def test_native_file_opens_reads_and_changes(native: Path, tmp_path: Path) -> No
             names = []
             f.visit(names.append)
             assert sorted(names) == ["g", "g/c", "new", "x"], names
+            # what a container does differently, done natively: committed types, scales, region references
+            f["t"] = np.dtype([("a", "i4"), ("b", "f8")])
+            d = f.create_dataset("d", shape=(2,), dtype=f["t"])
+            d[0] = (1, 2.5)
+            f["sc"] = np.arange(3.0)
+            f["sc"].make_scale("sc")
+            f["g/c"].dims[0].attach_scale(f["sc"])
+            f["r"] = f["g/c"].regionref[1:2, 0:2]
+            f.copy("x", "xc")
+        with h5py.File("n.h5", "r") as f:
+            assert f["d"].id.get_type().committed() and f["d"][0].tolist() == (1, 2.5)
+            assert f["g/c"].dims[0][0].name == "/sc" and f["g/c"][f["r"][()]].tolist() == [[4.0, 5.0]]
+            assert f["xc"][0] == 100
         assert os.path.isfile("n.h5")                   # still one native file, no container beside it
         assert h5py.is_hdf5("n.h5")
     """, tmp_path)
     out = without_connector("""
         with h5py.File("n.h5", "r") as f:
             print(f["x"][:2].tolist(), f["new"][()].tolist(), f["g"].attrs["more"], "s" in f)
+            print(f["g/c"].dims[0][0].name, f["g/c"][f["r"][()]].tolist(), f["d"].id.get_type().committed())
     """, tmp_path)
-    assert out.stdout.strip() == "[100, 1] [1.0, 1.0, 1.0] 2 False"
+    assert out.stdout.strip() == "[100, 1] [1.0, 1.0, 1.0] 2 False\n/sc [[4.0, 5.0]] True"
 
 
 def _tool(name: str) -> str:
