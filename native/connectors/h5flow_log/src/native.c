@@ -82,13 +82,10 @@ bool h5fl_nat_driver(hid_t fapl)
         return false;
     if (drv != H5FD_CORE)
         return true; /* fileobj, family, multi/split, log, direct, ... : a native file of that driver */
-    void *img = NULL;
-    size_t len = 0;
+    size_t len = 0; /* the size only: no copy of the image, no call of its callbacks */
     herr_t rc;
-    H5E_BEGIN_TRY { rc = H5Pget_file_image(fapl, &img, &len); }
+    H5E_BEGIN_TRY { rc = H5Pget_file_image(fapl, NULL, &len); }
     H5E_END_TRY
-    if (rc >= 0 && img)
-        H5free_memory(img);
     return rc >= 0 && len > 0; /* an image to open: a native file in memory */
 }
 
