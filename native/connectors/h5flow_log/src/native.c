@@ -371,10 +371,28 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
            (obj, a, dxpl, req))                                                                            \
     D_HERR(close, K##_cls, K##_close, (void *obj, hid_t dxpl, void **req), (obj, dxpl, req))
 
+/* A committed datatype of a container given to a native file's create: native HDF5 reads a committed
+ * type's object as its own H5T_t (H5T_get_actual_type), so it gets a transient copy instead, as native
+ * HDF5 keeps a copy of a committed type of another file. H5I_INVALID_HID: use the type as it is. */
+static hid_t native_usable_type(hid_t type)
+{
+    if (H5Tcommitted(type) <= 0 || h5fl_nat_id(type))
+        return H5I_INVALID_HID;
+    return H5Tcopy(type);
+}
+
 /* attributes */
-D_PTR(create, attr_cls, attr_create,
-      (void *obj, LOC loc, const char *name, hid_t t, hid_t s, hid_t acpl, hid_t aapl, hid_t dxpl, void **req),
-      (obj, loc, name, t, s, acpl, aapl, dxpl, req))
+static void *d_attr_create(void *obj, LOC loc, const char *name, hid_t t, hid_t s, hid_t acpl, hid_t aapl,
+                           hid_t dxpl, void **req)
+{
+    if (!NAT(obj))
+        return base->attr_cls.create(obj, loc, name, t, s, acpl, aapl, dxpl, req);
+    hid_t copy = native_usable_type(t);
+    void *r = h5fpt_attr_create(obj, loc, name, copy >= 0 ? copy : t, s, acpl, aapl, dxpl, req);
+    if (copy >= 0)
+        H5Tclose(copy);
+    return r;
+}
 D_PTR(open, attr_cls, attr_open, (void *obj, LOC loc, const char *name, hid_t aapl, hid_t dxpl, void **req),
       (obj, loc, name, aapl, dxpl, req))
 D_HERR(read, attr_cls, attr_read, (void *obj, hid_t t, void *buf, hid_t dxpl, void **req),
@@ -390,10 +408,17 @@ D_HERR(optional, attr_cls, attr_optional, (void *obj, H5VL_optional_args_t *a, h
 D_HERR(close, attr_cls, attr_close, (void *obj, hid_t dxpl, void **req), (obj, dxpl, req))
 
 /* datasets */
-D_PTR(create, dataset_cls, dataset_create,
-      (void *obj, LOC loc, const char *name, hid_t lcpl, hid_t t, hid_t s, hid_t dcpl, hid_t dapl, hid_t dxpl,
-       void **req),
-      (obj, loc, name, lcpl, t, s, dcpl, dapl, dxpl, req))
+static void *d_dataset_create(void *obj, LOC loc, const char *name, hid_t lcpl, hid_t t, hid_t s, hid_t dcpl,
+                              hid_t dapl, hid_t dxpl, void **req)
+{
+    if (!NAT(obj))
+        return base->dataset_cls.create(obj, loc, name, lcpl, t, s, dcpl, dapl, dxpl, req);
+    hid_t copy = native_usable_type(t);
+    void *r = h5fpt_dataset_create(obj, loc, name, lcpl, copy >= 0 ? copy : t, s, dcpl, dapl, dxpl, req);
+    if (copy >= 0)
+        H5Tclose(copy);
+    return r;
+}
 D_OPEN(dataset)
 D_GET_SPECIFIC_OPTIONAL_CLOSE(dataset)
 
