@@ -7,8 +7,10 @@
  * an h5fpt_obj_t, whose first 4 bytes are H5FPT_OBJ_MAGIC. The class HDF5 registers is a dispatch over the
  * container class h5fl_class: every callback asks which kind of object it was given and calls the core's
  * forwarding implementation (h5fpt_*) for a wrapper, h5fl_class's callback for a container object.
- * Operations that take two objects (hard links, link copy and move, object copy, mount, multi-dataset
- * I/O) refuse to mix a container with a native file, naming what to use instead.
+ * Operations that take objects of two files (hard links, link copy and move, object copy, mount) refuse
+ * to mix a container with a native file, naming what to use instead; multi-dataset I/O splits by kind; a
+ * container's committed type given to a native create becomes a transient copy. External links lead
+ * from a container into a native file (a detour, below) and from a native file into a container.
  *
  * Which files go native:
  *   - open: a path that is a regular file with HDF5's signature (a container is a directory);
