@@ -191,6 +191,7 @@ def test_external_links_both_ways(native: Path, tmp_path: Path) -> None:
             assert c["to_n/c"][2].tolist() == [8.0, 9.0, 10.0, 11.0] and c["to_n"].attrs["units"] == "K"
         with served(h5py.File("n2.h5", "r")) as n:
             assert n["to_c/v"][()].tolist() == [0, 1, 2] and n["to_c"]["v"][1] == 1
+            assert "to_c/v" in n and "to_c/nope" not in n
     """, tmp_path)
 
 

@@ -257,7 +257,9 @@ static bool elink_container(h5fpt_obj_t *o, const char *file, char *out, size_t 
     return snprintf(out, outsz, "%s", file) < (int)outsz && is_container_dir(out);
 }
 
-static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *type, hid_t dxpl)
+/* The container an external link on `path` leads into, opened read-only (close it with the container
+ * class's file close), and in `inner` the path in it; NULL: the path crosses no such link. */
+static void *native_elink_container(h5fpt_obj_t *o, const char *path, hid_t dxpl, char *inner, size_t innersz)
 {
     char prefix[4096];
     if (!path || strlen(path) >= sizeof prefix)
@@ -280,7 +282,7 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
         if (rc < 0)
             return NULL;
         if (li.type == H5L_TYPE_EXTERNAL) {
-            char val[4096], target[4096], inner[8192];
+            char val[4096], target[4096];
             unsigned flags = 0;
             const char *file = NULL, *obj = NULL;
             H5VL_link_get_args_t va = {.op_type = H5VL_LINK_GET_VAL};
@@ -290,23 +292,36 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
                 H5VLlink_get(o->under_object, &at, o->under_vol_id, &va, dxpl, NULL) < 0 ||
                 H5Lunpack_elink_val(val, li.u.val_size, &flags, &file, &obj) < 0 ||
                 !elink_container(o, file, target, sizeof target, dxpl) ||
-                snprintf(inner, sizeof inner, "%s%s", obj, path + n) >= (int)sizeof inner)
+                snprintf(inner, innersz, "%s%s", obj, path + n) >= (int)innersz)
                 return NULL;
-            void *cf = base->file_cls.open(target, H5F_ACC_RDONLY, H5P_FILE_ACCESS_DEFAULT, dxpl, NULL);
-            if (!cf)
-                return NULL;
-            H5VL_loc_params_t in = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};
-            in.loc_data.loc_by_name.name = inner;
-            in.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;
-            void *r = base->object_cls.open(cf, &in, type, dxpl, NULL);
-            base->file_cls.close(cf, dxpl, NULL); /* an object opened in it keeps it open */
-            if (r)
-                H5Eclear2(H5E_DEFAULT);
-            return r;
+            return base->file_cls.open(target, H5F_ACC_RDONLY, H5P_FILE_ACCESS_DEFAULT, dxpl, NULL);
         }
     }
     return NULL;
 }
+
+/* Run CALL (on the container `cf`, at `in`) when a native file's by-name call through an external link
+ * into a container failed (FAILED); its result replaces RESULT when it succeeds. */
+#define INTO_CONTAINER(RESULT, FAILED, OK, CALL)                                                           \
+    do {                                                                                                   \
+        char inner[8192];                                                                                  \
+        void *cf = (FAILED) ? native_elink_container(obj, loc->loc_data.loc_by_name.name, dxpl, inner,     \
+                                                     sizeof inner)                                         \
+                            : NULL;                                                                        \
+        if (cf) {                                                                                          \
+            H5VL_loc_params_t in = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};                    \
+            in.loc_data.loc_by_name.name = inner;                                                          \
+            in.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;                                     \
+            __typeof__(RESULT) r2 = (CALL);                                                                \
+            base->file_cls.close(cf, dxpl, NULL); /* an object opened in it keeps it open */              \
+            if (OK(r2)) {                                                                                  \
+                RESULT = r2;                                                                               \
+                H5Eclear2(H5E_DEFAULT);                                                                    \
+            }                                                                                              \
+        }                                                                                                  \
+    } while (0)
+#define PTR_OK(r) ((r) != NULL)
+#define HERR_OK(r) ((r) >= 0)
 
 /* ---------------------------------------------------------------- dispatch macros */
 
@@ -350,12 +365,17 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
         return r;                                                                                          \
     }
 
-/* object/link get and specific by name: the same through an external link into a native file */
-#define D_LOC_QUERY(K, OP)                                                                                 \
+/* object/link get and specific by name: the same through an external link into a native file, and from
+ * a native file through one into a container (NO(a): the native answer was "does not exist") */
+#define D_LOC_QUERY(K, OP, NO)                                                                             \
     static herr_t d_##K##_##OP(void *obj, LOC loc, H5VL_##K##_##OP##_args_t *a, hid_t dxpl, void **req)    \
     {                                                                                                      \
-        if (NAT(obj))                                                                                      \
-            return h5fpt_##K##_##OP(obj, loc, a, dxpl, req);                                               \
+        if (NAT(obj)) {                                                                                    \
+            herr_t rn = h5fpt_##K##_##OP(obj, loc, a, dxpl, req);                                          \
+            if (loc->type == H5VL_OBJECT_BY_NAME)                                                          \
+                INTO_CONTAINER(rn, rn < 0 || NO(a), HERR_OK, base->K##_cls.OP(cf, &in, a, dxpl, NULL));    \
+            return rn;                                                                                     \
+        }                                                                                                  \
         detour.set = false;                                                                                \
         herr_t r = base->K##_cls.OP(obj, loc, a, dxpl, req);                                               \
         if (loc->type == H5VL_OBJECT_BY_NAME)                                                              \
@@ -581,8 +601,11 @@ static herr_t d_link_create(H5VL_link_create_args_t *args, void *obj, LOC loc, h
 D_LINK_TWO(copy, "H5Lcopy")
 D_LINK_TWO(move, "H5Lmove")
 
-D_LOC_QUERY(link, get)
-D_LOC_QUERY(link, specific)
+#define NEVER(a) ((void)(a), false)
+#define LINK_NO(a) ((a)->op_type == H5VL_LINK_EXISTS && !*(a)->args.exists.exists)
+#define OBJECT_NO(a) ((a)->op_type == H5VL_OBJECT_EXISTS && !*(a)->args.exists.exists)
+D_LOC_QUERY(link, get, NEVER)
+D_LOC_QUERY(link, specific, LINK_NO)
 D_HERR(optional, link_cls, link_optional, (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req),
        (obj, loc, a, dxpl, req))
 
@@ -591,8 +614,8 @@ static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, voi
 {
     if (NAT(obj)) {
         void *r = h5fpt_object_open(obj, loc, type, dxpl, req);
-        if (!r && loc->type == H5VL_OBJECT_BY_NAME)
-            r = native_to_container(obj, loc->loc_data.loc_by_name.name, type, dxpl);
+        if (loc->type == H5VL_OBJECT_BY_NAME)
+            INTO_CONTAINER(r, r == NULL, PTR_OK, base->object_cls.open(cf, &in, type, dxpl, NULL));
         return r;
     }
     detour.set = false;
@@ -602,8 +625,8 @@ static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, voi
     return r;
 }
 
-D_LOC_QUERY(object, get)
-D_LOC_QUERY(object, specific)
+D_LOC_QUERY(object, get, NEVER)
+D_LOC_QUERY(object, specific, OBJECT_NO)
 D_HERR(optional, object_cls, object_optional,
        (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req), (obj, loc, a, dxpl, req))
 
