@@ -7,8 +7,10 @@
  * an h5fpt_obj_t, whose first 4 bytes are H5FPT_OBJ_MAGIC. The class HDF5 registers is a dispatch over the
  * container class h5fl_class: every callback asks which kind of object it was given and calls the core's
  * forwarding implementation (h5fpt_*) for a wrapper, h5fl_class's callback for a container object.
- * Operations that take two objects (hard links, link copy and move, object copy, mount, multi-dataset
- * I/O) refuse to mix a container with a native file, naming what to use instead.
+ * Operations that take objects of two files (hard links, link copy and move, object copy, mount) refuse
+ * to mix a container with a native file, naming what to use instead; multi-dataset I/O splits by kind; a
+ * container's committed type given to a native create becomes a transient copy. External links lead
+ * from a container into a native file (a detour, below) and from a native file into a container.
  *
  * Which files go native:
  *   - open: a path that is a regular file with HDF5's signature (a container is a directory);
@@ -82,13 +84,10 @@ bool h5fl_nat_driver(hid_t fapl)
         return false;
     if (drv != H5FD_CORE)
         return true; /* fileobj, family, multi/split, log, direct, ... : a native file of that driver */
-    void *img = NULL;
-    size_t len = 0;
+    size_t len = 0; /* the size only: no copy of the image, no call of its callbacks */
     herr_t rc;
-    H5E_BEGIN_TRY { rc = H5Pget_file_image(fapl, &img, &len); }
+    H5E_BEGIN_TRY { rc = H5Pget_file_image(fapl, NULL, &len); }
     H5E_END_TRY
-    if (rc >= 0 && img)
-        H5free_memory(img);
     return rc >= 0 && len > 0; /* an image to open: a native file in memory */
 }
 
@@ -258,7 +257,9 @@ static bool elink_container(h5fpt_obj_t *o, const char *file, char *out, size_t 
     return snprintf(out, outsz, "%s", file) < (int)outsz && is_container_dir(out);
 }
 
-static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *type, hid_t dxpl)
+/* The container an external link on `path` leads into, opened read-only (close it with the container
+ * class's file close), and in `inner` the path in it; NULL: the path crosses no such link. */
+static void *native_elink_container(h5fpt_obj_t *o, const char *path, hid_t dxpl, char *inner, size_t innersz)
 {
     char prefix[4096];
     if (!path || strlen(path) >= sizeof prefix)
@@ -281,7 +282,7 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
         if (rc < 0)
             return NULL;
         if (li.type == H5L_TYPE_EXTERNAL) {
-            char val[4096], target[4096], inner[8192];
+            char val[4096], target[4096];
             unsigned flags = 0;
             const char *file = NULL, *obj = NULL;
             H5VL_link_get_args_t va = {.op_type = H5VL_LINK_GET_VAL};
@@ -291,23 +292,36 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
                 H5VLlink_get(o->under_object, &at, o->under_vol_id, &va, dxpl, NULL) < 0 ||
                 H5Lunpack_elink_val(val, li.u.val_size, &flags, &file, &obj) < 0 ||
                 !elink_container(o, file, target, sizeof target, dxpl) ||
-                snprintf(inner, sizeof inner, "%s%s", obj, path + n) >= (int)sizeof inner)
+                snprintf(inner, innersz, "%s%s", obj, path + n) >= (int)innersz)
                 return NULL;
-            void *cf = base->file_cls.open(target, H5F_ACC_RDONLY, H5P_FILE_ACCESS_DEFAULT, dxpl, NULL);
-            if (!cf)
-                return NULL;
-            H5VL_loc_params_t in = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};
-            in.loc_data.loc_by_name.name = inner;
-            in.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;
-            void *r = base->object_cls.open(cf, &in, type, dxpl, NULL);
-            base->file_cls.close(cf, dxpl, NULL); /* an object opened in it keeps it open */
-            if (r)
-                H5Eclear2(H5E_DEFAULT);
-            return r;
+            return base->file_cls.open(target, H5F_ACC_RDONLY, H5P_FILE_ACCESS_DEFAULT, dxpl, NULL);
         }
     }
     return NULL;
 }
+
+/* Run CALL (on the container `cf`, at `in`) when a native file's by-name call through an external link
+ * into a container failed (FAILED); its result replaces RESULT when it succeeds. */
+#define INTO_CONTAINER(RESULT, FAILED, OK, CALL)                                                           \
+    do {                                                                                                   \
+        char inner[8192];                                                                                  \
+        void *cf = (FAILED) ? native_elink_container(obj, loc->loc_data.loc_by_name.name, dxpl, inner,     \
+                                                     sizeof inner)                                         \
+                            : NULL;                                                                        \
+        if (cf) {                                                                                          \
+            H5VL_loc_params_t in = {.obj_type = H5I_FILE, .type = H5VL_OBJECT_BY_NAME};                    \
+            in.loc_data.loc_by_name.name = inner;                                                          \
+            in.loc_data.loc_by_name.lapl_id = H5P_LINK_ACCESS_DEFAULT;                                     \
+            __typeof__(RESULT) r2 = (CALL);                                                                \
+            base->file_cls.close(cf, dxpl, NULL); /* an object opened in it keeps it open */              \
+            if (OK(r2)) {                                                                                  \
+                RESULT = r2;                                                                               \
+                H5Eclear2(H5E_DEFAULT);                                                                    \
+            }                                                                                              \
+        }                                                                                                  \
+    } while (0)
+#define PTR_OK(r) ((r) != NULL)
+#define HERR_OK(r) ((r) >= 0)
 
 /* ---------------------------------------------------------------- dispatch macros */
 
@@ -351,12 +365,17 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
         return r;                                                                                          \
     }
 
-/* object/link get and specific by name: the same through an external link into a native file */
-#define D_LOC_QUERY(K, OP)                                                                                 \
+/* object/link get and specific by name: the same through an external link into a native file, and from
+ * a native file through one into a container (NO(a): the native answer was "does not exist") */
+#define D_LOC_QUERY(K, OP, NO)                                                                             \
     static herr_t d_##K##_##OP(void *obj, LOC loc, H5VL_##K##_##OP##_args_t *a, hid_t dxpl, void **req)    \
     {                                                                                                      \
-        if (NAT(obj))                                                                                      \
-            return h5fpt_##K##_##OP(obj, loc, a, dxpl, req);                                               \
+        if (NAT(obj)) {                                                                                    \
+            herr_t rn = h5fpt_##K##_##OP(obj, loc, a, dxpl, req);                                          \
+            if (loc->type == H5VL_OBJECT_BY_NAME)                                                          \
+                INTO_CONTAINER(rn, rn < 0 || NO(a), HERR_OK, base->K##_cls.OP(cf, &in, a, dxpl, NULL));    \
+            return rn;                                                                                     \
+        }                                                                                                  \
         detour.set = false;                                                                                \
         herr_t r = base->K##_cls.OP(obj, loc, a, dxpl, req);                                               \
         if (loc->type == H5VL_OBJECT_BY_NAME)                                                              \
@@ -374,10 +393,28 @@ static void *native_to_container(h5fpt_obj_t *o, const char *path, H5I_type_t *t
            (obj, a, dxpl, req))                                                                            \
     D_HERR(close, K##_cls, K##_close, (void *obj, hid_t dxpl, void **req), (obj, dxpl, req))
 
+/* A committed datatype of a container given to a native file's create: native HDF5 reads a committed
+ * type's object as its own H5T_t (H5T_get_actual_type), so it gets a transient copy instead, as native
+ * HDF5 keeps a copy of a committed type of another file. H5I_INVALID_HID: use the type as it is. */
+static hid_t native_usable_type(hid_t type)
+{
+    if (H5Tcommitted(type) <= 0 || h5fl_nat_id(type))
+        return H5I_INVALID_HID;
+    return H5Tcopy(type);
+}
+
 /* attributes */
-D_PTR(create, attr_cls, attr_create,
-      (void *obj, LOC loc, const char *name, hid_t t, hid_t s, hid_t acpl, hid_t aapl, hid_t dxpl, void **req),
-      (obj, loc, name, t, s, acpl, aapl, dxpl, req))
+static void *d_attr_create(void *obj, LOC loc, const char *name, hid_t t, hid_t s, hid_t acpl, hid_t aapl,
+                           hid_t dxpl, void **req)
+{
+    if (!NAT(obj))
+        return base->attr_cls.create(obj, loc, name, t, s, acpl, aapl, dxpl, req);
+    hid_t copy = native_usable_type(t);
+    void *r = h5fpt_attr_create(obj, loc, name, copy >= 0 ? copy : t, s, acpl, aapl, dxpl, req);
+    if (copy >= 0)
+        H5Tclose(copy);
+    return r;
+}
 D_PTR(open, attr_cls, attr_open, (void *obj, LOC loc, const char *name, hid_t aapl, hid_t dxpl, void **req),
       (obj, loc, name, aapl, dxpl, req))
 D_HERR(read, attr_cls, attr_read, (void *obj, hid_t t, void *buf, hid_t dxpl, void **req),
@@ -393,10 +430,17 @@ D_HERR(optional, attr_cls, attr_optional, (void *obj, H5VL_optional_args_t *a, h
 D_HERR(close, attr_cls, attr_close, (void *obj, hid_t dxpl, void **req), (obj, dxpl, req))
 
 /* datasets */
-D_PTR(create, dataset_cls, dataset_create,
-      (void *obj, LOC loc, const char *name, hid_t lcpl, hid_t t, hid_t s, hid_t dcpl, hid_t dapl, hid_t dxpl,
-       void **req),
-      (obj, loc, name, lcpl, t, s, dcpl, dapl, dxpl, req))
+static void *d_dataset_create(void *obj, LOC loc, const char *name, hid_t lcpl, hid_t t, hid_t s, hid_t dcpl,
+                              hid_t dapl, hid_t dxpl, void **req)
+{
+    if (!NAT(obj))
+        return base->dataset_cls.create(obj, loc, name, lcpl, t, s, dcpl, dapl, dxpl, req);
+    hid_t copy = native_usable_type(t);
+    void *r = h5fpt_dataset_create(obj, loc, name, lcpl, copy >= 0 ? copy : t, s, dcpl, dapl, dxpl, req);
+    if (copy >= 0)
+        H5Tclose(copy);
+    return r;
+}
 D_OPEN(dataset)
 D_GET_SPECIFIC_OPTIONAL_CLOSE(dataset)
 
@@ -557,8 +601,11 @@ static herr_t d_link_create(H5VL_link_create_args_t *args, void *obj, LOC loc, h
 D_LINK_TWO(copy, "H5Lcopy")
 D_LINK_TWO(move, "H5Lmove")
 
-D_LOC_QUERY(link, get)
-D_LOC_QUERY(link, specific)
+#define NEVER(a) ((void)(a), false)
+#define LINK_NO(a) ((a)->op_type == H5VL_LINK_EXISTS && !*(a)->args.exists.exists)
+#define OBJECT_NO(a) ((a)->op_type == H5VL_OBJECT_EXISTS && !*(a)->args.exists.exists)
+D_LOC_QUERY(link, get, NEVER)
+D_LOC_QUERY(link, specific, LINK_NO)
 D_HERR(optional, link_cls, link_optional, (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req),
        (obj, loc, a, dxpl, req))
 
@@ -567,8 +614,8 @@ static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, voi
 {
     if (NAT(obj)) {
         void *r = h5fpt_object_open(obj, loc, type, dxpl, req);
-        if (!r && loc->type == H5VL_OBJECT_BY_NAME)
-            r = native_to_container(obj, loc->loc_data.loc_by_name.name, type, dxpl);
+        if (loc->type == H5VL_OBJECT_BY_NAME)
+            INTO_CONTAINER(r, r == NULL, PTR_OK, base->object_cls.open(cf, &in, type, dxpl, NULL));
         return r;
     }
     detour.set = false;
@@ -578,8 +625,8 @@ static void *d_object_open(void *obj, LOC loc, H5I_type_t *type, hid_t dxpl, voi
     return r;
 }
 
-D_LOC_QUERY(object, get)
-D_LOC_QUERY(object, specific)
+D_LOC_QUERY(object, get, NEVER)
+D_LOC_QUERY(object, specific, OBJECT_NO)
 D_HERR(optional, object_cls, object_optional,
        (void *obj, LOC loc, H5VL_optional_args_t *a, hid_t dxpl, void **req), (obj, loc, a, dxpl, req))
 
