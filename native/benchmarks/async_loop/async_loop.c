@@ -183,6 +183,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 /* the median time of a memcpy of one row, in the calling thread's CPU time */
 static double memcpy_floor(const double *row, size_t bytes, long steps)
 {
+    /* called through a volatile pointer: the copy into a buffer that is never read must not be optimised away */
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;
     double samples[FLOOR_SAMPLES];
     long n = steps < FLOOR_SAMPLES ? steps : FLOOR_SAMPLES;
     double *dst = malloc(bytes);
@@ -191,7 +193,7 @@ static double memcpy_floor(const double *row, size_t bytes, long steps)
     memset(dst, 1, bytes);
     for (long i = 0; i < n; i++) {
         double t = cpu_now();
-        memcpy(dst, row, bytes);
+        copy(dst, row, bytes);
         samples[i] = cpu_now() - t;
     }
     free(dst);
