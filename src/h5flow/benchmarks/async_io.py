@@ -10,6 +10,13 @@ Columns: time to solution; the I/O time left exposed (time to solution minus the
 the plain stack's I/O time hidden (1 - exposed / exposed of the plain stack); the overhead when there is
 nothing to hide (a run without compute, against the plain stack). A metadata run times attribute writes
 and reports the microseconds each operation costs, per stack.
+
+``--kernel c`` runs the write loop in the C program ``h5flow-async-loop`` (native/benchmarks/async_loop)
+instead: the same loop, each row written as h5py writes it, timed per step in C, so that the table adds the
+per-step columns (median write and its CPU time, the two ``H5Sclose`` after it, the first step, the memcpy
+floor, the file's close). Every C run names the connector its file went through and reads the file back; a
+run through another connector than the stack's, or one whose rows differ from what was written, is an error.
+One rank only. The metadata run stays with the Python kernel (h5py attribute writes).
 """
 
 from __future__ import annotations
@@ -24,6 +31,16 @@ import tempfile
 from pathlib import Path
 
 from h5flow import connectors
+from h5flow.benchmarks.perf import kernel_path
+
+C_KERNEL = "h5flow-async-loop"
+# the connector at the top of each stack: what the C kernel must report its file went through
+_TOP = {"native": "native", "async": "h5flow_async", "cache": "h5flow_cache", "cache+async": "h5flow_cache",
+        "log": "h5flow_log", "async/log": "h5flow_async"}
+# the C kernel's per-step fields, as (JSON field, column title, width, format)
+_STEP_COLUMNS = (("med_write_ms", "write ms", 8, ".2f"), ("med_cpu_ms", "cpu ms", 7, ".2f"),
+                 ("post_ms", "Sclose ms", 9, ".3f"), ("step0_ms", "step0 ms", 8, ".2f"),
+                 ("memcpy_floor_ms", "floor ms", 8, ".3f"), ("close_s", "close s", 8, ".4f"))
 
 
 def _stacks() -> dict[str, str | None]:
@@ -48,18 +65,38 @@ def _plain(stack: str) -> str:
     return "log" if stack.endswith("log") else "native"
 
 
-def _run(stack_env: str | None, path: Path, ranks: int, extra: list[str]) -> dict[str, float]:
+def _run(stack_env: str | None, path: Path, ranks: int, extra: list[str], kernel: str = "python") -> dict:
     env = dict(os.environ)
     env.pop("HDF5_VOL_CONNECTOR", None)
     if stack_env:
         env["HDF5_VOL_CONNECTOR"] = stack_env
-    cmd = [sys.executable, "-m", "h5flow.benchmarks.async_kernel", str(path), *extra]
+    if kernel == "c":
+        cmd = [str(kernel_path(C_KERNEL)), str(path), *extra]
+    else:
+        cmd = [sys.executable, "-m", "h5flow.benchmarks.async_kernel", str(path), *extra]
     if ranks > 1:
         cmd = ["mpiexec", "-n", str(ranks), *cmd, "--mpi"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise RuntimeError(f"kernel failed ({stack_env or 'native'}): {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _run_c(name: str, stack_env: str | None, path: Path, extra: list[str]) -> dict:
+    """One run of the C kernel, checked: its file went through the stack's top connector and read back intact."""
+    out = _run(stack_env, path, 1, extra, kernel="c")
+    if out.get("connector") != _TOP[name]:
+        raise RuntimeError(f"stack {name}: the file went through {out.get('connector')!r}, not {_TOP[name]!r} "
+                           f"(HDF5_VOL_CONNECTOR={stack_env!r}; is HDF5_PLUGIN_PATH the built plugins?)")
+    if out.get("verified") is not True:
+        raise RuntimeError(f"stack {name}: the C kernel did not read its file back")
+    return out
+
+
+def _medians(samples: list[dict]) -> dict[str, float]:
+    """The median of each numeric field over the repetitions (names and flags are not averaged)."""
+    keys = [k for k, v in samples[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return {k: statistics.median(s[k] for s in samples) for k in keys}
 
 
 def _remove(path: Path) -> None:
@@ -83,13 +120,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="attribute writes of the metadata run (0: no metadata run; default 2000)")
     p.add_argument("--png", default="bench-async.png", help="the figure (default bench-async.png)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--kernel", choices=("python", "c"), default="python",
+                   help="the write loop's program: the h5py kernel (default) or the C program h5flow-async-loop, "
+                        "which adds per-step columns (one rank only)")
 
 
 def launch(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.step_mib <= 0 or args.compute_ms < 0 or args.repeat < 1 or min(args.ranks) < 1:
         raise ValueError("--steps, --repeat, --ranks >= 1; --step-mib > 0; --compute-ms >= 0")
+    if args.kernel == "c" and max(args.ranks) > 1:
+        raise ValueError(f"--kernel c runs one rank only (--ranks {' '.join(map(str, args.ranks))} given): "
+                         "use --ranks 1, or the Python kernel for several ranks")
     stacks = _stacks()
-    step_bytes = int(args.step_mib * (1 << 20))
+    step_bytes = max(8, int(args.step_mib * (1 << 20)) // 8 * 8)
     rows: list[dict] = []
     for d in args.dirs:
         for ranks in args.ranks:
@@ -99,11 +142,12 @@ def launch(args: argparse.Namespace) -> int:
                     for name, env in stacks.items():
                         with tempfile.TemporaryDirectory(dir=d, prefix="h5flow-bench-async-") as tmp:
                             path = Path(tmp) / "f.h5"
-                            samples[name].append(_run(env, path, ranks, [
-                                "--steps", str(args.steps), "--step-bytes", str(step_bytes),
-                                "--compute-s", str(compute_ms / 1000)]))
+                            loop = ["--steps", str(args.steps), "--step-bytes", str(step_bytes),
+                                    "--compute-s", str(compute_ms / 1000)]
+                            samples[name].append(_run_c(name, env, path, loop) if args.kernel == "c"
+                                                 else _run(env, path, ranks, loop))
                             _remove(path)
-                med = {n: {k: statistics.median(s[k] for s in v) for k in v[0]} for n, v in samples.items()}
+                med = {n: _medians(v) for n, v in samples.items()}
                 for name, m in med.items():
                     exposed = max(0.0, m["total_s"] - m["compute_s"])
                     base = med[_plain(name)]
@@ -111,7 +155,8 @@ def launch(args: argparse.Namespace) -> int:
                     rows.append({"dir": d, "ranks": ranks, "compute_ms": compute_ms, "stack": name,
                                  "total_s": m["total_s"], "exposed_io_s": exposed,
                                  "hidden": 1 - exposed / base_exposed if name != _plain(name) else 0.0,
-                                 "vs_plain": m["total_s"] / base["total_s"]})
+                                 "vs_plain": m["total_s"] / base["total_s"],
+                                 **{k: m[k] for k, *_ in _STEP_COLUMNS if args.kernel == "c"}})
     meta: list[dict] = []
     if args.metadata_ops:
         for name, env in stacks.items():
@@ -128,12 +173,15 @@ def launch(args: argparse.Namespace) -> int:
         print(json.dumps({"rows": rows, "metadata": meta, "loadavg": load}, indent=2))
     else:
         print(f"h5flow bench async: {args.steps} steps x {args.step_mib} MiB per rank, compute "
-              f"{args.compute_ms} ms/step (and 0), median of {args.repeat}; load average {load:.2f}")
+              f"{args.compute_ms} ms/step (and 0), median of {args.repeat}, {args.kernel} kernel; "
+              f"load average {load:.2f}")
+        steps = _STEP_COLUMNS if args.kernel == "c" else ()
         print(f"{'dir':10} {'ranks':>5} {'comp ms':>7} {'stack':12} {'total s':>8} {'exposed s':>9} "
-              f"{'hidden':>7} {'vs plain':>8}")
+              f"{'hidden':>7} {'vs plain':>8}" + "".join(f" {title:>{w}}" for _, title, w, _ in steps))
         for r in rows:
             print(f"{r['dir']:10} {r['ranks']:5d} {r['compute_ms']:7.0f} {r['stack']:12} {r['total_s']:8.3f} "
-                  f"{r['exposed_io_s']:9.3f} {r['hidden'] * 100:6.1f}% {r['vs_plain']:8.3f}")
+                  f"{r['exposed_io_s']:9.3f} {r['hidden'] * 100:6.1f}% {r['vs_plain']:8.3f}"
+                  + "".join(f" {r[k]:{w}{fmt}}" for k, _, w, fmt in steps))
         for m in meta:
             print(f"metadata: {m['stack']:12} {m['per_op_us']:8.1f} us/op ({m['added_us']:+.1f} us vs plain)")
     _figure(rows, Path(args.png))
