@@ -92,6 +92,11 @@ const char *h5fl_err_msg(void);
 void h5fl_err_push_at(const char *file, const char *func, unsigned line);
 #define h5fl_err_push(func) h5fl_err_push_at(__FILE__, (func), __LINE__)
 int h5fl_err_init(void);
+/* The caller's error stack taken aside (h5fl_estack_save) and put back (h5fl_estack_restore, which takes the
+ * saved stack): around connector work that calls HDF5 API functions, each of which clears the calling thread's
+ * stack on entry, where HDF5 may call the connector for a program that did not select it (its open fallback). */
+hid_t h5fl_estack_save(void);
+void h5fl_estack_restore(hid_t saved);
 void h5fl_err_term(void);
 
 /* ---------------------------------------------------------------- checksums, names, files (util.c) */

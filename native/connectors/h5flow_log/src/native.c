@@ -524,14 +524,23 @@ static herr_t native_by_name(H5VL_file_specific_args_t *args, hid_t dxpl, void *
 static herr_t d_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl, void **req)
 {
     if (args->op_type == H5VL_FILE_IS_ACCESSIBLE) {
+        /* HDF5 also asks this when a native H5Fopen failed in a program that never selected the connector
+         * (it tries every plugin on HDF5_PLUGIN_PATH): the answer must leave that program's error stack as
+         * it was (h5py derives FileNotFoundError from it), although the driver check calls API functions. */
         const char *name = args->args.is_accessible.filename;
+        hid_t saved = h5fl_estack_save();
+        herr_t r = 0;
         if (h5fl_nat_driver(args->args.is_accessible.fapl_id))
-            return native_by_name(args, dxpl, req);
-        if (h5fl_nat_file(name)) { /* a native HDF5 file opens through this connector */
+            r = native_by_name(args, dxpl, req);
+        else if (h5fl_nat_file(name)) /* a native HDF5 file opens through this connector */
             *args->args.is_accessible.accessible = true;
-            return 0;
-        }
-        return base->file_cls.specific(obj, args, dxpl, req);
+        else
+            r = base->file_cls.specific(obj, args, dxpl, req);
+        if (r >= 0)
+            h5fl_estack_restore(saved);
+        else if (saved >= 0)
+            H5Eclose_stack(saved);
+        return r;
     }
     if (args->op_type == H5VL_FILE_DELETE) {
         if (h5fl_nat_driver(args->args.del.fapl_id) || h5fl_nat_file(args->args.del.filename))

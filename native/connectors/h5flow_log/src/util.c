@@ -50,8 +50,8 @@ void h5fl_err_push_at(const char *file, const char *func, unsigned line)
  * therefore bracketed by these two, so that the caller's error stack (h5py derives FileNotFoundError
  * from it, and h5py.File(name, 'a') creates a missing file only on FileNotFoundError) comes back as it
  * was. */
-static hid_t estack_save(void) { return H5Eget_current_stack(); }
-static void estack_restore(hid_t saved)
+hid_t h5fl_estack_save(void) { return H5Eget_current_stack(); }
+void h5fl_estack_restore(hid_t saved)
 {
     if (saved >= 0 && H5Eset_current_stack(saved) < 0)
         H5Eclose_stack(saved);
@@ -72,7 +72,7 @@ int h5fl_err_init(void)
 {
     if (err_class >= 0)
         return 0;
-    hid_t saved = estack_save();
+    hid_t saved = h5fl_estack_save();
     int rc = 0;
     err_class = H5Eregister_class(H5FL_NAME, H5FL_NAME, "1");
     if (err_class >= 0) {
@@ -83,7 +83,7 @@ int h5fl_err_init(void)
         err_unregister();
         rc = -1;
     }
-    estack_restore(saved);
+    h5fl_estack_restore(saved);
     return rc;
 }
 
@@ -91,9 +91,9 @@ void h5fl_err_term(void)
 {
     if (err_class < 0)
         return;
-    hid_t saved = estack_save();
+    hid_t saved = h5fl_estack_save();
     err_unregister();
-    estack_restore(saved);
+    h5fl_estack_restore(saved);
 }
 
 int h5fl_check_plist(hid_t id, hid_t cls, const char *what)
