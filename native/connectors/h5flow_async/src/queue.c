@@ -71,6 +71,7 @@ static struct {
     task_t *head, *tail;
     uint64_t next_seq, done_seq;
     uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
+    uint64_t waited_ns;   /* when h5fa_drain last returned after waiting for unfinished work (0: never) */
     uint64_t bytes;
     bool started, stop;
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
@@ -386,17 +387,18 @@ static uint64_t now_ns(void)
 /* The adaptive rule (adapt=, docs/ASYNC.md): whether an implicit write of `bytes` to f runs at the call
  * instead of being copied and queued. It does when the queue still holds work the background thread has not
  * finished (the program writes faster than the storage drains: a copy would hide nothing, and it would hold
- * the library lock the background write needs), and when f's last write ran at the call and the program
- * has been out of it for less time than copying this write would take (back-to-back writes stay at the
- * call rather than alternating between queued and at the call). A write that follows time spent computing
- * is copied and queued. */
+ * the library lock the background write needs), and when the program, since f's last write ran at the call
+ * or since it last had to wait for unfinished queued work (a flush, a resize; on a parallel file any call),
+ * has spent less time than copying this write would take: back-to-back writes stay at the call rather than
+ * alternate between queued and at the call. A write that follows time spent computing is copied and queued. */
 static bool adapt_at_call(h5fa_file_t *f, size_t bytes)
 {
     if (!f->opts.adapt || bytes < f->opts.adapt || f->opts.defer)
         return false;
     pthread_mutex_lock(&Q.mu);
     bool busy = Q.head != NULL;
-    uint64_t end = f->at_call_end_ns, ps = f->copy_ps_per_byte ? f->copy_ps_per_byte : COPY_PS_GUESS;
+    uint64_t end = f->at_call_end_ns > Q.waited_ns ? f->at_call_end_ns : Q.waited_ns;
+    uint64_t ps = f->copy_ps_per_byte ? f->copy_ps_per_byte : COPY_PS_GUESS;
     pthread_mutex_unlock(&Q.mu);
     if (busy)
         return true;
@@ -680,7 +682,7 @@ static void forget_in_child(void)
     pthread_cond_init(&Q.work, NULL);
     pthread_cond_init(&Q.progress, NULL);
     Q.head = Q.tail = NULL;
-    Q.next_seq = Q.done_seq = Q.release_seq = 0;
+    Q.next_seq = Q.done_seq = Q.release_seq = Q.waited_ns = 0;
     Q.bytes = 0;
     Q.started = Q.stop = false;
     atomic_store(&Q.app_waiting, 0);
@@ -932,6 +934,7 @@ void h5fa_drain(void)
     pthread_mutex_lock(&Q.mu);
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
+    Q.waited_ns = now_ns(); /* the program needed the queued work before it was done: nothing was hidden */
     pthread_mutex_unlock(&Q.mu);
     atomic_fetch_sub(&Q.app_draining, 1);
     lib_reacquire(held);

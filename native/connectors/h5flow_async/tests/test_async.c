@@ -441,7 +441,7 @@ static void adapt_fill(int *mem)
 }
 
 /* Back-to-back large writes run at the call (after the queue, uncopied) and read back bit-identical; a write
- * after time spent computing is queued; writes separated by a wait for the queue are queued; a queued write
+ * after time spent computing is queued, whether the write before it was queued or ran at the call; a queued write
  * that fails below is still reported at the next flush when the write after it ran at the call; adapt=off
  * queues every write. */
 static void adaptive(const char *below, const char *tag)
@@ -469,7 +469,7 @@ static void adaptive(const char *below, const char *tag)
     adapt_fill(mem);
     adapt_check(path, "d", AROWS, tag);
 
-    /* a flush between writes: each finds the queue empty and is queued */
+    /* time spent between writes: each finds the queue empty and is queued */
     snprintf(path, sizeof path, "%s/adapt-wait-%s.h5", dir, tag);
     snprintf(stats, sizeof stats, "%s/adapt-wait-%s.stats", dir, tag);
     remove(stats);
@@ -478,9 +478,11 @@ static void adaptive(const char *below, const char *tag)
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     d = adapt_dataset(f, "d");
     for (int r = 0; r < 4; r++) {
+        nanosleep(&(struct timespec){0, 30000000L}, NULL); /* "compute" 30 ms: the previous row is stored */
         adapt_rows(d, mem, r, 1);
-        CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
     }
+    CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+    nanosleep(&(struct timespec){0, 30000000L}, NULL);
     /* a queued write fails below; the write right after it drains the queue and runs at the call: the failure
      * is still reported, at the flush */
     hid_t str = H5Tcopy(H5T_C_S1); /* no conversion to integers: the library below refuses the write */
