@@ -458,7 +458,7 @@ static void adaptive(const char *below, const char *tag)
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     hid_t d = adapt_dataset(f, "d");
     adapt_rows(d, mem, 0, AROWS - 1);                       /* the first queued, the next ones at the call */
-    nanosleep(&(struct timespec){0, 50000000L}, NULL);       /* "compute" 50 ms */
+    nanosleep(&(struct timespec){0, 150000000L}, NULL);      /* "compute" 150 ms */
     adapt_rows(d, mem, AROWS - 1, 1);                       /* queued */
     H5Dclose(d);
     CHECK(H5Fclose(f) >= 0);
@@ -469,7 +469,7 @@ static void adaptive(const char *below, const char *tag)
     adapt_fill(mem);
     adapt_check(path, "d", AROWS, tag);
 
-    /* time spent between writes: each finds the queue empty and is queued */
+    /* writes after a wait for the queue and time spent computing are queued */
     snprintf(path, sizeof path, "%s/adapt-wait-%s.h5", dir, tag);
     snprintf(stats, sizeof stats, "%s/adapt-wait-%s.stats", dir, tag);
     remove(stats);
@@ -477,17 +477,17 @@ static void adaptive(const char *below, const char *tag)
     fapl = fapl_for(below, stats, "");
     f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     d = adapt_dataset(f, "d");
-    for (int r = 0; r < 4; r++) {
-        nanosleep(&(struct timespec){0, 30000000L}, NULL); /* "compute" 30 ms: the previous row is stored */
+    for (int r = 0; r < 4; r++) { /* the queue empty (flush), then "compute" far longer than a copy takes */
+        CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+        nanosleep(&(struct timespec){0, 150000000L}, NULL);
         adapt_rows(d, mem, r, 1);
     }
     CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
-    nanosleep(&(struct timespec){0, 30000000L}, NULL);
-    /* a queued write fails below; the write right after it drains the queue and runs at the call: the failure
-     * is still reported, at the flush */
+    /* a queued write (small: always queued) fails below; the large write right after it runs at the call when it
+     * finds the failing one still queued: the failure is reported at the flush all the same */
     hid_t str = H5Tcopy(H5T_C_S1); /* no conversion to integers: the library below refuses the write */
     H5Tset_size(str, sizeof(int));
-    hsize_t dims[2] = {AROWS, ACOLS}, one[2] = {1, ACOLS}, start[2] = {5, 0};
+    hsize_t dims[2] = {AROWS, ACOLS}, one[2] = {1, 1000}, start[2] = {5, 0};
     hid_t fs = H5Screate_simple(2, dims, NULL);
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
     hid_t ms = H5Screate_simple(2, one, NULL);
