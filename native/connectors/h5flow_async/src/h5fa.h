@@ -20,8 +20,9 @@ typedef struct h5fa_opts {
                           several datasets of a file become one multi-dataset write */
     int defer;         /* defer=1|0: a file's queued work starts only when the application waits for it
                           (flush, close, read, a dependent operation) or the memory bound is reached */
-    uint64_t adapt;    /* adapt=SIZE|off: an implicit write of at least SIZE bytes that finds earlier writes
-                          still queued (nothing to hide) runs at the call after them, uncopied (0: off) */
+    uint64_t adapt;    /* adapt=SIZE|off: an implicit write of at least SIZE bytes with nothing to hide behind
+                          (work still queued, or no time spent since the last write or wait) runs at the call
+                          after the queue, uncopied (0: off; queue.c adapt_at_call) */
     char stats[1024];  /* stats=PATH: one JSON line per closed file appended there ("" = none) */
 } h5fa_opts_t;
 
