@@ -14,6 +14,7 @@
 /* ------------------------------------------------------------------------------------- settings */
 
 #define DEFAULT_MAX_MEM (512ull << 20)
+#define DEFAULT_ADAPT (1ull << 20)
 
 static void opts_default(void *p)
 {
@@ -22,6 +23,7 @@ static void opts_default(void *p)
     o->max_mem = DEFAULT_MAX_MEM;
     o->implicit = 1;
     o->merge = 1;
+    o->adapt = DEFAULT_ADAPT;
 }
 
 static int parse_bool(const char *v, int *out)
@@ -73,6 +75,15 @@ static int opts_set(void *p, const char *key, const char *value, char *err, size
         }
         return 0;
     }
+    if (!strcmp(key, "adapt")) {
+        if (!strcmp(value, "off") || !strcmp(value, "0"))
+            o->adapt = 0;
+        else if (parse_size(value, &o->adapt) < 0) {
+            snprintf(err, errlen, "a size in bytes (optional K, M, G or T suffix, binary), or off");
+            return -1;
+        }
+        return 0;
+    }
     if (!strcmp(key, "implicit") || !strcmp(key, "merge") || !strcmp(key, "defer")) {
         int *flag = !strcmp(key, "implicit") ? &o->implicit : !strcmp(key, "merge") ? &o->merge : &o->defer;
         if (parse_bool(value, flag) < 0) {
@@ -89,7 +100,7 @@ static int opts_set(void *p, const char *key, const char *value, char *err, size
         strcpy(o->stats, value);
         return 0;
     }
-    snprintf(err, errlen, "unknown setting (h5flow_async takes max_mem, implicit, merge, defer, stats, "
+    snprintf(err, errlen, "unknown setting (h5flow_async takes max_mem, implicit, merge, defer, adapt, stats, "
                           "under_vol, under_info)");
     return -1;
 }
@@ -97,8 +108,9 @@ static int opts_set(void *p, const char *key, const char *value, char *err, size
 static int opts_to_str(const void *p, char *buf, size_t len)
 {
     const h5fa_opts_t *o = p;
-    int n = snprintf(buf, len, "max_mem=%llu;implicit=%d;merge=%d;defer=%d%s%s", (unsigned long long)o->max_mem,
-                     o->implicit, o->merge, o->defer, o->stats[0] ? ";stats=" : "", o->stats);
+    int n = snprintf(buf, len, "max_mem=%llu;implicit=%d;merge=%d;defer=%d;adapt=%llu%s%s",
+                     (unsigned long long)o->max_mem, o->implicit, o->merge, o->defer, (unsigned long long)o->adapt,
+                     o->stats[0] ? ";stats=" : "", o->stats);
     return (n < 0 || (size_t)n >= len) ? -1 : n;
 }
 
@@ -293,8 +305,9 @@ static herr_t fa_dataset_write(size_t count, void *dset[], hid_t mem_type_id[], 
         return rc;
     /* at the call, after everything queued before it */
     h5fa_drain();
-    h5fa_count_call_below(h5fa_file_of(dset[0]));
-    return h5fpt_dataset_write(count, dset, mem_type_id, mem_space_id, file_space_id, dxpl_id, buf, req);
+    herr_t ret = h5fpt_dataset_write(count, dset, mem_type_id, mem_space_id, file_space_id, dxpl_id, buf, req);
+    h5fa_count_at_call(h5fa_file_of(dset[0]), count);
+    return ret;
 }
 
 static herr_t fa_dataset_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_space_id[],

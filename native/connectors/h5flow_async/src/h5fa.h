@@ -20,6 +20,9 @@ typedef struct h5fa_opts {
                           several datasets of a file become one multi-dataset write */
     int defer;         /* defer=1|0: a file's queued work starts only when the application waits for it
                           (flush, close, read, a dependent operation) or the memory bound is reached */
+    uint64_t adapt;    /* adapt=SIZE|off: an implicit write of at least SIZE bytes with nothing to hide behind
+                          (work still queued, or no time spent since the last write or wait) runs at the call
+                          after the queue, uncopied (0: off; queue.c adapt_at_call) */
     char stats[1024];  /* stats=PATH: one JSON line per closed file appended there ("" = none) */
 } h5fa_opts_t;
 
@@ -57,6 +60,11 @@ typedef struct h5fa_file {
     uint64_t multi_calls;  /* of which carried several datasets */
     uint64_t bytes;        /* bytes queued */
     uint64_t failures;     /* background operations that failed */
+    uint64_t ran_at_call;  /* dataset writes that ran at the call (after the queue), uncopied */
+    /* the adaptive rule (adapt=): when the last write that ran at the call returned (0: the file's last
+     * write was queued), and what copying a byte cost in the last large copy (picoseconds) */
+    uint64_t at_call_end_ns;
+    uint64_t copy_ps_per_byte;
     /* the oldest background failure not yet reported to the application ("" = none) */
     char pending_error[512];
 } h5fa_file_t;
@@ -81,8 +89,8 @@ void h5fa_drain(void);
 int h5fa_drain_and_check(h5fa_file_t *f);
 /* The failure of f's background operations not yet reported (no waiting): -1 with it pushed. */
 int h5fa_check(h5fa_file_t *f);
-/* Count a write that ran at the call. */
-void h5fa_count_call_below(h5fa_file_t *f);
+/* Count a call of `count` dataset writes that ran at the call; it has returned. */
+void h5fa_count_at_call(h5fa_file_t *f, size_t count);
 /* Stop the background thread (library shutdown; the queue is empty by then). */
 void h5fa_queue_stop(void);
 /* Append f's counters to its stats file (if set). */

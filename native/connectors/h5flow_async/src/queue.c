@@ -71,6 +71,7 @@ static struct {
     task_t *head, *tail;
     uint64_t next_seq, done_seq;
     uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
+    uint64_t waited_ns;   /* when h5fa_drain last returned after waiting for unfinished work (0: never) */
     uint64_t bytes;
     bool started, stop;
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
@@ -189,11 +190,12 @@ void h5fa_write_stats(h5fa_file_t *f)
     fprintf(out,
             "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
             "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu, \"buffers_reused\": %llu, "
-            "\"buffers_allocated\": %llu}\n",
+            "\"buffers_allocated\": %llu, \"ran_at_call\": %llu}\n",
             f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
             (unsigned long long)f->merged, (unsigned long long)f->calls_below,
             (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures,
-            (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh);
+            (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh,
+            (unsigned long long)f->ran_at_call);
     pthread_mutex_unlock(&Q.mu);
     fclose(out);
 }
@@ -370,10 +372,46 @@ static bool contiguous_run(hid_t msel, hsize_t *first)
     return true;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What a byte's copy costs before the file has measured one (picoseconds: 5 GB/s). */
+#define COPY_PS_GUESS 200u
+/* Copies from this size on are timed for the estimate (smaller ones are dominated by the call's overhead). */
+#define COPY_TIMED_MIN (256u << 10)
+
+/* The adaptive rule (adapt=, docs/ASYNC.md): whether an implicit write of `bytes` to f runs at the call
+ * instead of being copied and queued. It does when the queue still holds work the background thread has not
+ * finished (the program writes faster than the storage drains: a copy would hide nothing, and it would hold
+ * the library lock the background write needs), and when the program, since f's last write ran at the call
+ * or since it last had to wait for unfinished queued work (a flush, a resize; on a parallel file any call),
+ * has spent less time than copying this write would take: back-to-back writes stay at the call rather than
+ * alternate between queued and at the call. A write that follows time spent computing is copied and queued. */
+static bool adapt_at_call(h5fa_file_t *f, size_t bytes)
+{
+    if (!f->opts.adapt || bytes < f->opts.adapt || f->opts.defer)
+        return false;
+    pthread_mutex_lock(&Q.mu);
+    bool busy = Q.head != NULL;
+    uint64_t end = f->at_call_end_ns > Q.waited_ns ? f->at_call_end_ns : Q.waited_ns;
+    uint64_t ps = f->copy_ps_per_byte ? f->copy_ps_per_byte : COPY_PS_GUESS;
+    pthread_mutex_unlock(&Q.mu);
+    if (busy)
+        return true;
+    if (!end)
+        return false;
+    uint64_t now = now_ns();
+    return now < end || (now - end) * 1000u < (uint64_t)bytes * ps;
+}
+
 /* Fill item i of t from the application's write arguments: copy the selected elements. 1: cannot
- * be queued (run it at the call), -1: error, 0: done. */
+ * be queued (run it at the call: pointers, or the adaptive rule when `adaptive`), -1: error, 0: done. */
 static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space,
-                              hid_t file_space, const void *buf)
+                              hid_t file_space, const void *buf, bool adaptive)
 {
     if (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_pointers(mem_type))
         return 1;
@@ -397,6 +435,8 @@ static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid
         goto out; /* no buffer: the library below reports it at the call */
     it->npoints = (hsize_t)np;
     it->bytes = (size_t)np * esize;
+    if (adaptive && adapt_at_call(f, it->bytes))
+        goto out; /* rc 1: at the call */
     it->buf = h5fa_pool_get(&f->pool, it->bytes, f->opts.max_mem, &it->cap);
     if (!it->buf) {
         rc = -1;
@@ -404,11 +444,18 @@ static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid
         goto out;
     }
     hsize_t first = 0;
+    uint64_t t0 = now_ns();
     if (np > 0 && contiguous_run(msel, &first))
         memcpy(it->buf, (const char *)buf + first * esize, it->bytes);
     else if (np > 0 && H5Dgather(msel, buf, mem_type, it->bytes, it->buf, NULL, NULL) < 0) {
         rc = -1;
         goto out;
+    }
+    if (it->bytes >= COPY_TIMED_MIN) {
+        uint64_t t1 = now_ns(), ps = t1 > t0 ? (t1 - t0) * 1000u / it->bytes : 0;
+        pthread_mutex_lock(&Q.mu);
+        f->copy_ps_per_byte = ps ? ps : 1;
+        pthread_mutex_unlock(&Q.mu);
     }
     it->mem_type = H5Tcopy(mem_type);
     if (as_block(fsel, &it->blk))
@@ -426,13 +473,6 @@ out:
     if (dspace >= 0)
         H5Sclose(dspace);
     return rc;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------------- the background */
@@ -642,7 +682,7 @@ static void forget_in_child(void)
     pthread_cond_init(&Q.work, NULL);
     pthread_cond_init(&Q.progress, NULL);
     Q.head = Q.tail = NULL;
-    Q.next_seq = Q.done_seq = Q.release_seq = 0;
+    Q.next_seq = Q.done_seq = Q.release_seq = Q.waited_ns = 0;
     Q.bytes = 0;
     Q.started = Q.stop = false;
     atomic_store(&Q.app_waiting, 0);
@@ -800,6 +840,7 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
     if (t->write) {
         f->queued += t->n;
         f->bytes += t->bytes;
+        f->at_call_end_ns = 0;
     }
     pthread_mutex_unlock(&Q.mu);
     if (merged)
@@ -835,7 +876,7 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++) {
         int rc = prepare_write_item(&t->items[i], f, dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
-                                    buf[i]);
+                                    buf[i], !req);
         total += t->items[i].bytes;
         if (rc != 0 || total > f->opts.max_mem) { /* larger than the bound: run it at the call */
             task_free(t);
@@ -893,15 +934,19 @@ void h5fa_drain(void)
     pthread_mutex_lock(&Q.mu);
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
+    Q.waited_ns = now_ns(); /* the program needed the queued work before it was done: nothing was hidden */
     pthread_mutex_unlock(&Q.mu);
     atomic_fetch_sub(&Q.app_draining, 1);
     lib_reacquire(held);
 }
 
-void h5fa_count_call_below(h5fa_file_t *f)
+void h5fa_count_at_call(h5fa_file_t *f, size_t count)
 {
+    uint64_t end = now_ns();
     pthread_mutex_lock(&Q.mu);
     f->calls_below++;
+    f->ran_at_call += count;
+    f->at_call_end_ns = end;
     pthread_mutex_unlock(&Q.mu);
 }
 

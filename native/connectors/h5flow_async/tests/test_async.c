@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define ROWS 64
 #define COLS 16
@@ -378,6 +379,156 @@ static void pool_reuse(const char *below, const char *tag)
     free(mem);
 }
 
+/* The adaptive rule for large writes (adapt=, 1 MiB by default). */
+#define AROWS 8
+#define ACOLS (512 * 1024) /* 2 MiB rows */
+
+static int adapt_value(int r, size_t i) { return (int)((unsigned)r * 2246822519u ^ (unsigned)i * 3266489917u); }
+
+/* Rows rows..rows+n-1 of the program's buffer written back to back, each scribbled on after its call. */
+static void adapt_rows(hid_t d, int *mem, int from, int n)
+{
+    hsize_t dims[2] = {AROWS, ACOLS}, one[2] = {1, ACOLS};
+    hid_t fs = H5Screate_simple(2, dims, NULL), ms = H5Screate_simple(2, dims, NULL);
+    for (int r = from; r < from + n; r++) {
+        hsize_t start[2] = {(hsize_t)r, 0};
+        H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
+        H5Sselect_hyperslab(ms, H5S_SELECT_SET, start, NULL, one, NULL);
+        CHECK(H5Dwrite(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, mem) >= 0);
+        int *row = mem + (size_t)r * ACOLS; /* the program's buffer is its own again */
+        row[0] ^= 0x5a5a5a5a;
+        row[ACOLS - 1] ^= 0x5a5a5a5a;
+    }
+    H5Sclose(ms);
+    H5Sclose(fs);
+}
+
+/* Reopen path and compare rows [0, n) of dataset name with adapt_value. */
+static void adapt_check(const char *path, const char *name, int n, const char *tag)
+{
+    hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t rd = H5Dopen2(rf, name, H5P_DEFAULT);
+    int *got = malloc(sizeof(int) * (size_t)AROWS * ACOLS);
+    CHECK(rd >= 0 && got && H5Dread(rd, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < ACOLS; i++)
+            if (got[(size_t)r * ACOLS + i] != adapt_value(r, i)) {
+                fprintf(stderr, "%s: %s row %d differs at %zu after reopening\n", tag, name, r, i);
+                failures++;
+                r = n;
+                break;
+            }
+    H5Dclose(rd);
+    H5Fclose(rf);
+    free(got);
+}
+
+static hid_t adapt_dataset(hid_t f, const char *name)
+{
+    hsize_t dims[2] = {AROWS, ACOLS};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate2(f, name, H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(sp);
+    CHECK(d >= 0);
+    return d;
+}
+
+static void adapt_fill(int *mem)
+{
+    for (int r = 0; r < AROWS; r++)
+        for (size_t i = 0; i < ACOLS; i++)
+            mem[(size_t)r * ACOLS + i] = adapt_value(r, i);
+}
+
+/* Back-to-back large writes run at the call (after the queue, uncopied) and read back bit-identical; a write
+ * after time spent computing is queued, whether the write before it was queued or ran at the call; a queued write
+ * that fails below is still reported at the next flush when the write after it ran at the call; adapt=off
+ * queues every write. */
+static void adaptive(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    int *mem = malloc(sizeof(int) * (size_t)AROWS * ACOLS);
+    CHECK(mem != NULL);
+    adapt_fill(mem);
+
+    snprintf(path, sizeof path, "%s/adapt-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/adapt-%s.stats", dir, tag);
+    remove(stats);
+    hid_t fapl = fapl_for(below, stats, "");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t d = adapt_dataset(f, "d");
+    adapt_rows(d, mem, 0, AROWS - 1);                       /* the first queued, the next ones at the call */
+    nanosleep(&(struct timespec){0, 150000000L}, NULL);      /* "compute" 150 ms */
+    adapt_rows(d, mem, AROWS - 1, 1);                       /* queued */
+    H5Dclose(d);
+    CHECK(H5Fclose(f) >= 0);
+    long at_call = stat_of(stats, "ran_at_call"), queued = stat_of(stats, "queued");
+    CHECK(stat_of(stats, "writes") == AROWS && stat_of(stats, "failures") == 0);
+    CHECK(at_call + queued == AROWS);
+    CHECK(at_call >= 3 && queued >= 2);
+    adapt_fill(mem);
+    adapt_check(path, "d", AROWS, tag);
+
+    /* writes after a wait for the queue and time spent computing are queued */
+    snprintf(path, sizeof path, "%s/adapt-wait-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/adapt-wait-%s.stats", dir, tag);
+    remove(stats);
+    H5Pclose(fapl);
+    fapl = fapl_for(below, stats, "");
+    f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    d = adapt_dataset(f, "d");
+    for (int r = 0; r < 4; r++) { /* the queue empty (flush), then "compute" far longer than a copy takes */
+        CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+        nanosleep(&(struct timespec){0, 150000000L}, NULL);
+        adapt_rows(d, mem, r, 1);
+    }
+    CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0);
+    /* a queued write (small: always queued) fails below; the large write right after it runs at the call when it
+     * finds the failing one still queued: the failure is reported at the flush all the same */
+    hid_t str = H5Tcopy(H5T_C_S1); /* no conversion to integers: the library below refuses the write */
+    H5Tset_size(str, sizeof(int));
+    hsize_t dims[2] = {AROWS, ACOLS}, one[2] = {1, 1000}, start[2] = {5, 0};
+    hid_t fs = H5Screate_simple(2, dims, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, one, NULL);
+    hid_t ms = H5Screate_simple(2, one, NULL);
+    herr_t bad, flushed;
+    H5E_BEGIN_TRY
+    {
+        bad = H5Dwrite(d, str, ms, fs, H5P_DEFAULT, mem + 5 * (size_t)ACOLS);
+        adapt_rows(d, mem, 4, 1);
+        flushed = H5Fflush(f, H5F_SCOPE_GLOBAL);
+    }
+    H5E_END_TRY
+    CHECK(bad >= 0);     /* queued */
+    CHECK(flushed < 0);  /* its failure came back */
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Tclose(str);
+    H5Dclose(d);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(stat_of(stats, "writes") == 6 && stat_of(stats, "failures") == 1);
+    CHECK(stat_of(stats, "queued") >= 5 && stat_of(stats, "queued") + stat_of(stats, "ran_at_call") == 6);
+    adapt_fill(mem);
+    adapt_check(path, "d", 5, tag);
+
+    /* adapt=off: back-to-back writes are all queued */
+    H5Pclose(fapl);
+    snprintf(path, sizeof path, "%s/adapt-off-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/adapt-off-%s.stats", dir, tag);
+    remove(stats);
+    fapl = fapl_for(below, stats, "adapt=off;");
+    f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    d = adapt_dataset(f, "d");
+    adapt_rows(d, mem, 0, 4);
+    H5Dclose(d);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(stat_of(stats, "queued") == 4 && stat_of(stats, "ran_at_call") == 0);
+    adapt_fill(mem);
+    adapt_check(path, "d", 4, tag);
+    H5Pclose(fapl);
+    free(mem);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -398,6 +549,7 @@ int main(int argc, char **argv)
         implicit_failure(below[b][0], below[b][1]);
         offset_selection(below[b][0], below[b][1]);
         pool_reuse(below[b][0], below[b][1]);
+        adaptive(below[b][0], below[b][1]);
     }
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
