@@ -57,11 +57,13 @@ def _check_programs(tmp: Path, command: list[str], html: bool) -> None:
         assert page.read_text().count("data:image/png;base64,") == 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_h5py_programs_each_found_by_exactly_its_rule(tmp_path: Path) -> None:
     _check_programs(tmp_path, ["mpiexec", "-n", "2", sys.executable, str(PY_PROGRAM)], html=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_c_programs_each_found_by_exactly_its_rule(tmp_path: Path) -> None:
     assert C_PROGRAM.exists(), f"{C_PROGRAM} is not built: make setup (or cmake --build build/native)"
