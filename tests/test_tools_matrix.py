@@ -96,6 +96,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_h5diff_std_ref_against_ref_obj_in_two_native_files(tmp_path: Path) -> None:
     """Two native files whose DIMENSION_LIST is a vlen of H5T_STD_REF in one and of H5T_STD_REF_OBJ in the
     other: h5diff compared both with one memory type and crashed, either way round (valgrind: reads past the
