@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2
 help:
 	@echo "make demo   build/reuse the stack, then run the main job (h5flow info + the in-transit demo: oscillator -> hdf5 stream -> histogram)"
 	@echo "make test   build/reuse the stack, then run the test suite (MPI tests under mpiexec)"
-	@echo "make test-full  make test with the full variants: h5py's whole suite with the plugin path, every connector's C tests under ASan/UBSan and TSan, the whole tools matrix"
+	@echo "make test-full  make test with the full variants: every connector's C tests under ASan/UBSan and TSan, the whole tools matrix under ASan"
 	@echo "make setup  only build/reuse the stack (HDF5 1.14.5 parallel, mpi4py, h5py, .venv, native/)"
 	@echo "make tsan   the threaded connectors (pass-through core, h5flow_async, h5flow_cache) and their C tests under ThreadSanitizer"
 	@echo "make clean  remove this clone's build products (.venv, build/); the shared cache stays"

@@ -16,8 +16,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "connector built with AddressSanitizer")
     parser.addoption("--full", action="store_true", default=False,
                      help="`make test-full`: the full variant of every test that runs a quick subset by default "
-                     "(h5py's whole suite with the plugin path, the sanitizer builds and their C tests, and "
-                     "--tools-matrix)")
+                     "(the sanitizer builds and C tests of every connector, and --tools-matrix)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
