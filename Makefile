@@ -8,11 +8,12 @@ PYTEST_ARGS ?=
 # `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: help setup demo test tsan clean distclean
+.PHONY: help setup demo test test-full tsan clean distclean
 
 help:
 	@echo "make demo   build/reuse the stack, then run the main job (h5flow info + the in-transit demo: oscillator -> hdf5 stream -> histogram)"
 	@echo "make test   build/reuse the stack, then run the test suite (MPI tests under mpiexec)"
+	@echo "make test-full  make test with the full variants: every connector's C tests under ASan/UBSan and TSan, the whole tools matrix under ASan"
 	@echo "make setup  only build/reuse the stack (HDF5 1.14.5 parallel, mpi4py, h5py, .venv, native/)"
 	@echo "make tsan   the threaded connectors (pass-through core, h5flow_async, h5flow_cache) and their C tests under ThreadSanitizer"
 	@echo "make clean  remove this clone's build products (.venv, build/); the shared cache stays"
@@ -27,6 +28,10 @@ demo: setup
 test: setup
 	@source $(STACK) && { python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no test (exit 5): failing" >&2; fi; exit $$rc; }; }
+
+# the tests marked full_only and the full variants of those with a quick subset (tests/conftest.py: --full)
+test-full:
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="--full $(PYTEST_ARGS)"
 
 # ThreadSanitizer: its own build tree (build/native-tsan, plugins in build/native-tsan/plugins); the C tests of
 # the connectors that run threads. HDF5 and MPI are not instrumented: their own locks are pthread calls TSan sees.

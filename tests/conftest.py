@@ -14,6 +14,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tools-matrix", action="store_true", default=False,
                      help="tests/test_tools_matrix.py: every feature (not the quick subset), under the "
                      "connector built with AddressSanitizer")
+    parser.addoption("--full", action="store_true", default=False,
+                     help="`make test-full`: the full variant of every test that runs a quick subset by default "
+                     "(the sanitizer builds and C tests of every connector, and --tools-matrix)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -23,3 +26,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"the h5flow stack is not on this shell's environment (missing: {missing or 'H5FLOW_HDF5_DIR'}). "
             "Run the tests with `make test`, or `source build/stack.env` after `make setup`."
         )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full_only: runs in `make test-full` (--full) only: a sanitizer build and its C "
+                            "tests that `make test` covers with a smaller set")
+    config.addinivalue_line("markers", "slow: takes tens of seconds; scheduled first, so that the pytest workers do "
+                            "not end with one of them running it while the others wait")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--full"):
+        full_only = [item for item in items if item.get_closest_marker("full_only") is not None]
+        if full_only:
+            config.hook.pytest_deselected(items=full_only)
+            items[:] = [item for item in items if item.get_closest_marker("full_only") is None]
+    # the longest tests first (a stable sort: otherwise collection order), so that the workers finish together
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

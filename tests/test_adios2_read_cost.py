@@ -56,6 +56,7 @@ def _ratio(where: Path) -> tuple[float, list[float], list[float]]:
     return statistics.median(ours) / statistics.median(plain), ours, plain
 
 
+@pytest.mark.slow
 def test_transport_time_inside_with_the_oscillator_is_within_a_small_factor_of_plain_sst(tmp_path: Path) -> None:
     # Up to three measurements, the best one judged: one that lands on a burst of other jobs' load moves the ratio
     # (measured here: 1.0-1.1x with one payload; 1.6-2.0x with a variable per dataset).

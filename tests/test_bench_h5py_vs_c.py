@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from h5flow.benchmarks import h5py_vs_c
 
 
@@ -20,6 +22,7 @@ def test_plan_covers_seed_004_rows() -> None:
     assert weak == {1: 4 << 20, 2: 8 << 20}
 
 
+@pytest.mark.slow
 def test_h5py_vs_c_quick_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(

@@ -128,6 +128,7 @@ def _bench(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_iotest_runs_every_path_and_writes_csv_json_png(tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "out"
     data.mkdir()

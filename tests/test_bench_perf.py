@@ -77,6 +77,7 @@ def test_kernel_rejects_bad_input(tmp_path: Path) -> None:
     assert nodir.returncode == 2 and "not a writable directory" in nodir.stderr
 
 
+@pytest.mark.slow
 def test_bench_perf_quick_writes_json_csv_png(tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
     work.mkdir()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from h5flow.benchmarks import query
 
 
@@ -22,6 +24,7 @@ def test_thresholds_hit_the_requested_selectivity(tmp_path: Path) -> None:
         assert abs(n_z - s * info["rows"]) <= 2, (s, n_z)
 
 
+@pytest.mark.slow
 def test_bench_query_quick_without_pytables(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

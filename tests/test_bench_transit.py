@@ -13,6 +13,7 @@ import pytest
 from h5flow.benchmarks import transit
 
 
+@pytest.mark.slow
 def test_quick_writes_csv_json_and_figures(tmp_path: Path) -> None:
     out, js = tmp_path / "out", tmp_path / "transit.json"
     proc = subprocess.run(

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from h5flow.benchmarks import tuning
 
 
@@ -16,6 +18,7 @@ def test_grid_is_near_cubic() -> None:
     assert tuning._grid(125) == (5, 5, 5)
 
 
+@pytest.mark.slow
 def test_bench_tuning_quick_runs_every_case(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SEED_PRODUCER = """<sensei>
 <analysis type="hdf5" filename="{path}"
@@ -20,6 +22,7 @@ def _h5flow(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_run_seed_producer_config_with_sensei_style_consumer_files(tmp_path: Path) -> None:
     """The seed's producer XML (only the path differs), a SENSEI consumer transport file and an analysis file."""
     stream = tmp_path / "bb" / "file"

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not (default_plugin_dir() / "libh5flow_log.so").
                                 reason="h5flow_log plugin not built (run make setup)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GUARDED)
 def test_h5py_file_passes_no_fewer(name: str) -> None:
     want = RECORD["files"][name][CONN]

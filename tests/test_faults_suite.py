@@ -260,6 +260,7 @@ def test_a_fault_that_never_happens_is_retried_then_counted_not_tested(tmp_path:
     assert "not tested" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_quick_subset_runs_every_fault_and_every_row_is_acceptable(tmp_path: Path) -> None:
     """The deterministic subset (seed 81, one trial per fault kind and transport): every applicable pair runs,
     each fault happened (none is "not tested") and each outcome is acceptable: ok or a clear error."""

@@ -9,6 +9,7 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_trace_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import nbformat

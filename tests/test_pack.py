@@ -284,6 +284,7 @@ def test_large_dataset_streams_in_slabs(tmp_path: Path) -> None:
     _assert_same(_h5diff("--vol-value-2=0", "--vol-name-2=native", src, out))
 
 
+@pytest.mark.slow
 def test_cli_errors_and_force(tmp_path: Path) -> None:
     src, out = tmp_path / "c.h5", tmp_path / "out.h5"
     assert "CONTAINER" in _h5flow("pack", "--help").stdout and "--strip-filters" in _h5flow("unpack", "--help").stdout

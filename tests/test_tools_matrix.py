@@ -4,7 +4,7 @@
 `make test` runs every tool the stack installs on a quick subset of the features (the ones that reached
 HDF5 1.14.5's tool crashes: links, references, dimension scales; and the compound with a variable-length
 member and the committed datatype, which tools read and copy through converted and committed types); `pytest tests/test_tools_matrix.py
---tools-matrix` runs every feature, with the connector built with AddressSanitizer/UBSan (the tools
+--tools-matrix` (or `make test-full`) runs every feature, with the connector built with AddressSanitizer/UBSan (the tools
 themselves are HDF5's; the sanitizer runtime is preloaded). `h5flow conformance --tools` is the same matrix
 as a command, printing the table.
 """
@@ -32,10 +32,15 @@ INVOCATIONS = tuple(tm.available())
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell" in metafunc.fixturenames:
-        features = tuple(tm.FEATURES) if metafunc.config.getoption("--tools-matrix") else QUICK_FEATURES
+        features = tuple(tm.FEATURES) if _full(metafunc.config) else QUICK_FEATURES
         metafunc.parametrize("cell", [(inv.name, f) for inv in INVOCATIONS for f in features],
                              ids=[f"{_ascii(inv.name)}-{f}" for inv in INVOCATIONS for f in features],
                              indirect=True)
+
+
+def _full(config: pytest.Config) -> bool:
+    """--tools-matrix, or --full (`make test-full`): every feature, under the sanitized connector."""
+    return bool(config.getoption("--tools-matrix") or config.getoption("--full"))
 
 
 def _ascii(name: str) -> str:
@@ -45,7 +50,7 @@ def _ascii(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def matrix_setup(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tm.Setup:
-    full = request.config.getoption("--tools-matrix")
+    full = _full(request.config)
     plugins, asan = PLUGIN_DIR, None
     if full:  # the whole matrix runs against the sanitized connector
         from test_vol_h5flow_log import NATIVE_ROOT, _cmake_build
@@ -91,6 +96,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_h5diff_std_ref_against_ref_obj_in_two_native_files(tmp_path: Path) -> None:
     """Two native files whose DIMENSION_LIST is a vlen of H5T_STD_REF in one and of H5T_STD_REF_OBJ in the
     other: h5diff compared both with one memory type and crashed, either way round (valgrind: reads past the

@@ -361,6 +361,7 @@ def test_info_lists_the_connector() -> None:
     assert "h5flow_trace" in r.stdout
 
 
+@pytest.mark.full_only
 def test_sanitized_connector_on_its_c_test() -> None:
     """The connector built with ASan/UBSan runs the known C program (ctest) cleanly."""
     from test_vol_h5flow_log import _cmake_build

@@ -199,6 +199,7 @@ def test_info_lists_the_connector_with_its_value() -> None:
     assert found.get("h5flow_async") == 312, found
 
 
+@pytest.mark.slow
 def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     """`h5flow bench async` at its smallest: every stack built here gets a row, with and without compute."""
     png = tmp_path / "b.png"

@@ -449,7 +449,8 @@ SANITIZERS = {  # variant: (build directory, CMake options)
 }
 
 
-@pytest.mark.parametrize("variant", sorted(SANITIZERS))
+@pytest.mark.parametrize("variant", [v if v == "normal" else pytest.param(v, marks=pytest.mark.full_only)
+                                     for v in sorted(SANITIZERS)])
 def test_ctest_suites(variant: str) -> None:
     """The connector's C tests (the engine against a native twin, with its migration thread; the plugin
     under an unmodified HDF5 program), plain, under ASan/UBSan and under ThreadSanitizer."""

@@ -331,6 +331,7 @@ def _cmake_build_locked(build: Path, *extra: str, targets: tuple[str, ...]) -> N
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["normal", "sanitized"])
 def test_ctest_suites(variant: str, tmp_path: Path) -> None:
     if shutil.which("ninja") is None and shutil.which("cmake") is None:

@@ -87,7 +87,7 @@ def test_a_bad_info_string_is_an_error_that_names_the_setting(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("suite", ["passthru", "h5flow_async"])
-@pytest.mark.parametrize("variant", ["normal", "sanitized"])
+@pytest.mark.parametrize("variant", ["normal", pytest.param("sanitized", marks=pytest.mark.full_only)])
 def test_ctest_suites(variant: str, suite: str) -> None:
     if shutil.which("cmake") is None:
         pytest.skip("cmake not available")

@@ -141,6 +141,9 @@ def run_file(rel: str, connector: str, timeout: float = DEFAULT_TIMEOUT) -> File
         # also for the pytest processes h5py's own tests start (common.insubprocess): without it they find
         # the project's configuration above the venv and fail on its --strict-markers
         env["PYTEST_ADDOPTS"] = f"-c {scratch / 'pytest.ini'} --rootdir {scratch} -p no:cacheprovider"
+        # h5py's tests use no plugin installed beside pytest (xdist, hypothesis's, pytest-timeout): each of
+        # these processes would import them first
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=line", "-o", "console_output_style=classic",
                str(path)]
         t0 = time.monotonic()

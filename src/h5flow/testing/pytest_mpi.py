@@ -130,9 +130,13 @@ def _run_job(item: pytest.Function, n: int, timeout: float, marker: pytest.Mark,
              results: Path) -> None:
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in (marker.kwargs.get("env") or {}).items()})
-    env.update({CHILD_ENV: "1", TMP_ENV: str(shared), RESULT_ENV: str(results), "PYTHONFAULTHANDLER": "1"})
+    # the children load no plugin by entry point but pytest-timeout: every rank of every job would otherwise
+    # import xdist and hypothesis's plugin first (about 1 s of CPU per rank); a test module that uses
+    # hypothesis imports it itself
+    env.update({CHILD_ENV: "1", TMP_ENV: str(shared), RESULT_ENV: str(results), "PYTHONFAULTHANDLER": "1",
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     cmd = ["mpiexec", "-n", str(n), sys.executable, "-m", "pytest", "-q", "--no-header", "-p", "no:cacheprovider",
-           "-o", "addopts=", "-W", "error", "--timeout", str(int(timeout)), item.nodeid]
+           "-p", "pytest_timeout", "-o", "addopts=", "-W", "error", "--timeout", str(int(timeout)), item.nodeid]
     proc = subprocess.Popen(cmd, cwd=item.config.rootpath, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
