@@ -126,6 +126,83 @@ def test_heartbeat_that_cannot_start_fails_at_open(tmp_path: Path, monkeypatch: 
     assert not (staging_dir(cfg.filename) / "stream.json").exists(), "a stream without heartbeat was announced"
 
 
+def _failure_within(hb: Heartbeat, seconds: float) -> str:
+    deadline = time.monotonic() + seconds
+    while not hb.failure() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return hb.failure()
+
+
+def test_heartbeat_helper_says_why_when_a_new_run_removes_its_directory(tmp_path: Path) -> None:
+    """A new run clears consumers/ (the group's .hb and the helper's .log with it): the helper's reason for
+    stopping still reaches this process, instead of "exited with status 1" and nothing else."""
+    directory = tmp_path / "consumers"
+    directory.mkdir()
+    hb = Heartbeat(directory / "g.hb", 0.1)
+    try:
+        shutil.rmtree(directory)
+        failure = _failure_within(hb, 5)
+        assert "g.hb was removed" in failure and "a new run of the stream" in failure, failure
+    finally:
+        hb.stop()
+
+
+def test_heartbeat_helper_never_beats_a_file_that_replaced_its_own(tmp_path: Path) -> None:
+    """A heartbeat file removed and written again (by another run, another helper) is not this helper's: it
+    stops, says so, and leaves the new file's mtime alone."""
+    path = tmp_path / "0"
+    hb = Heartbeat(path, 0.1)
+    try:
+        path.unlink()
+        path.write_text("other-host 1\n")
+        os.utime(path, (0, 0))
+        failure = _failure_within(hb, 5)
+        assert "was replaced by another file" in failure, failure
+        assert path.stat().st_mtime == 0, "the helper beat another run's heartbeat file"
+    finally:
+        hb.stop()
+
+
+def test_consumer_never_attaches_to_a_run_a_new_producer_is_clearing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 2's consumer starting while run 2's producer clears run 1 (read to its end by the same group): the
+    consumer may read run 1's stream.json and then an index already cleared. It must not take that for run 1
+    still going (its heartbeat file would then be removed by the clear, and its group registered for a run
+    that is gone): it attaches to no run until stream.json is consistent."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import h5flow
+    from h5flow.config import TransportConfig
+    from h5flow.transports import open_reader
+    from h5flow.transports.hdf5.reader import Hdf5Reader
+    from h5flow.transports.hdf5.staging import Staging, new_run_id
+
+    name = str(tmp_path / "s")
+    with h5flow.open(name, "w", comm=MPI.COMM_SELF, type="hdf5", heartbeat=0.5) as s:
+        with s.step(0) as st:
+            st.write("x", np.zeros(2))
+    with h5flow.open(name, "r", comm=MPI.COMM_SELF, type="hdf5") as s:
+        assert [st.step for st in s.steps(timeout=10)] == [0]
+    run1 = json.loads((staging_dir(name) / "stream.json").read_text())["run_id"]
+
+    nothing_left = Hdf5Reader._nothing_left
+
+    def clear_first(self: Hdf5Reader, *args: object) -> bool:  # run 2's producer clears meanwhile
+        staging = Staging(name)
+        staging.reset(new_run_id())
+        staging.release_claim()
+        return nothing_left(self, *args)
+
+    monkeypatch.setattr(Hdf5Reader, "_nothing_left", clear_first)
+    reader = open_reader(MPI.COMM_SELF, TransportConfig.of(type="hdf5", filename=name, heartbeat=0.5))
+    try:
+        attached = reader._attach()
+        assert not attached and reader.info is None, f"attached to run {run1}, which a new run was clearing"
+    finally:
+        reader.close()
+
+
 def test_heartbeat_that_stops_is_reported_by_the_producer(tmp_path: Path) -> None:
     """The helper killed while the producer runs: the producer's next end_step fails with the reason, and the
     stream's consumers are told why (an X line naming the producer rank), not just "no heartbeat"."""

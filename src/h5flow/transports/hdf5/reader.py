@@ -277,13 +277,15 @@ class Hdf5Reader(Reader):
         self._beat: Heartbeat | None = None  # rank 0, once attached: the group's heartbeat (consumers/<group>.hb)
         self._drop_reason = ""  # the producer had dropped this group (dead_consumer="drop") when it attached
 
-    def _run_changed(self) -> str | None:
-        """What replaced this reader's run in ``stream.json``, or ``None`` while it still names the run."""
+    def _run_changed(self, run_id: str | None = None) -> str | None:
+        """What replaced run ``run_id`` (default: this reader's run) in ``stream.json``, or ``None`` while it
+        still names the run."""
         try:
             run = StreamInfo.load(self.staging.stream_json).run_id
         except (OSError, ValueError, TypeError, KeyError):
             return "its stream.json is gone (a new producer run is clearing the stream)"
-        return None if run == self._run_id else f"a new producer run ({run}) replaced it"
+        ours = self._run_id if run_id is None else run_id
+        return None if run == ours else f"a new producer run ({run}) replaced it"
 
     def _replaced(self, step: int, why: str) -> str:
         return (f"step {step} of run {self._run_id} in {self.staging.root} can no longer be read: {why}; "
@@ -353,6 +355,11 @@ class Hdf5Reader(Reader):
             print(f"h5flow: {self.staging.root} holds a finished run (run {info.run_id}) with no step left for "
                   f"consumer group '{self.settings.group}'; waiting for a new producer run", file=sys.stderr,
                   flush=True)
+            return False
+        if self._run_changed(info.run_id) is not None:
+            # a new producer run is clearing this run's files: the index and group file read above may be the
+            # new run's (or missing) while ``info`` is the old one's. A new run removes stream.json before any
+            # other file, so while it still names ``info``, all read above was that run's. Decide again later.
             return False
         # the group beats before it is registered: a producer never sees it registered and silent
         self._beat = Heartbeat(self.staging.group_heartbeat(self.settings.group), self.settings.heartbeat,
@@ -454,7 +461,9 @@ class Hdf5Reader(Reader):
                     assert self.info is not None and self._beat is not None
                     stopped = self._beat.failure()
                     if stopped:  # the producer would take this group for dead
-                        return _Found(StepStatus.ERROR, reason=f"consumer group '{cfg.group}': {stopped}")
+                        changed = self._run_changed(self.info.run_id)
+                        why = "" if changed is None else f" (run {self.info.run_id} in {self.staging.root}: {changed})"
+                        return _Found(StepStatus.ERROR, reason=f"consumer group '{cfg.group}': {stopped}{why}")
                     lost = self.staging.lost_producer(self.info)
                     if lost is not None:
                         found = self._scan()  # the producer may have ended just before its beat stopped

@@ -44,6 +44,7 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from h5flow._fileio import atomic_write  # noqa: F401 - re-exported: staging writes through it
 from h5flow.transports import _ownership
@@ -609,15 +610,30 @@ class Heartbeat:
 
     _SCRIPT = (
         "import os,select,sys,time\n"
-        "path,period,parent=sys.argv[1],float(sys.argv[2]),int(sys.argv[3])\n"
+        "path,period,parent,ino=sys.argv[1],float(sys.argv[2]),int(sys.argv[3]),sys.argv[4]\n"
         "fd=sys.stdin.fileno()\n"
         "deadline,what,buf,stalled=None,'',b'',False\n"
+        "def gone(why):\n"
+        "    sys.exit('h5flow heartbeat helper (pid %d): heartbeat file %s %s; it is no longer the one '\n"
+        "             'this helper beats for (a new run of the stream cleared or rewrote it), so it stops'\n"
+        "             % (os.getpid(),path,why))\n"
+        "try:\n"
+        "    hb=os.open(path,os.O_RDONLY)\n"
+        "except FileNotFoundError:\n"
+        "    gone('was removed before the helper started')\n"
+        "def same(st):\n"
+        "    return '%d:%d'%(st.st_dev,st.st_ino)==ino\n"
+        "if not same(os.fstat(hb)):\n"
+        "    gone('was replaced before the helper started')\n"
         "while os.getppid()==parent:\n"
         "    if deadline is None or time.time()<deadline:\n"
         "        try:\n"
-        "            os.utime(path)\n"
+        "            st=os.stat(path)\n"
         "        except FileNotFoundError:\n"
-        "            sys.exit('heartbeat file '+path+' removed')\n"
+        "            gone('was removed')\n"
+        "        if not same(st):\n"
+        "            gone('was replaced by another file')\n"
+        "        os.utime(hb)\n"
         "    elif not stalled:\n"
         "        stalled=True\n"
         "        try:\n"
@@ -656,23 +672,27 @@ class Heartbeat:
         if not sys.executable:
             raise HeartbeatError(f"cannot start the heartbeat helper for {path}: this Python does not know its "
                                  "interpreter (sys.executable is empty, as in some embedded interpreters)")
-        with open(self.err, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid())],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, close_fds=True,
-            )
+        st = path.stat()  # the helper beats this file only: one that replaces it is another run's
+        # kept open: what the helper said stays readable even when a new run removes the file's directory
+        self._err = open(self.err, "w+b")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self._SCRIPT, str(path), str(interval / 2), str(os.getpid()),
+             f"{st.st_dev}:{st.st_ino}"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._err, close_fds=True,
+        )
         # a reader or writer left unclosed (or the interpreter exiting) still ends and reaps its helper
-        self._finalizer = weakref.finalize(self, _end_helper, self.proc)
+        self._finalizer = weakref.finalize(self, _end_helper, self.proc, self._err)
         bound = max(self.START_BOUND, 10 * interval)
         deadline = time.monotonic() + bound
         while self._mtime() <= 0:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 what = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
                         else f"did not beat within {bound:g} s")
+                said = self._said()
                 self.stop()
                 raise HeartbeatError(
                     f"the heartbeat helper ({sys.executable} -c ..., started with this process's environment) "
-                    f"{what}{self._said()}; without it the stream's peers would report this process lost after "
+                    f"{what}{said}; without it the stream's peers would report this process lost after "
                     f"{1.5 * interval:g} s")
             time.sleep(0.005)
 
@@ -684,9 +704,9 @@ class Heartbeat:
 
     def _said(self) -> str:
         """What the helper wrote on stderr (its last lines), as ``": ..."``, or ""."""
-        try:
-            text = self.err.read_text(errors="replace").strip()
-        except OSError:
+        try:  # from the open file, not its path: a new run may have removed the path
+            text = os.pread(self._err.fileno(), 1 << 16, 0).decode(errors="replace").strip()
+        except (OSError, ValueError):
             return ""
         if not text:
             return ""
@@ -724,8 +744,8 @@ class Heartbeat:
         self._finalizer()
 
 
-def _end_helper(proc: subprocess.Popen) -> None:
-    """Stop a heartbeat helper and reap it."""
+def _end_helper(proc: subprocess.Popen, err: BinaryIO) -> None:
+    """Stop a heartbeat helper, reap it and close the file of what it said."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -738,6 +758,7 @@ def _end_helper(proc: subprocess.Popen) -> None:
             proc.stdin.close()
         except OSError:
             pass
+    err.close()
 
 
 def new_run_id() -> str:
