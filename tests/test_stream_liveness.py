@@ -163,6 +163,29 @@ def test_heartbeat_helper_never_beats_a_file_that_replaced_its_own(tmp_path: Pat
         hb.stop()
 
 
+def test_heartbeat_lease_stops_the_beat_and_progress_resumes_it(tmp_path: Path) -> None:
+    """A lease overrun stops the beat and writes <file>.stalled; progress_done removes it and the beat resumes."""
+    path = tmp_path / "0"
+    hb = Heartbeat(path, 0.1)
+    try:
+        hb.expect_progress(0.2, "writing step 7")
+        stalled = Path(f"{path}.stalled")
+        deadline = time.monotonic() + 5
+        while not stalled.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert stalled.read_text() == "writing step 7\n"
+        before = path.stat().st_mtime
+        time.sleep(0.3)
+        assert path.stat().st_mtime == before, "the helper beat past its lease"
+        hb.progress_done()
+        deadline = time.monotonic() + 5
+        while (stalled.exists() or path.stat().st_mtime == before) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not stalled.exists() and path.stat().st_mtime > before and not hb.failure()
+    finally:
+        hb.stop()
+
+
 def test_consumer_never_attaches_to_a_run_a_new_producer_is_clearing(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Run 2's consumer starting while run 2's producer clears run 1 (read to its end by the same group): the
