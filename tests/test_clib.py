@@ -291,15 +291,21 @@ def test_c_producer_step_over_quota_says_why(tmp_path: Path) -> None:
     assert read_index(Path(f"{stream}.h5flow") / "index") == []  # nothing published, no end of stream
 
 
+def _test_program(tmp_path: Path, name: str) -> Path:
+    """tests/native/<name>.c built with mpicc against build/native's libh5flow."""
+    _need_build()
+    exe = tmp_path / name
+    build = subprocess.run(["mpicc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(ROOT / "tests" / "native" /
+                            f"{name}.c"), f"-I{BUILD / 'include'}", f"-L{BUILD / 'lib'}",
+                            f"-Wl,-rpath,{BUILD / 'lib'}", "-lh5flow", "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    return exe
+
+
 def test_two_c_writers_keep_their_own_state_and_types_round_trip(tmp_path: Path) -> None:
     """Two writers in one process: an error on one leaves the other's message and stream alone (no shared state);
     1-D float32 and 3-D int64 arrays come back to Python as written, with their dtype and shape."""
-    _need_build()
-    exe = tmp_path / "two_writers"
-    build = subprocess.run(["mpicc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(ROOT / "tests" / "native" /
-                            "clib_two_writers.c"), f"-I{BUILD / 'include'}", f"-L{BUILD / 'lib'}",
-                            f"-Wl,-rpath,{BUILD / 'lib'}", "-lh5flow", "-o", str(exe)], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    exe = _test_program(tmp_path, "clib_two_writers")
     a, b = tmp_path / "a", tmp_path / "b"
     res = _run(["mpiexec", "-n", "1", str(exe), str(a), str(b)], tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -374,3 +380,50 @@ def test_c_producer_blocked_on_a_dead_consumer_applies_dead_consumer(tmp_path: P
         assert prod.returncode != 0 and "dead_consumer='error'" in err, err
         index = read_index(Path(f"{stream}.h5flow") / "index")
         assert index[-1].kind == "X" and "stopped beating" in index[-1].reason, index
+
+
+@pytest.mark.parametrize(("taken", "then"), [("removed", "step"), ("replaced", "step"), ("removed", "close")])
+def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(tmp_path: Path, taken: str,
+                                                                                then: str) -> None:
+    """hb/1 removed (a user, a cleanup tool) or replaced by another file while a 2-rank C producer computes: its
+    heartbeat thread stops, never touching a replacement, and the next end_step (or close) fails on every rank
+    naming rank 1 and why; the stream stops with that reason (X line), not an end-of-stream mark."""
+    exe = _test_program(tmp_path, "clib_heartbeat_lost")
+    stream = tmp_path / "s"
+    xml = _xml(tmp_path / "p.xml", stream, heartbeat="0.1")
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    proc = subprocess.Popen(["mpiexec", "-n", "2", str(exe), str(xml), str(sync), then], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while not (sync / "ready").exists():
+            assert proc.poll() is None and time.time() < deadline, proc.communicate(timeout=5)
+            time.sleep(0.02)
+        hb = Path(f"{stream}.h5flow") / "hb" / "1"
+        hb.unlink()
+        if taken == "replaced":
+            hb.write_text("someone else\n")
+            os.utime(hb, (1000.0, 1000.0))
+        time.sleep(0.6)  # six heartbeat periods
+        if taken == "replaced":
+            assert hb.stat().st_mtime == 1000.0, "the heartbeat thread touched a file it did not make"
+        (sync / "go").touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    why = "was removed" if taken == "removed" else "was replaced by another file"
+    reason = (f"rank 1: its heartbeat file {hb} {why}, so its heartbeat thread stopped; hb/1 is no longer refreshed, "
+              "so the stream's peers report this process lost")
+    lines = sorted(out.splitlines())
+    if then == "step":
+        assert lines == sorted([f"rank {r} close rc=4" for r in (0, 1)] + [
+            f"rank {r} end_step rc=4 published=0: step 1 was not published: {reason}" for r in (0, 1)]), out + err
+    else:
+        assert lines == [f"rank {r} close rc=4" for r in (0, 1)], out + err
+    assert reason in err, err  # said on stderr, for a producer that does not print its errors
+    index = read_index(Path(f"{stream}.h5flow") / "index")
+    assert [e.kind for e in index] == ["P", "X"], index
+    assert reason in index[-1].reason

@@ -490,6 +490,22 @@ int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type, int ndims
 }
 
 
+/* After hb_failure agreed: the message prefixed, and rank 0 stops the stream with it (an X line, said on
+ * stderr), so consumers get this reason instead of "lost". */
+static void heartbeat_lost(h5flow_writer *w, const char *fmt, ...)
+{
+    char msg[H5FL_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, "%s", w->errmsg);
+    set_err(w, H5FLOW_ERR_IO, "%s", msg);
+    if (w->rank == 0)
+        stop_stream(w, msg);
+}
+
 int h5flow_end_step(h5flow_writer *w, int *published)
 {
     if (published)
@@ -514,6 +530,11 @@ int h5flow_end_step(h5flow_writer *w, int *published)
     h5fl_buf meta = {0};
     if (rc)
         goto out;
+    rc = agree(w, hb_failure(w)); /* a rank its peers will report lost stops the stream, with the reason */
+    if (rc) {
+        heartbeat_lost(w, "step %lld was not published: ", (long long)w->step);
+        goto out;
+    }
     /* 1. every rank's pieces -> the step's metadata, the same on every rank */
     counts = malloc((size_t)w->size * sizeof *counts);
     displs = malloc((size_t)w->size * sizeof *displs);
@@ -728,6 +749,12 @@ int h5flow_writer_close(h5flow_writer *w)
     if (rc) {
         if (w->rank == 0) /* the writer is freed: say it here */
             fprintf(stderr, "h5flow: error: %s\n", w->errmsg);
+        leave(w);
+        return rc;
+    }
+    rc = agree(w, hb_failure(w)); /* no end-of-stream mark after a rank was reported lost: the reason instead */
+    if (rc) {
+        heartbeat_lost(w, "h5flow_writer_close: the stream ends with an error: ");
         leave(w);
         return rc;
     }

@@ -49,6 +49,10 @@ typedef struct {
     double deadline; /* < 0: no lease */
     char what[H5FL_PATH_MAX + 128];
     double period;
+    int fd;            /* the heartbeat file this thread made, open: it beats this inode, never a file of that name */
+    dev_t dev;         /* made by someone else (a clear of hb/, a new run) */
+    ino_t ino;
+    char gone[H5FL_PATH_MAX + 128]; /* why the thread stopped beating ("" while it beats), under mu */
 } heartbeat_t;
 
 /* An array seen in an earlier step and its element type: an array keeps its type for the whole stream. */
@@ -126,6 +130,7 @@ extern const type_info TYPES[];
 int hb_start(h5flow_writer *w);
 void hb_lease(heartbeat_t *hb, double seconds, const char *what);
 void hb_stop(heartbeat_t *hb);
+int hb_failure(h5flow_writer *w);
 /* staging_claim.c */
 void path_of(const h5flow_writer *w, char out[H5FL_PATH_MAX], const char *name);
 int claim(h5flow_writer *w);

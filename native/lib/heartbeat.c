@@ -4,6 +4,18 @@
 #include "h5flow_internal.h"
 
 /* ---- heartbeat ------------------------------------------------------------------------------------- */
+/* "" while hb/<rank> is still the file hb_start made, else what became of it. The beat goes to the open file
+ * (futimens), so a file put at that path between this check and the beat is never touched either. */
+static const char *hb_lost(const heartbeat_t *hb)
+{
+    struct stat st;
+    if (stat(hb->path, &st) != 0)
+        return errno == ENOENT || errno == ENOTDIR ? "was removed" : ""; /* other errors: try again next beat */
+    if (st.st_dev != hb->dev || st.st_ino != hb->ino)
+        return "was replaced by another file";
+    return "";
+}
+
 static void *hb_main(void *arg)
 {
     heartbeat_t *hb = arg;
@@ -14,12 +26,18 @@ static void *hb_main(void *arg)
     while (!hb->stop) {
         double t = h5fl_now();
         if (hb->deadline < 0 || t < hb->deadline) {
+            const char *lost = hb_lost(hb);
+            if (*lost) { /* a user, a cleanup tool or a new run took the file: stop, keep the reason */
+                snprintf(hb->gone, sizeof hb->gone, "its heartbeat file %s %s", hb->path, lost);
+                fprintf(stderr, "h5flow: heartbeat thread (pid %ld): %s; it stops beating\n", (long)getpid(),
+                        hb->gone);
+                break;
+            }
             if (stalled) {
                 unlink(stalled_path);
                 stalled = 0;
             }
-            if (utimensat(AT_FDCWD, hb->path, NULL, 0) != 0 && errno == ENOENT)
-                break; /* the stream was removed */
+            futimens(hb->fd, NULL);
         } else if (!stalled) {
             stalled = 1; /* no progress within the lease: stop beating, say what hung */
             FILE *f = fopen(stalled_path, "w");
@@ -45,15 +63,19 @@ int hb_start(h5flow_writer *w)
     gethostname(host, sizeof host - 1);
     char text[300];
     int n = snprintf(text, sizeof text, "%s %ld\n", host, (long)getpid());
-    FILE *f = fopen(hb->path, "w");
-    if (!f || fwrite(text, 1, (size_t)n, f) != (size_t)n) {
+    hb->fd = open(hb->path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st;
+    if (hb->fd < 0 || write(hb->fd, text, (size_t)n) != (ssize_t)n || fstat(hb->fd, &st) != 0) {
         int e = errno;
-        if (f)
-            fclose(f);
+        if (hb->fd >= 0)
+            close(hb->fd);
+        hb->fd = -1;
         return set_err(w, H5FLOW_ERR_IO, "rank %d: cannot start its heartbeat in %s/hb: %s", w->rank, w->root,
                        strerror(e));
     }
-    fclose(f);
+    hb->dev = st.st_dev;
+    hb->ino = st.st_ino;
+    hb->gone[0] = 0;
     char stalled[H5FL_PATH_MAX + 16];
     snprintf(stalled, sizeof stalled, "%s.stalled", hb->path);
     unlink(stalled);
@@ -64,6 +86,8 @@ int hb_start(h5flow_writer *w)
     pthread_cond_init(&hb->cv, NULL);
     int e = pthread_create(&hb->thread, NULL, hb_main, hb);
     if (e) {
+        close(hb->fd);
+        hb->fd = -1;
         pthread_mutex_destroy(&hb->mu);
         pthread_cond_destroy(&hb->cv);
         return set_err(w, H5FLOW_ERR_IO, "rank %d: cannot start its heartbeat thread: %s", w->rank, strerror(e));
@@ -95,5 +119,24 @@ void hb_stop(heartbeat_t *hb)
     pthread_join(hb->thread, NULL);
     pthread_mutex_destroy(&hb->mu);
     pthread_cond_destroy(&hb->cv);
+    close(hb->fd);
+    hb->fd = -1;
     hb->started = 0;
+}
+
+/* The writer's error when its heartbeat thread stopped beating its file (0 while it beats): this process goes
+ * on, but its peers will report it lost, so the producer must not carry on as if it were seen. */
+int hb_failure(h5flow_writer *w)
+{
+    heartbeat_t *hb = &w->hb;
+    if (!hb->started)
+        return 0;
+    char gone[sizeof hb->gone];
+    pthread_mutex_lock(&hb->mu);
+    snprintf(gone, sizeof gone, "%s", hb->gone);
+    pthread_mutex_unlock(&hb->mu);
+    if (!gone[0])
+        return 0;
+    return set_err(w, H5FLOW_ERR_IO, "rank %d: %s, so its heartbeat thread stopped; hb/%d is no longer refreshed, so "
+                   "the stream's peers report this process lost", w->rank, gone, w->rank);
 }
