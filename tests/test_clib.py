@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -382,15 +383,18 @@ def test_c_producer_blocked_on_a_dead_consumer_applies_dead_consumer(tmp_path: P
         assert index[-1].kind == "X" and "stopped beating" in index[-1].reason, index
 
 
-@pytest.mark.parametrize(("taken", "then"), [("removed", "step"), ("replaced", "step"), ("removed", "close")])
-def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(tmp_path: Path, taken: str,
-                                                                                then: str) -> None:
-    """hb/1 removed (a user, a cleanup tool) or replaced by another file while a 2-rank C producer computes: its
-    heartbeat thread stops, never touching a replacement, and the next end_step (or close) fails on every rank
-    naming rank 1 and why; the stream stops with that reason (X line), not an end-of-stream mark."""
+def _heartbeat_reason(stream: Path, rank: int, why: str) -> str:
+    return (f"rank {rank}: its heartbeat file {stream}.h5flow/hb/{rank} {why}, so its heartbeat thread stopped; "
+            f"hb/{rank} is no longer refreshed, so the stream's peers report this process lost")
+
+
+def _run_taking_heartbeat(tmp_path: Path, then: str, take: Callable[[Path], None],
+                          **attrs: str) -> tuple[Path, str, str]:
+    """tests/native/clib_heartbeat_lost.c on 2 ranks (heartbeat 0.1 s): take(stream's staging directory) runs
+    after step 0 is published, before the producer goes on (then="step": ends step 1; "close": closes)."""
     exe = _test_program(tmp_path, "clib_heartbeat_lost")
     stream = tmp_path / "s"
-    xml = _xml(tmp_path / "p.xml", stream, heartbeat="0.1")
+    xml = _xml(tmp_path / "p.xml", stream, heartbeat="0.1", **attrs)
     sync = tmp_path / "sync"
     sync.mkdir()
     proc = subprocess.Popen(["mpiexec", "-n", "2", str(exe), str(xml), str(sync), then], cwd=tmp_path,
@@ -400,7 +404,24 @@ def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(
         while not (sync / "ready").exists():
             assert proc.poll() is None and time.time() < deadline, proc.communicate(timeout=5)
             time.sleep(0.02)
-        hb = Path(f"{stream}.h5flow") / "hb" / "1"
+        take(Path(f"{stream}.h5flow"))
+        (sync / "go").touch()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return stream, out, err
+
+
+@pytest.mark.parametrize(("taken", "then"), [("removed", "step"), ("replaced", "step"), ("removed", "close")])
+def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(tmp_path: Path, taken: str,
+                                                                                then: str) -> None:
+    """hb/1 removed (a user, a cleanup tool) or replaced by another file while a 2-rank C producer computes: its
+    heartbeat thread stops, never touching a replacement, and the next end_step (or close) fails on every rank
+    naming rank 1 and why; the stream stops with that reason (X line), not an end-of-stream mark."""
+    def take(root: Path) -> None:
+        hb = root / "hb" / "1"
         hb.unlink()
         if taken == "replaced":
             hb.write_text("someone else\n")
@@ -408,15 +429,10 @@ def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(
         time.sleep(0.6)  # six heartbeat periods
         if taken == "replaced":
             assert hb.stat().st_mtime == 1000.0, "the heartbeat thread touched a file it did not make"
-        (sync / "go").touch()
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+
+    stream, out, err = _run_taking_heartbeat(tmp_path, then, take)
     why = "was removed" if taken == "removed" else "was replaced by another file"
-    reason = (f"rank 1: its heartbeat file {hb} {why}, so its heartbeat thread stopped; hb/1 is no longer refreshed, "
-              "so the stream's peers report this process lost")
+    reason = _heartbeat_reason(stream, 1, why)
     lines = sorted(out.splitlines())
     if then == "step":
         assert lines == sorted([f"rank {r} close rc=4" for r in (0, 1)] + [
@@ -427,3 +443,19 @@ def test_c_producer_whose_heartbeat_file_is_taken_fails_naming_the_rank_and_why(
     index = read_index(Path(f"{stream}.h5flow") / "index")
     assert [e.kind for e in index] == ["P", "X"], index
     assert reason in index[-1].reason
+
+
+def test_c_producer_waiting_for_consumers_fails_when_its_heartbeat_file_is_removed(tmp_path: Path) -> None:
+    """Rank 0 waiting for room in the queue (queue_limit=1, no consumer) checks its own heartbeat: hb/0 removed
+    meanwhile ends the wait (its consumers report it lost and would never release a step) with the reason on every
+    rank, instead of waiting for ever."""
+    def take(root: Path) -> None:
+        time.sleep(0.4)  # rank 0 is waiting for room for step 1 now
+        (root / "hb" / "0").unlink()
+
+    stream, out, err = _run_taking_heartbeat(tmp_path, "step", take, queue_limit="1")
+    reason = _heartbeat_reason(stream, 0, "was removed")
+    assert sorted(out.splitlines()) == sorted([f"rank {r} close rc=4" for r in (0, 1)] + [
+        f"rank {r} end_step rc=4 published=0: {reason}" for r in (0, 1)]), out + err
+    index = read_index(Path(f"{stream}.h5flow") / "index")
+    assert [e.kind for e in index] == ["P", "X"] and reason in index[-1].reason, index

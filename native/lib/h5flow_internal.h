@@ -131,6 +131,7 @@ int hb_start(h5flow_writer *w);
 void hb_lease(heartbeat_t *hb, double seconds, const char *what);
 void hb_stop(heartbeat_t *hb);
 int hb_failure(h5flow_writer *w);
+int hb_lost_while_waiting(h5flow_writer *w);
 /* staging_claim.c */
 void path_of(const h5flow_writer *w, char out[H5FL_PATH_MAX], const char *name);
 int claim(h5flow_writer *w);

@@ -140,3 +140,13 @@ int hb_failure(h5flow_writer *w)
     return set_err(w, H5FLOW_ERR_IO, "rank %d: %s, so its heartbeat thread stopped; hb/%d is no longer refreshed, so "
                    "the stream's peers report this process lost", w->rank, gone, w->rank);
 }
+
+/* Rank 0 waiting (for its consumers, for room on disk): its own heartbeat stopped, so its consumers report it
+ * lost and will never release the steps it waits for; stop the stream with the reason (0 while it beats). */
+int hb_lost_while_waiting(h5flow_writer *w)
+{
+    int rc = hb_failure(w);
+    if (rc)
+        stop_stream(w, w->errmsg);
+    return rc;
+}

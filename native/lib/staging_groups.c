@@ -137,10 +137,13 @@ static int drop_group(const h5flow_writer *w, const char *name, const char *text
     return e;
 }
 
-/* Rank 0, blocked on its consumers before step `step`: apply dead_consumer to every group that stopped beating.
- * 0 to go on waiting, or an error (the stream is then stopped). */
+/* Rank 0, blocked on its consumers before step `step`: fail if its own heartbeat stopped, else apply
+ * dead_consumer to every group that stopped beating. 0 to go on waiting, or an error (the stream is then stopped). */
 int check_dead(h5flow_writer *w)
 {
+    int lost = hb_lost_while_waiting(w);
+    if (lost)
+        return lost;
     char dir[H5FL_PATH_MAX];
     path_of(w, dir, "consumers");
     DIR *d = opendir(dir);

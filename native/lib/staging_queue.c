@@ -124,6 +124,9 @@ int reserve_room(h5flow_writer *w, uint64_t need)
             snprintf(msg + n, sizeof msg - (size_t)n, "; the stream is stopped (queue_policy='discard' does not wait "
                      "for room; with 'block' the producer waits until there is)");
         } else {
+            int lost = hb_lost_while_waiting(w);
+            if (lost)
+                return lost;
             if (!announced)
                 fprintf(stderr, "h5flow: %s; waiting for room (queue_policy='block'): consumers releasing steps or "
                         "files removed from %s let it go on\n", msg, parent);
