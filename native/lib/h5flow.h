@@ -95,12 +95,14 @@ H5FLOW_API int h5flow_write(h5flow_writer *w, const char *name, h5flow_type type
                  const uint64_t *offset, const uint64_t *count, const void *buffer);
 
 /* Publish the step (collective): consumers see it once this returns. *published (may be NULL) is 1, or 0
- * when queue_policy="discard" dropped the step because the queue was full. */
+ * when queue_policy="discard" dropped the step because the queue was full. H5FLOW_ERR_IO on every rank when a
+ * rank's heartbeat file (hb/<rank>) was removed or replaced since: its peers report it lost, so the stream stops. */
 H5FLOW_API int h5flow_end_step(h5flow_writer *w, int *published);
 
 /* End the stream (consumers see end of stream after the last step) and free the writer. Collective.
  * After an error, or on a writer that failed to open, it ends without the end-of-stream mark (consumers
- * see the error or the producer lost) and returns the earlier error's code. NULL is accepted. */
+ * see the error or the producer lost) and returns the earlier error's code; so does a writer whose heartbeat file
+ * was taken (as h5flow_end_step). NULL is accepted. */
 H5FLOW_API int h5flow_writer_close(h5flow_writer *w);
 
 /* Leave without ending the stream (consumers report the producer lost, or the error it wrote) and free
