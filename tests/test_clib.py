@@ -450,7 +450,12 @@ def test_c_producer_waiting_for_consumers_fails_when_its_heartbeat_file_is_remov
     meanwhile ends the wait (its consumers report it lost and would never release a step) with the reason on every
     rank, instead of waiting for ever."""
     def take(root: Path) -> None:
-        time.sleep(0.4)  # rank 0 is waiting for room for step 1 now
+        (tmp_path / "sync" / "go").touch()
+        deadline = time.time() + 30
+        while not (tmp_path / "sync" / "ending").exists():
+            assert time.time() < deadline, "the producer did not reach end_step within 30 s"
+            time.sleep(0.02)
+        time.sleep(0.5)  # rank 0 is waiting for room for step 1 now (its heartbeat checked at end_step's start)
         (root / "hb" / "0").unlink()
 
     stream, out, err = _run_taking_heartbeat(tmp_path, "step", take, queue_limit="1")

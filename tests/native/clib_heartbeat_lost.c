@@ -3,8 +3,8 @@
  *
  *     clib_heartbeat_lost XML SYNC_DIR step|close
  *
- * Publishes step 0, says SYNC_DIR/ready (rank 0) and waits for SYNC_DIR/go, then either ends step 1 or closes
- * at once. Each rank prints "rank R end_step rc=C published=P: MSG" / "rank R close rc=C" on stdout.
+ * Publishes step 0, says SYNC_DIR/ready (rank 0) and waits for SYNC_DIR/go, then either ends step 1 (rank 0
+ * says SYNC_DIR/ending first) or closes at once. Each rank prints "rank R end_step rc=C published=P: MSG" / "rank R close rc=C" on stdout.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <h5flow.h>
@@ -61,6 +61,11 @@ int main(int argc, char **argv)
     wait_for(go); /* the "computation": the test takes the heartbeat file meanwhile */
     if (strcmp(argv[3], "step") == 0) {
         put_step(w, rank, size, 1);
+        if (rank == 0) {
+            char ending[4096];
+            snprintf(ending, sizeof ending, "%s/ending", argv[2]);
+            fclose(fopen(ending, "w"));
+        }
         int rc = h5flow_end_step(w, &published);
         printf("rank %d end_step rc=%d published=%d: %s\n", rank, rc, published, h5flow_errmsg(w));
         fflush(stdout);
