@@ -410,7 +410,7 @@ def _run_taking_heartbeat(tmp_path: Path, then: str, take: Callable[[Path], None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.communicate()  # reaps it and closes its pipes
     return stream, out, err
 
 
