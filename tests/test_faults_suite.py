@@ -277,12 +277,17 @@ def test_quick_subset_runs_every_fault_and_every_row_is_acceptable(tmp_path: Pat
         cmd = [sys.executable, "-m", "h5flow.cli", "bench", "faults", "--quick", "--kinds", ",".join(kinds),
                "--json", str(js), "--workdir", str(tmp_path / f"w{n}"), "--deadline", "40", "--no-progress"]
         runs.append((js, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    docs, stdout = [], ""
-    for js, proc in runs:
-        out, _ = proc.communicate(timeout=600)
+    outs = []
+    try:
+        outs = [proc.communicate(timeout=600)[0] for _, proc in runs]
+    finally:  # one half that failed or hung leaves no process behind
+        for _, proc in runs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for (_, proc), out in zip(runs, outs):
         assert proc.returncode == 0, out
-        docs.append(json.loads(js.read_text()))
-        stdout += out
+    docs, stdout = [json.loads(js.read_text()) for js, _ in runs], "".join(outs)
     assert all(d["seed"] == faults.QUICK_SEED for d in docs) and docs[0]["mount"] == docs[1]["mount"]
     doc = {"mount": docs[0]["mount"], "table": [r for d in docs for r in d["table"]],
            "trials": [t for d in docs for t in d["trials"]]}
