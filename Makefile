@@ -3,8 +3,9 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 STACK := build/stack.env
 PYTEST_ARGS ?=
-# Two pytest workers (pytest-xdist): about half of the suite's time is spent waiting on subprocesses,
-# MPI jobs and streams, so two workers finish it in ~4.4 min where one takes ~6.4 min on 2 cores.
+# Two pytest workers (pytest-xdist): much of the suite's time is spent waiting on subprocesses, MPI jobs
+# and streams, so a second worker overlaps that waiting with the other's work; the tests marked slow are
+# scheduled first so that both end together (tests/conftest.py).
 # `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
 
