@@ -8,11 +8,12 @@ through the connector, every recorded value compared.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from h5flow.testing.tools_matrix import tool_path
 
 from test_vol_h5flow_log_handles import LOG_ENV, PLUGIN_DIR, _run, same_as_native
 
@@ -277,13 +278,9 @@ def test_creation_order_tracked(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- HDF5's command-line tools
 def _tool(name: str) -> str:
-    hdf5 = os.environ.get("HDF5_DIR") or os.environ.get("H5FLOW_HDF5_DIR")
-    for cand in ([Path(hdf5) / "bin" / name] if hdf5 else []):
-        if cand.exists():
-            return str(cand)
-    found = shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} not found (source build/stack.env)")
+    """The stack's HDF5 tool: make setup installs it, so a missing one is a broken setup, not a skip."""
+    found = tool_path(name)
+    assert found, f"{name} not found: the stack installs it (run make setup, then source build/stack.env)"
     return found
 
 

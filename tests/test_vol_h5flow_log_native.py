@@ -9,7 +9,6 @@ would mix a container and a native file are refused with a message that says wha
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from h5flow._paths import default_plugin_dir
+from h5flow.testing.tools_matrix import tool_path
 
 PLUGIN_DIR = Path(os.environ.get("H5FLOW_LOG_PLUGIN_DIR", default_plugin_dir()))
 LOG_ENV = {"HDF5_VOL_CONNECTOR": "h5flow_log", "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
@@ -111,11 +111,9 @@ def test_native_file_opens_reads_and_changes(native: Path, tmp_path: Path) -> No
 
 
 def _tool(name: str) -> str:
-    hdf5 = os.environ.get("HDF5_DIR") or os.environ.get("H5FLOW_HDF5_DIR")
-    path = Path(hdf5, "bin", name) if hdf5 else None
-    found = str(path) if path and path.exists() else shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} not found (source build/stack.env)")
+    """The stack's HDF5 tool: make setup installs it, so a missing one is a broken setup, not a skip."""
+    found = tool_path(name)
+    assert found, f"{name} not found: the stack installs it (run make setup, then source build/stack.env)"
     return found
 
 
