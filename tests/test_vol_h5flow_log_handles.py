@@ -45,11 +45,12 @@ print("RESULT " + json.dumps(OUT, default=lambda v: v.tolist() if hasattr(v, "to
 """
 
 
-def _run(body: str, workdir: Path, connector: bool) -> dict:
+def _run(body: str, workdir: Path, connector: bool, extra_env: dict[str, str] | None = None) -> dict:
     import json
 
     env = dict(os.environ)
     env.pop("HDF5_VOL_CONNECTOR", None)
+    env.update(extra_env or {})
     if connector:
         env.update(LOG_ENV)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -60,10 +61,11 @@ def _run(body: str, workdir: Path, connector: bool) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-def same_as_native(body: str, tmp_path: Path) -> dict:
-    """Run `body` natively and through h5flow_log; every value it records must agree."""
-    native = _run(body, tmp_path / "native", connector=False)
-    ours = _run(body, tmp_path / "log", connector=True)
+def same_as_native(body: str, tmp_path: Path, extra_env: dict[str, str] | None = None) -> dict:
+    """Run `body` natively and through h5flow_log (both with `extra_env` added to the environment); every
+    value it records must agree."""
+    native = _run(body, tmp_path / "native", connector=False, extra_env=extra_env)
+    ours = _run(body, tmp_path / "log", connector=True, extra_env=extra_env)
     assert ours.keys() == native.keys()
     for key in native:
         if key.startswith("_"):  # recorded, not compared (where native HDF5 is knowingly different)

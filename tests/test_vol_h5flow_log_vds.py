@@ -195,3 +195,118 @@ def test_mpi_unlimited_mapping_extent_is_an_error_on_every_rank(comm, mpi_tmp_pa
         except Exception as e:  # noqa: BLE001 - the message is what is checked
             shape, msg = None, str(e)
     mpi_assert(comm, shape is None and "in one process only" in msg, f"rank {comm.rank}: {shape} {msg}")
+
+
+SOURCE_LOOKUP = """
+    import os
+    os.makedirs("sub", exist_ok=True)
+    for d, v in (("pa", 1), ("pb", 2), ("pc", 3), ("sub", 4), (".", 5)):
+        os.makedirs(d, exist_ok=True)
+        with h5py.File(os.path.join(d, "src.h5"), "w") as s:   # native files: the same bytes in both runs
+            s.create_dataset("data", data=np.full(4, v, dtype="i4"))
+    os.makedirs("junk", exist_ok=True)
+    with open(os.path.join("junk", "src.h5"), "wb") as fh:      # exists, but is no HDF5 file
+        fh.write(b"not hdf5" * 64)
+    def read(d):
+        try:
+            return d[...].tolist()
+        except OSError:
+            return "OSError"
+    def make(name, src):
+        lay = h5py.VirtualLayout(shape=(4,), dtype="i4")
+        lay[:] = h5py.VirtualSource(src, "data", shape=(4,))
+        with check_connector(h5py.File(os.path.join("sub", name), "w")) as f:
+            f.create_virtual_dataset("v", lay, fillvalue=-1)
+    def opened(f, prefix=None, first_missing=None):
+        dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+        if prefix is not None:
+            dapl.set_virtual_prefix(prefix.encode())
+        if first_missing is not None:
+            dapl.set_virtual_view(h5py.h5d.VDS_FIRST_MISSING if first_missing else h5py.h5d.VDS_LAST_AVAILABLE)
+        return h5py.Dataset(h5py.h5d.open(f.id, b"v", dapl=dapl))
+    make("rel.h5", "src.h5")
+    make("gone.h5", os.path.join(os.getcwd(), "moved", "src.h5"))   # absolute, no longer there
+"""
+
+
+def test_source_files_are_found_in_native_order(tmp_path: Path) -> None:
+    """Which file a virtual dataset reads is native HDF5's choice: the access list's prefix (with
+    `${ORIGIN}`), the container's directory, the working directory; a candidate that exists but is no HDF5 file
+    fails the read (native's error; not the fill value); an absolute name that is gone is looked for by its
+    last component. Two handles of one
+    dataset share the first open's prefix and view, as native keeps them; after both close, a new prefix
+    applies."""
+    got = same_as_native(textwrap.dedent(SOURCE_LOOKUP) + textwrap.dedent("""
+        with h5py.File("sub/rel.h5", "r") as f:
+            out("none", opened(f)[...])                             # next to the container: sub/
+            out("pa", opened(f, "pa")[...])
+            out("origin", opened(f, "${ORIGIN}/../pb")[...])
+            out("junk", read(opened(f, "junk")))                    # junk/src.h5 is no HDF5 file: an error
+            a = opened(f, "pa"); b = opened(f, "pb")                 # the second open: the first's prefix
+            out("shared", [a[...].tolist(), b[...].tolist()])
+            out("plist", b.id.get_access_plist().get_virtual_prefix().decode())
+            a.id.close(); b.id.close()
+            out("again", opened(f, "pb")[...])                      # all closed: this open's prefix
+        import shutil
+        shutil.rmtree("sub/src.h5") if os.path.isdir("sub/src.h5") else os.remove("sub/src.h5")
+        with h5py.File("sub/rel.h5", "r") as f:
+            out("cwd", opened(f)[...])                              # then the working directory
+        with h5py.File("sub/gone.h5", "r") as f:
+            out("gone", opened(f)[...])                             # "src.h5" by its last component
+            out("gone_pc", opened(f, "pc")[...])
+    """), tmp_path)
+    assert got["pa"] == [1] * 4 and got["junk"] == "OSError" and got["shared"] == [[1] * 4, [1] * 4]
+    assert got["again"] == [2] * 4 and got["cwd"] == [5] * 4 and got["gone_pc"] == [3] * 4
+
+
+def test_environment_prefix_list_comes_before_the_access_list(tmp_path: Path) -> None:
+    """$HDF5_VDS_PREFIX (a ':' list, tried in order, missing entries passed over) is searched before the access
+    list's prefix, which native HDF5 then ignores; the view of the first open stays for a second handle."""
+    got = same_as_native(textwrap.dedent(SOURCE_LOOKUP) + textwrap.dedent("""
+        with h5py.File("sub/rel.h5", "r") as f:
+            out("env", opened(f)[...])
+            out("env_over_plist", opened(f, "pa")[...])
+            a = opened(f, first_missing=True); b = opened(f, first_missing=False)
+            out("views", [a.id.get_access_plist().get_virtual_view(), b.id.get_access_plist().get_virtual_view()])
+    """), tmp_path, extra_env={"HDF5_VDS_PREFIX": "nowhere::pc:pb"})
+    assert got["env"] == [3] * 4 and got["env_over_plist"] == [3] * 4
+    assert got["views"][0] == got["views"][1]
+
+
+def test_external_file_prefix_of_an_open_like_native(tmp_path: Path) -> None:
+    """External storage opened with a prefix reads the files under it (the dataset was created without
+    one); a second handle with another prefix is refused while the first is open, as native refuses it;
+    $HDF5_EXTFILE_PREFIX comes before the access list's."""
+    body = """
+        import os
+        os.makedirs("ext", exist_ok=True)
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f.create_dataset("e", (5,), "<i4", external=[("e.bin", 0, h5py.h5f.UNLIMITED)])[...] = np.arange(5)
+            f.create_dataset("plain", data=np.arange(3))
+        if os.path.exists("e.bin"):                              # (with $HDF5_EXTFILE_PREFIX it is in ext/)
+            os.replace("e.bin", os.path.join("ext", "e.bin"))
+        with open("e.bin", "wb") as fh:                        # a decoy where the name alone points
+            fh.write(np.full(5, 99, "<i4").tobytes())
+        def opened(f, name, prefix):
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            dapl.set_efile_prefix(prefix.encode())
+            return h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl=dapl))
+        with h5py.File("c.h5", "r") as f:
+            out("default", f["e"][...])
+            a = opened(f, "e", "ext")
+            out("prefixed", a[...])
+            for name in ("e", "plain"):
+                keep = opened(f, name, "ext")
+                try:
+                    opened(f, name, "elsewhere")
+                    out("second_" + name, "opened")
+                except Exception as e:
+                    out("second_" + name, type(e).__name__)
+                keep.id.close()
+    """
+    got = same_as_native(body, tmp_path / "plist")
+    assert got["default"] == [99] * 5 and got["prefixed"] == list(range(5))
+    assert got["second_e"] != "opened"
+    env = same_as_native(body.replace('out("second_" + name, type(e).__name__)', 'out("second_" + name, "refused")'),
+                         tmp_path / "env", extra_env={"HDF5_EXTFILE_PREFIX": "ext"})
+    assert env["default"] == list(range(5))

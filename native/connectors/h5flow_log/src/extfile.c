@@ -26,17 +26,23 @@ struct h5fl_ext {
     } *seg;
 };
 
-/* The prefix of relative names: the access list's, else the environment's; "${ORIGIN}" replaced by the
- * directory of the container (absolute). NULL with *empty set: none. */
-static char *ext_prefix(h5fl_dset_t *d, bool *err)
+/* The prefix of relative names, built as native HDF5 builds it (H5D__build_file_prefix): the environment's
+ * ($HDF5_EXTFILE_PREFIX) when set, else the access list `dapl`'s; "${ORIGIN}" replaced by the directory of
+ * the container (absolute). NULL with *err unset: none ("" and "."). */
+static char *ext_prefix(h5fl_dset_t *d, hid_t dapl, bool *err)
 {
     *err = false;
     char *p = NULL;
-    ssize_t n = H5Pget_efile_prefix(d->dapl, NULL, 0);
-    if (n > 0 && (p = malloc((size_t)n + 1)))
-        H5Pget_efile_prefix(d->dapl, p, (size_t)n + 1);
-    else if (n <= 0 && getenv("HDF5_EXTFILE_PREFIX") && getenv("HDF5_EXTFILE_PREFIX")[0])
-        p = h5fl_strdup(getenv("HDF5_EXTFILE_PREFIX"));
+    const char *env = getenv("HDF5_EXTFILE_PREFIX");
+    ssize_t n = env && env[0] ? 0 : H5Pget_efile_prefix(dapl, NULL, 0);
+    if (env && env[0])
+        p = h5fl_strdup(env);
+    else if (n > 0 && (p = malloc((size_t)n + 1)))
+        H5Pget_efile_prefix(dapl, p, (size_t)n + 1);
+    if (p && (!p[0] || !strcmp(p, "."))) {
+        free(p);
+        return NULL;
+    }
     if (!p || strncmp(p, "${ORIGIN}", 9) != 0)
         return p;
     const char *name = d->o.file->name, *slash = strrchr(name, '/');
@@ -76,7 +82,7 @@ int h5fl_ext_setup(h5fl_dset_t *d)
     if (cnt <= 0)
         return cnt < 0 ? -1 : 0;
     bool perr;
-    char *prefix = ext_prefix(d, &perr);
+    char *prefix = ext_prefix(d, d->dapl, &perr);
     if (perr)
         return -1;
     if (prefix && H5Pset_efile_prefix(d->dapl, prefix) < 0) { /* reported as native reports it, resolved */
@@ -117,6 +123,23 @@ int h5fl_ext_setup(h5fl_dset_t *d)
         h5fl_err("cannot read the external file list of dataset '%s'", d->o.path);
     }
     return st;
+}
+
+int h5fl_ext_check_dapl(h5fl_dset_t *d, hid_t dapl)
+{
+    bool e1, e2;
+    char *have = ext_prefix(d, d->dapl, &e1), *want = ext_prefix(d, dapl, &e2);
+    int rc = e1 || e2 ? -1 : 0;
+    if (rc == 0 && (have || want) && (!have || !want || strcmp(have, want) != 0)) {
+        h5fl_err("dataset '%s': the external file prefix of this open (%s) does not match the one of the "
+                 "dataset's handle already open in this process (%s); native HDF5 refuses it too: close the "
+                 "other handles first or open with the same prefix",
+                 d->o.path, want ? want : "none", have ? have : "none");
+        rc = -1;
+    }
+    free(have);
+    free(want);
+    return rc;
 }
 
 /* Bytes [pos, pos+len) of the dataset's external address space to/from buf. */

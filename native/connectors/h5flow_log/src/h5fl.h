@@ -384,6 +384,9 @@ struct h5fl_dset {
 /* External storage (extfile.c). */
 int h5fl_ext_check(hid_t type, hid_t space, hid_t dcpl, const char *name); /* at creation */
 int h5fl_ext_setup(h5fl_dset_t *d); /* d->ext from the creation list, names resolved (access list's prefix) */
+/* At a dataset's open while another handle of it is open: -1 with an error when the external file prefix
+ * `dapl` gives differs from the dataset's (native HDF5 refuses such an open too). */
+int h5fl_ext_check_dapl(h5fl_dset_t *d, hid_t dapl);
 void h5fl_ext_free(h5fl_dset_t *d);
 /* Bytes [pos, pos+len) of the dataset's external address space (row-major elements) to or from buf. */
 int h5fl_ext_io(h5fl_dset_t *d, uint64_t pos, uint64_t len, uint8_t *buf, bool write);

@@ -547,7 +547,7 @@ int h5fl_udf_persist(const char *dir, hid_t dcpl, bool sync)
     return rc;
 }
 
-int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl)
+int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl, bool first)
 {
     char *lib, *sym;
     int st = spec_from_plist(dapl, "dataset access", &lib, &sym);
@@ -560,6 +560,13 @@ int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl)
                  "opening it applies only to a process's first open for writing (close every handle first)",
                  d->o.path);
         return -1;
+    }
+    if (!first) { /* the other handles' access list stays (vol_dataset.c); the function joins it */
+        if (H5Pcopy_prop(d->dapl, dapl, H5FLOW_UDF_PROP) < 0) {
+            h5fl_err("cannot copy the user data function into the dataset access property list");
+            return -1;
+        }
+        return 0;
     }
     hid_t c = H5Pcopy(dapl);
     if (c < 0) {

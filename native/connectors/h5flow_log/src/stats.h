@@ -43,7 +43,9 @@ void h5fl_stats_close(h5fl_writer_t *w);
  * H5FLOW_UDF_PROP) as the dataset's @udf. 0, or -1 with an error recorded. */
 int h5fl_udf_persist(const char *dir, hid_t dcpl, bool sync);
 /* At H5Dopen: a user data function named in the access list `dapl` applies to this process's writes
- * (instead of the dataset's @udf). -1 with an error if this process already writes the dataset. */
-int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl);
+ * (instead of the dataset's @udf). -1 with an error if this process already writes the dataset. `first`: no
+ * other handle of the dataset is open (the caller then keeps all of `dapl`; otherwise only the function's
+ * property is added to the dataset's access list). */
+int h5fl_udf_check_dapl(h5fl_dset_t *d, hid_t dapl, bool first);
 
 #endif

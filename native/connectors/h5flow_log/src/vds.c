@@ -8,8 +8,9 @@
  * virtual selection, projected onto the memory selection and onto the source selection.
  *
  * A source file is an h5flow_log container (opened through this connector) or a native HDF5 file (opened
- * through the native connector). Relative names are looked up as native HDF5 does: under the dataset access
- * list's prefix or $HDF5_VDS_PREFIX, then next to the container, then as given. A source file or dataset
+ * through the native connector). Names are looked up as native HDF5 does (open_source_file): an absolute
+ * name as given, then each entry of $HDF5_VDS_PREFIX, the prefix ($HDF5_VDS_PREFIX, else the access list's),
+ * the container's directory and the name as given (an absolute name by its last component). A source file or dataset
  * that does not exist reads as the fill value (native semantics); a write to it fails. A source dataset
  * smaller than its mapping's source selection fails the read, as in native HDF5.
  *
@@ -23,6 +24,7 @@
 #include "dset.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,42 +68,139 @@ int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name)
     return 0;
 }
 
-/* The source file's path to try, in native HDF5's order; NULL when none exists. */
-static char *find_source(const h5fl_dset_t *d, const char *file)
+/* The directory holding the container, as native HDF5's H5F_EXTPATH of a file: a malloc'd string. */
+static char *container_dir(const h5fl_dset_t *d)
 {
-    if (file[0] == '/')
-        return access(file, F_OK) == 0 ? h5fl_strdup(file) : NULL;
-    char *cand[3] = {NULL, NULL, NULL};
-    char prefix[PATH_MAX] = "";
-    ssize_t pl = H5Pget_virtual_prefix(d->dapl, prefix, sizeof prefix);
-    const char *env = getenv("HDF5_VDS_PREFIX");
-    if ((pl <= 0 || !prefix[0]) && env && *env)
-        snprintf(prefix, sizeof prefix, "%s", env);
-    if (prefix[0])
-        cand[0] = h5fl_join(prefix, file);
-    /* next to the container: the directory holding it */
     char *cdir = h5fl_strdup(d->o.file->o.dir);
-    if (cdir) {
-        char *slash = strrchr(cdir, '/');
-        if (slash && slash != cdir) {
-            *slash = '\0';
-            cand[1] = h5fl_join(cdir, file);
-        } else if (slash) {
-            cand[1] = h5fl_join("/", file);
-        } else {
-            cand[1] = h5fl_strdup(file);
+    if (!cdir)
+        return NULL;
+    char *slash = strrchr(cdir, '/');
+    if (slash && slash != cdir) {
+        *slash = '\0';
+        return cdir;
+    }
+    free(cdir);
+    return h5fl_strdup(slash ? "/" : ".");
+}
+
+/* The dataset's prefix for source files, built as native HDF5 builds it (H5D__build_file_prefix):
+ * $HDF5_VDS_PREFIX when set, else the access list's; a leading "${ORIGIN}" is the container's directory;
+ * NULL for none ("" and "."). The access list is the one of the dataset's first open (vol_dataset.c). */
+static char *vds_prefix(const h5fl_dset_t *d)
+{
+    char prop[PATH_MAX] = "";
+    const char *env = getenv("HDF5_VDS_PREFIX");
+    const char *p = env;
+    if (!p || !*p) {
+        ssize_t pl = H5Pget_virtual_prefix(d->dapl, prop, sizeof prop);
+        p = pl > 0 ? prop : "";
+    }
+    if (!*p || !strcmp(p, "."))
+        return NULL;
+    if (strncmp(p, "${ORIGIN}", 9) != 0)
+        return h5fl_strdup(p);
+    char *dir = container_dir(d);
+    if (!dir)
+        return NULL;
+    size_t n = strlen(dir) + strlen(p + 9) + 1;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s", dir, p + 9);
+    free(dir);
+    return out;
+}
+
+/* prefix + "/" + name, as native's H5F__build_name (no second slash after one that ends the prefix). */
+static char *build_name(const char *prefix, const char *name)
+{
+    size_t pl = strlen(prefix), n = pl + strlen(name) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s%s", prefix, (pl == 0 || prefix[pl - 1] == '/') ? "" : "/", name);
+    return out;
+}
+
+/* Open one candidate source file through its connector (a container through this one, anything else through
+ * the native connector), into *id. 0: opened; 1: passed over (the name is NULL, or the file does not exist
+ * or cannot be opened with this access, as native's "try" open passes it over); -1: the file opens but is no
+ * HDF5 file or container (native fails the read there too), error recorded. */
+static int try_source(h5fl_dset_t *d, const char *path, bool write, hid_t *id)
+{
+    *id = H5I_INVALID_HID;
+    if (!path)
+        return 1;
+    bool container = h5fl_exists(path, H5FL_MARKER);
+    if (container ? access(path, write ? R_OK | W_OK : R_OK) != 0 : false)
+        return 1;
+    if (!container) {
+        int fd = open(path, write ? O_RDWR : O_RDONLY);
+        if (fd < 0)
+            return 1;
+        close(fd);
+    }
+    h5fl_file_t *f = d->o.file;
+    hid_t fapl = container ? H5Pcopy(f->fapl) : H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0 && !container && H5Pset_vol(fapl, H5VL_NATIVE, NULL) < 0) {
+        H5Pclose(fapl);
+        fapl = H5I_INVALID_HID;
+    }
+    if (fapl >= 0) {
+        H5E_BEGIN_TRY { *id = H5Fopen(path, write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl); }
+        H5E_END_TRY
+        H5Pclose(fapl);
+    }
+    if (*id >= 0)
+        return 0;
+    h5fl_err("virtual dataset '%s': its source file %s cannot be opened as an HDF5 file or container", d->o.path,
+             path);
+    return -1;
+}
+
+/* Open the source file `file` (not "."), trying native HDF5's candidates in its order (H5F_prefix_open_file):
+ * an absolute name as given; then, with only the last component of an absolute name, each entry of
+ * $HDF5_VDS_PREFIX (a ':'-separated list), the dataset's prefix (vds_prefix), the container's directory and
+ * the name as given (relative to the working directory). A candidate that does not exist or cannot be
+ * opened is passed over; the first that opens is the source. 0 with *id set (negative: none found), or -1
+ * when a candidate exists but is no HDF5 file (error recorded). */
+static int open_source_file(h5fl_dset_t *d, const char *file, bool write, hid_t *id)
+{
+    const char *name = file;
+    int st = 1;
+    if (file[0] == '/') {
+        st = try_source(d, file, write, id);
+        name = strrchr(file, '/') + 1;
+    }
+    const char *env = getenv("HDF5_VDS_PREFIX");
+    char *list = st == 1 && env && *env ? h5fl_strdup(env) : NULL;
+    for (char *entry = list, *next; entry && *entry && st == 1; entry = next) {
+        char *colon = strchr(entry, ':');
+        next = colon ? colon + 1 : NULL;
+        if (colon)
+            *colon = '\0';
+        if (*entry) {
+            char *path = build_name(entry, name);
+            st = try_source(d, path, write, id);
+            free(path);
         }
-        free(cdir);
     }
-    cand[2] = h5fl_strdup(file);
-    char *found = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (!found && cand[i] && access(cand[i], F_OK) == 0)
-            found = cand[i];
-        else
-            free(cand[i]);
+    free(list);
+    char *prefix = st == 1 ? vds_prefix(d) : NULL;
+    if (prefix) {
+        char *path = build_name(prefix, name);
+        st = try_source(d, path, write, id);
+        free(path);
+        free(prefix);
     }
-    return found;
+    if (st == 1) {
+        char *dir = container_dir(d);
+        char *path = dir ? build_name(dir, name) : NULL;
+        st = try_source(d, path, write, id);
+        free(path);
+        free(dir);
+    }
+    if (st == 1)
+        st = try_source(d, name, write, id);
+    return st < 0 ? -1 : 0;
 }
 
 typedef struct source {
@@ -129,27 +228,13 @@ static int source_open(h5fl_dset_t *d, const char *file, const char *dset, bool 
         if (loc < 0)
             return -1;
     } else {
-        char *path = find_source(d, file);
-        if (!path)
-            return 0;
-        bool container = h5fl_exists(path, H5FL_MARKER);
-        hid_t fapl = container ? H5Pcopy(f->fapl) : H5Pcreate(H5P_FILE_ACCESS);
-        if (fapl >= 0 && !container && H5Pset_vol(fapl, H5VL_NATIVE, NULL) < 0) {
-            H5Pclose(fapl);
-            fapl = H5I_INVALID_HID;
-        }
-        if (fapl >= 0) {
-            H5E_BEGIN_TRY { s->file = H5Fopen(path, write ? H5F_ACC_RDWR : H5F_ACC_RDONLY, fapl); }
-            H5E_END_TRY
-            H5Pclose(fapl);
-        }
+        if (open_source_file(d, file, write, &s->file) != 0)
+            return -1;
         if (s->file < 0) {
             if (write)
-                h5fl_err("virtual dataset '%s': cannot open its source file %s for writing", d->o.path, path);
-            free(path);
+                h5fl_err("virtual dataset '%s': cannot open its source file %s for writing", d->o.path, file);
             return write ? -1 : 0; /* an unreadable source reads as the fill value, as native */
         }
-        free(path);
         loc = s->file;
     }
     H5E_BEGIN_TRY { s->dset = H5Dopen2(loc, dset, H5P_DEFAULT); }

@@ -338,27 +338,41 @@ void *h5fl_dataset_open(void *obj, const H5VL_loc_params_t *lp, const char *name
     h5fl_obj_t *o = obj;
     h5fl_loc_t loc;
     h5fl_dset_t *d = NULL;
+    bool first = false; /* no other handle of the dataset is open in this process */
     if (h5fl_resolve(o, name, &loc) == 0) {
         if (loc.type != H5I_DATASET)
             h5fl_err(loc.type == H5I_BADID ? "dataset '%s' does not exist" : "'%s' is not a dataset", name);
         else
             d = h5fl_dset_open_dir(loc.file ? loc.file : o->file, loc.dir, loc.path);
         h5fl_loc_free(&loc);
-        if (d && h5fl_udf_check_dapl(d, dapl) != 0) { /* stats.c: a user data function for this open */
-            char msg[768];
+        first = d && d->o.rc == 1;
+        if (d && (h5fl_udf_check_dapl(d, dapl, first) != 0 || (!first && h5fl_ext_check_dapl(d, dapl) != 0))) {
+            char msg[768]; /* stats.c: a user data function for this open; extfile.c: the same prefix */
             snprintf(msg, sizeof msg, "%s", h5fl_err_msg());
             h5fl_dataset_close(d, dxpl, NULL);
             h5fl_err("%s", msg);
             d = NULL;
         }
     }
-    if (d && dapl >= 0 && dapl != H5P_DEFAULT && dapl != H5P_DATASET_ACCESS_DEFAULT) {
-        /* The access list of the latest open (e.g. a virtual dataset's source prefix, H5Dget_access_plist);
-         * the dataset's state is shared by its handles (h5fl_dset_open_dir), so they share this too. */
+    if (d && first && dapl >= 0 && dapl != H5P_DEFAULT && dapl != H5P_DATASET_ACCESS_DEFAULT) {
+        /* The dataset's state is shared by its handles (h5fl_dset_open_dir), and so is its access list: the
+         * first open's, as native HDF5 keeps the first open's virtual view, printf gap and prefixes for every
+         * handle (H5D_open); H5Dget_access_plist reports it. */
         hid_t copy = H5Pcopy(dapl);
         if (copy >= 0) {
             H5Pclose(d->dapl);
             d->dapl = copy;
+        }
+        if (d->ext) { /* external files: their names again, under this open's prefix */
+            h5fl_ext_free(d);
+            if (copy < 0 || h5fl_ext_setup(d) != 0) {
+                char msg[768];
+                snprintf(msg, sizeof msg, "%s", copy < 0 ? "cannot copy the dataset access property list"
+                                                         : h5fl_err_msg());
+                h5fl_dataset_close(d, dxpl, NULL);
+                h5fl_err("%s", msg);
+                d = NULL;
+            }
         }
     }
     if (!d)
