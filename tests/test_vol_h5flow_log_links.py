@@ -181,7 +181,9 @@ def test_external_link_to_a_native_file_opens_its_object_natively(tmp_path: Path
             out("file", f["g"].file.filename)
     """
     got = _run(body, tmp_path, connector=True)
-    assert got == {"n": [1, 2], "g/x": [1, 2], "exists": [True, False], "file": "n.h5"}, got
+    # the file is found beside the linking file, by its absolute name, as native HDF5 finds and names it
+    assert got == {"n": [1, 2], "g/x": [1, 2], "exists": [True, False],
+                   "file": os.path.join(os.path.realpath(tmp_path), "n.h5")}, got
 
 
 def test_object_copy_within_and_across_containers(tmp_path: Path) -> None:
@@ -429,3 +431,51 @@ def test_expanding_a_soft_link_cycle_is_a_clear_error(tmp_path: Path) -> None:
             out("g3", f.get("g3/h/up", getlink=True).path)
     """, tmp_path, connector=True)
     assert "a group that contains it" in got["copy"] and got["keys"] == ["g"] and got["g3"] == "/g"
+
+
+def test_external_link_targets_are_found_in_native_order(tmp_path: Path) -> None:
+    """An external link's file is the one native HDF5 opens: $HDF5_EXT_PREFIX's entries (a ':' list) first,
+    then the link access list's prefix (h5py has no keyword for it: H5Pset_elink_prefix), then beside the
+    linking file, then the working directory; an absolute name that is gone is looked for by its last
+    component. A traversal callback on the link access list is an error here, never ignored."""
+    body = """
+        import os
+        for d, v in (("pa", 1), ("pb", 2), ("sub", 3), (".", 4)):
+            os.makedirs(d, exist_ok=True)
+            with check_connector(h5py.File(os.path.join(d, "t.h5"), "w")) as t:
+                t["d"] = np.full(3, v)
+        with check_connector(h5py.File("sub/a.h5", "w")) as f:
+            f["rel"] = h5py.ExternalLink("t.h5", "/d")
+            f["gone"] = h5py.ExternalLink(os.path.join(os.getcwd(), "moved", "t.h5"), "/d")
+        def via(f, name, prefix=None):
+            lapl = h5py.h5p.create(h5py.h5p.LINK_ACCESS)
+            if prefix is not None:
+                lapl.set_elink_prefix(prefix.encode())
+            return h5py.Dataset(h5py.h5o.open(f.id, name.encode(), lapl=lapl))[...]
+        with h5py.File("sub/a.h5", "r") as f:
+            out("rel", via(f, "rel")); out("rel_pa", via(f, "rel", "pa"))
+            out("gone", via(f, "gone")); out("gone_pb", via(f, "gone", "pb"))
+    """
+    got = same_as_native(body, tmp_path / "plain")
+    assert got["rel"] == [3] * 3 and got["rel_pa"] == [1] * 3 and got["gone"] == [3] * 3 and got["gone_pb"] == [2] * 3
+    env = same_as_native(body, tmp_path / "env", extra_env={"HDF5_EXT_PREFIX": "nowhere:pb"})
+    assert env["rel"] == [2] * 3 and env["rel_pa"] == [2] * 3
+    cb = _run("""
+        import ctypes
+        with check_connector(h5py.File("a.h5", "w")) as f:
+            f.create_group("g"); f["e"] = h5py.ExternalLink("a.h5", "/g")
+        from h5flow import _hdf5lib
+        lib = _hdf5lib.lib()
+        CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                              ctypes.POINTER(ctypes.c_uint), ctypes.c_int64, ctypes.c_void_p)
+        veto = CB(lambda *a: -1)                       # a callback that refuses every traversal
+        lapl = h5py.h5p.create(h5py.h5p.LINK_ACCESS)
+        assert lib.H5Pset_elink_cb(ctypes.c_int64(lapl.id), veto, None) >= 0
+        with h5py.File("a.h5", "r") as f:
+            try:
+                h5py.h5o.open(f.id, b"e", lapl=lapl)
+                out("cb", "opened")
+            except Exception as e:
+                out("cb", type(e).__name__)
+    """, tmp_path / "cb", connector=True)
+    assert cb["cb"] != "opened"

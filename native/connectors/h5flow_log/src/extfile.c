@@ -26,42 +26,17 @@ struct h5fl_ext {
     } *seg;
 };
 
-/* The prefix of relative names, built as native HDF5 builds it (H5D__build_file_prefix): the environment's
- * ($HDF5_EXTFILE_PREFIX) when set, else the access list `dapl`'s; "${ORIGIN}" replaced by the directory of
- * the container (absolute). NULL with *err unset: none ("" and "."). */
+/* The prefix of relative names, built as native HDF5 builds it (h5fl_build_prefix): $HDF5_EXTFILE_PREFIX
+ * when set, else the access list `dapl`'s, "${ORIGIN}" being the container's directory. NULL with *err
+ * unset: none. */
 static char *ext_prefix(h5fl_dset_t *d, hid_t dapl, bool *err)
 {
-    *err = false;
-    char *p = NULL;
-    const char *env = getenv("HDF5_EXTFILE_PREFIX");
-    ssize_t n = env && env[0] ? 0 : H5Pget_efile_prefix(dapl, NULL, 0);
-    if (env && env[0])
-        p = h5fl_strdup(env);
-    else if (n > 0 && (p = malloc((size_t)n + 1)))
-        H5Pget_efile_prefix(dapl, p, (size_t)n + 1);
-    if (p && (!p[0] || !strcmp(p, "."))) {
-        free(p);
-        return NULL;
-    }
-    if (!p || strncmp(p, "${ORIGIN}", 9) != 0)
-        return p;
-    const char *name = d->o.file->name, *slash = strrchr(name, '/');
-    char cwd[PATH_MAX] = "";
-    if (name[0] != '/' && !getcwd(cwd, sizeof cwd)) {
-        h5fl_err("cannot resolve ${ORIGIN} of dataset '%s': %s", d->o.path, strerror(errno));
-        *err = true;
-        free(p);
-        return NULL;
-    }
-    size_t dl = slash ? (size_t)(slash - name) : 0, need = strlen(cwd) + dl + strlen(p) + 4;
-    char *r = malloc(need);
-    if (r)
-        snprintf(r, need, "%s%s%.*s%s", cwd, cwd[0] && dl ? "/" : "", (int)dl, name, p + 9);
-    free(p);
-    if (!r) {
-        h5fl_err("out of memory");
-        *err = true;
-    }
+    char *prop = NULL;
+    ssize_t n = H5Pget_efile_prefix(dapl, NULL, 0);
+    if (n > 0 && (prop = malloc((size_t)n + 1)))
+        H5Pget_efile_prefix(dapl, prop, (size_t)n + 1);
+    char *r = h5fl_build_prefix("HDF5_EXTFILE_PREFIX", prop, d->o.file, err);
+    free(prop);
     return r;
 }
 

@@ -123,6 +123,19 @@ int h5fl_unescape(const char *comp, char *out, size_t outsz);
 
 char *h5fl_strdup(const char *s);
 char *h5fl_join(const char *dir, const char *comp); /* dir + "/" + comp, malloc'd */
+/* prefix.c: where a file named inside a container is looked for, in native HDF5's order. */
+typedef struct h5fl_file h5fl_file_t;
+/* The directory holding the container f, absolute (native's H5F_EXTPATH); NULL with an error. */
+char *h5fl_file_extpath(const h5fl_file_t *f);
+/* A prefix built as native builds a dataset's (H5D__build_file_prefix): $env_var when set and not empty,
+ * else prop; a leading "${ORIGIN}" is f's directory; NULL for none ("", ".", NULL), or on error (*err). */
+char *h5fl_build_prefix(const char *env_var, const char *prop, const h5fl_file_t *f, bool *err);
+/* The names native HDF5 tries for a file `name` (H5F_prefix_open_file), in its order: an absolute name as
+ * given; then, with only the last component of an absolute name, each entry of $env_var (a ':' list),
+ * `prefix` (may be NULL), f's directory, and the name itself (the working directory). A NULL-terminated
+ * list to free with h5fl_lookup_free; NULL with an error on failure. */
+char **h5fl_lookup_candidates(const char *name, const char *env_var, const char *prefix, const h5fl_file_t *f);
+void h5fl_lookup_free(char **list);
 /* An HDF5 path + "/" + name ("/" + name under the root), malloc'd; NULL with an error recorded. */
 char *h5fl_path_join(const char *path, const char *name);
 /* Write dir/name via a temporary file and rename(2); with `sync`, fsync before the rename. */

@@ -388,19 +388,38 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         free(buf);
         return NULL;
     }
-    /* A relative file name is looked up beside the linking container, then in the working directory
-     * (HDF5's order without HDF5_EXT_PREFIX or an elink prefix). */
-    char *cand[2] = {NULL, NULL};
-    if (file[0] == '/') {
-        cand[0] = h5fl_strdup(file);
-    } else {
-        char *base = h5fl_strdup(f->o.dir), *slash = base ? strrchr(base, '/') : NULL;
-        if (slash) {
-            *slash = '\0';
-            cand[0] = h5fl_join(base[0] ? base : "/", file);
+    /* The file is looked for where native HDF5 looks (h5fl_lookup_candidates): an absolute name as given, then
+     * under $HDF5_EXT_PREFIX's entries, the link access list's prefix (H5Pset_elink_prefix), beside the
+     * linking container, and in the working directory. A traversal callback (H5Pset_elink_cb) is refused:
+     * it may veto the open or change its intent, which this connector does not ask it. */
+    char *lprefix = NULL;
+    H5L_elink_traverse_t cb = NULL;
+    void *cb_data = NULL;
+    if (h5fl_cur_lapl != H5P_DEFAULT && h5fl_cur_lapl >= 0) {
+        H5E_BEGIN_TRY
+        {
+            ssize_t pn = H5Pget_elink_prefix(h5fl_cur_lapl, NULL, 0);
+            if (pn > 0 && (lprefix = malloc((size_t)pn + 1)) &&
+                H5Pget_elink_prefix(h5fl_cur_lapl, lprefix, (size_t)pn + 1) < 0)
+                lprefix[0] = '\0';
+            if (H5Pget_elink_cb(h5fl_cur_lapl, &cb, &cb_data) < 0)
+                cb = NULL;
         }
-        free(base);
-        cand[1] = h5fl_strdup(file);
+        H5E_END_TRY
+    }
+    if (cb) {
+        h5fl_err("external link %s: a traversal callback (H5Pset_elink_cb) is set on the link access list; "
+                 "h5flow_log does not call it: unset it, or open '%s' with H5Fopen",
+                 dir, file);
+        free(lprefix);
+        free(buf);
+        return NULL;
+    }
+    char **cand = h5fl_lookup_candidates(file, "HDF5_EXT_PREFIX", lprefix && lprefix[0] ? lprefix : NULL, f);
+    free(lprefix);
+    if (!cand) {
+        free(buf);
+        return NULL;
     }
     /* H5Pset_elink_acc_flags (h5py elink_mode, elink_swmr): read-only or read-write (refused from a
      * read-only file), SWMR read or not; without it the linking file's intent, SWMR flags included (as
@@ -423,6 +442,7 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
             h5fl_err("cannot open '%s' (external link %s) read-write from a file open read-only", file, dir);
             if (xfapl >= 0)
                 H5Pclose(xfapl);
+            h5fl_lookup_free(cand);
             free(buf);
             return NULL;
         }
@@ -431,12 +451,8 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
     if (xfapl == H5P_DEFAULT) /* no list of its own: the linking file's */
         xfapl = H5I_INVALID_HID;
     h5fl_file_t *xf = NULL;
-    const char *tried = NULL;
     bool native = false;
-    for (int i = 0; i < 2 && !xf; i++) {
-        if (!cand[i])
-            continue;
-        tried = cand[i];
+    for (size_t i = 0; cand[i] && !xf; i++) {
         struct stat sb;
         if (stat(cand[i], &sb) != 0)
             continue;
@@ -469,14 +485,13 @@ h5fl_file_t *h5fl_extlink_open(h5fl_file_t *f, const char *dir, char **obj_path)
         }
     }
     bool missing = !xf && !h5fl_err_msg()[0];
-    if (missing)
-        h5fl_err("file '%s' named by external link %s does not exist", tried ? tried : file, dir);
     if (xf && !(*obj_path = h5fl_strdup(obj))) {
         h5fl_file_decref(xf);
         xf = NULL;
     }
-    free(cand[0]);
-    free(cand[1]);
+    if (missing)
+        h5fl_err("file '%s' named by external link %s does not exist", file, dir);
+    h5fl_lookup_free(cand);
     free(buf);
     if (xfapl >= 0)
         H5Pclose(xfapl);

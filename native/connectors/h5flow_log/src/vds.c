@@ -68,58 +68,6 @@ int h5fl_vds_check(hid_t type, hid_t dcpl, const char *name)
     return 0;
 }
 
-/* The directory holding the container, as native HDF5's H5F_EXTPATH of a file: a malloc'd string. */
-static char *container_dir(const h5fl_dset_t *d)
-{
-    char *cdir = h5fl_strdup(d->o.file->o.dir);
-    if (!cdir)
-        return NULL;
-    char *slash = strrchr(cdir, '/');
-    if (slash && slash != cdir) {
-        *slash = '\0';
-        return cdir;
-    }
-    free(cdir);
-    return h5fl_strdup(slash ? "/" : ".");
-}
-
-/* The dataset's prefix for source files, built as native HDF5 builds it (H5D__build_file_prefix):
- * $HDF5_VDS_PREFIX when set, else the access list's; a leading "${ORIGIN}" is the container's directory;
- * NULL for none ("" and "."). The access list is the one of the dataset's first open (vol_dataset.c). */
-static char *vds_prefix(const h5fl_dset_t *d)
-{
-    char prop[PATH_MAX] = "";
-    const char *env = getenv("HDF5_VDS_PREFIX");
-    const char *p = env;
-    if (!p || !*p) {
-        ssize_t pl = H5Pget_virtual_prefix(d->dapl, prop, sizeof prop);
-        p = pl > 0 ? prop : "";
-    }
-    if (!*p || !strcmp(p, "."))
-        return NULL;
-    if (strncmp(p, "${ORIGIN}", 9) != 0)
-        return h5fl_strdup(p);
-    char *dir = container_dir(d);
-    if (!dir)
-        return NULL;
-    size_t n = strlen(dir) + strlen(p + 9) + 1;
-    char *out = malloc(n);
-    if (out)
-        snprintf(out, n, "%s%s", dir, p + 9);
-    free(dir);
-    return out;
-}
-
-/* prefix + "/" + name, as native's H5F__build_name (no second slash after one that ends the prefix). */
-static char *build_name(const char *prefix, const char *name)
-{
-    size_t pl = strlen(prefix), n = pl + strlen(name) + 2;
-    char *out = malloc(n);
-    if (out)
-        snprintf(out, n, "%s%s%s", prefix, (pl == 0 || prefix[pl - 1] == '/') ? "" : "/", name);
-    return out;
-}
-
 /* Open one candidate source file through its connector (a container through this one, anything else through
  * the native connector), into *id. 0: opened; 1: passed over (the name is NULL, or the file does not exist
  * or cannot be opened with this access, as native's "try" open passes it over); -1: the file opens but is no
@@ -156,50 +104,26 @@ static int try_source(h5fl_dset_t *d, const char *path, bool write, hid_t *id)
     return -1;
 }
 
-/* Open the source file `file` (not "."), trying native HDF5's candidates in its order (H5F_prefix_open_file):
- * an absolute name as given; then, with only the last component of an absolute name, each entry of
- * $HDF5_VDS_PREFIX (a ':'-separated list), the dataset's prefix (vds_prefix), the container's directory and
- * the name as given (relative to the working directory). A candidate that does not exist or cannot be
+/* Open the source file `file` (not "."), trying native HDF5's candidates in its order
+ * (h5fl_lookup_candidates: $HDF5_VDS_PREFIX's entries, then the dataset's prefix built from
+ * $HDF5_VDS_PREFIX or the access list's, with ${ORIGIN}). A candidate that does not exist or cannot be
  * opened is passed over; the first that opens is the source. 0 with *id set (negative: none found), or -1
- * when a candidate exists but is no HDF5 file (error recorded). */
+ * when a candidate exists but is no HDF5 file, or on error (recorded). */
 static int open_source_file(h5fl_dset_t *d, const char *file, bool write, hid_t *id)
 {
-    const char *name = file;
+    char prop[PATH_MAX] = "";
+    if (H5Pget_virtual_prefix(d->dapl, prop, sizeof prop) < 0)
+        prop[0] = '\0';
+    bool err;
+    char *prefix = h5fl_build_prefix("HDF5_VDS_PREFIX", prop, d->o.file, &err);
+    char **cand = err ? NULL : h5fl_lookup_candidates(file, "HDF5_VDS_PREFIX", prefix, d->o.file);
+    free(prefix);
+    if (!cand)
+        return -1;
     int st = 1;
-    if (file[0] == '/') {
-        st = try_source(d, file, write, id);
-        name = strrchr(file, '/') + 1;
-    }
-    const char *env = getenv("HDF5_VDS_PREFIX");
-    char *list = st == 1 && env && *env ? h5fl_strdup(env) : NULL;
-    for (char *entry = list, *next; entry && *entry && st == 1; entry = next) {
-        char *colon = strchr(entry, ':');
-        next = colon ? colon + 1 : NULL;
-        if (colon)
-            *colon = '\0';
-        if (*entry) {
-            char *path = build_name(entry, name);
-            st = try_source(d, path, write, id);
-            free(path);
-        }
-    }
-    free(list);
-    char *prefix = st == 1 ? vds_prefix(d) : NULL;
-    if (prefix) {
-        char *path = build_name(prefix, name);
-        st = try_source(d, path, write, id);
-        free(path);
-        free(prefix);
-    }
-    if (st == 1) {
-        char *dir = container_dir(d);
-        char *path = dir ? build_name(dir, name) : NULL;
-        st = try_source(d, path, write, id);
-        free(path);
-        free(dir);
-    }
-    if (st == 1)
-        st = try_source(d, name, write, id);
+    for (size_t i = 0; cand[i] && st == 1; i++)
+        st = try_source(d, cand[i], write, id);
+    h5fl_lookup_free(cand);
     return st < 0 ? -1 : 0;
 }
 
