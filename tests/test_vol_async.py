@@ -61,17 +61,18 @@ print(json.dumps(max(lines, key=lambda x: x["writes"])))
 """
 
 
-@pytest.mark.parametrize("below", ["0", "h5flow_log"])
-def test_h5py_writes_return_at_once_and_every_value_arrives(below: str, tmp_path: Path) -> None:
+# explicit_copy=0 leaves plain writes alone: the script changes each buffer at once, the writes stay queued (defer=1)
+@pytest.mark.parametrize("below, extra", [("0", ""), ("h5flow_log", ""), ("0", "explicit_copy=0;")])
+def test_h5py_writes_return_at_once_and_every_value_arrives(below: str, extra: str, tmp_path: Path) -> None:
     stats = tmp_path / "stats.jsonl"
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
-               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;stats={stats};under_vol={below};under_info={{}}")
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;{extra}stats={stats};under_vol={below};under_info={{}}")
     proc = subprocess.run([sys.executable, "-c", H5PY_SCRIPT, str(tmp_path / "f.h5"), str(stats)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
     # deferred until waited for: the 200 row writes are adjacent and became one call below
-    assert counts["writes"] == 211 and counts["failures"] == 0, counts
+    assert counts["writes"] == 211 and counts["failures"] == 0 and counts["uncopied"] == 0, counts
     assert counts["merged"] >= 199 and counts["calls_below"] <= 12, counts
 
 
@@ -93,12 +94,13 @@ print("ok")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_settings_are_checked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("setting, says", [("max_mem=lots", "K, M, G or T"), ("explicit_copy=maybe", "1 or 0")])
+def test_settings_are_checked(tmp_path: Path, setting: str, says: str) -> None:
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
-               HDF5_VOL_CONNECTOR="h5flow_async max_mem=lots;under_vol=0;under_info={}")
+               HDF5_VOL_CONNECTOR=f"h5flow_async {setting};under_vol=0;under_info={{}}")
     proc = subprocess.run([sys.executable, "-c", "import h5py, sys; h5py.File(sys.argv[1], 'w')",
                            str(tmp_path / "f.h5")], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "max_mem=lots" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and setting in proc.stderr and says in proc.stderr, proc.stderr
 
 
 def test_mpi_without_thread_multiple_is_refused_at_open(tmp_path: Path) -> None:
