@@ -128,7 +128,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compute-ms", type=float, default=100.0, help="compute per step in ms (default 100)")
     p.add_argument("--ranks", type=int, nargs="+", default=[1], help="rank counts (default 1)")
     p.add_argument("--dirs", nargs="+", default=["/var/tmp", "/dev/shm"],
-                   help="storage directories (default /var/tmp = disk, /dev/shm = tmpfs)")
+                   help="storage directories (default /var/tmp = disk, /dev/shm = tmpfs; scripts/slow-disk.sh mounts a "
+                        "sync ext4, storage slower than the page cache)")
     p.add_argument("--repeat", type=int, default=3, help="repetitions; medians reported (default 3)")
     p.add_argument("--metadata-ops", type=int, default=2000,
                    help="attribute writes of the metadata run (0: no metadata run; default 2000)")
