@@ -61,17 +61,18 @@ print(json.dumps(max(lines, key=lambda x: x["writes"])))
 """
 
 
-@pytest.mark.parametrize("below", ["0", "h5flow_log"])
-def test_h5py_writes_return_at_once_and_every_value_arrives(below: str, tmp_path: Path) -> None:
+# explicit_copy=0 leaves plain writes alone: the script changes each buffer at once, the writes stay queued (defer=1)
+@pytest.mark.parametrize("below, extra", [("0", ""), ("h5flow_log", ""), ("0", "explicit_copy=0;")])
+def test_h5py_writes_return_at_once_and_every_value_arrives(below: str, extra: str, tmp_path: Path) -> None:
     stats = tmp_path / "stats.jsonl"
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
-               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;stats={stats};under_vol={below};under_info={{}}")
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;{extra}stats={stats};under_vol={below};under_info={{}}")
     proc = subprocess.run([sys.executable, "-c", H5PY_SCRIPT, str(tmp_path / "f.h5"), str(stats)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     counts = json.loads(proc.stdout.strip().splitlines()[-1])
     # deferred until waited for: the 200 row writes are adjacent and became one call below
-    assert counts["writes"] == 211 and counts["failures"] == 0, counts
+    assert counts["writes"] == 211 and counts["failures"] == 0 and counts["uncopied"] == 0, counts
     assert counts["merged"] >= 199 and counts["calls_below"] <= 12, counts
 
 
@@ -93,12 +94,13 @@ print("ok")
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_settings_are_checked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("setting, says", [("max_mem=lots", "K, M, G or T"), ("explicit_copy=maybe", "1 or 0")])
+def test_settings_are_checked(tmp_path: Path, setting: str, says: str) -> None:
     env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
-               HDF5_VOL_CONNECTOR="h5flow_async max_mem=lots;under_vol=0;under_info={}")
+               HDF5_VOL_CONNECTOR=f"h5flow_async {setting};under_vol=0;under_info={{}}")
     proc = subprocess.run([sys.executable, "-c", "import h5py, sys; h5py.File(sys.argv[1], 'w')",
                            str(tmp_path / "f.h5")], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "max_mem=lots" in proc.stderr, proc.stderr
+    assert proc.returncode != 0 and setting in proc.stderr and says in proc.stderr, proc.stderr
 
 
 def test_mpi_without_thread_multiple_is_refused_at_open(tmp_path: Path) -> None:
@@ -156,6 +158,23 @@ def _mpi_round_trip(comm, path: Path) -> None:
             mpi_assert(comm, np.array_equal(col, k * 1000 + np.arange(rows * comm.size)), f"d{k}: {col}")
 
 
+def _last_column_and_stats(comm, path: Path, cols: int, rows: int, stats: Path, keys: tuple[str, ...]) -> dict:
+    """Checks that row i of dataset d of path holds i (its last column read back on every rank), then sums the
+    counters `keys` over every closed file handle's line of the stats file (read and removed by rank 0)."""
+    import h5py
+
+    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        col = f["d"][:, cols - 1]
+    mpi_assert(comm, np.array_equal(col, np.arange(rows * comm.size)), f"read back {col}")
+    comm.Barrier()
+    total = None
+    if comm.rank == 0:
+        lines = [json.loads(x) for x in stats.read_text().splitlines()]
+        stats.unlink()
+        total = {k: sum(x[k] for x in lines) for k in keys}
+    return comm.bcast(total)
+
+
 ADAPT_STATS = Path(tempfile.gettempdir()) / f"h5fa-adapt-{uuid.uuid4().hex}.jsonl"
 ADAPT_ENV = {"HDF5_VOL_CONNECTOR": f"h5flow_async stats={ADAPT_STATS};under_vol=0;under_info={{}}",
              "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
@@ -175,20 +194,69 @@ def test_mpi_back_to_back_large_collective_writes(comm, mpi_tmp_path: Path) -> N
         with d.collective:
             for r in range(rows):
                 d[comm.rank * rows + r] = np.full(cols, comm.rank * rows + r, dtype="f8")
-    with h5py.File(path, "r", driver="mpio", comm=comm) as f:
-        col = f["d"][:, cols - 1]
-    mpi_assert(comm, np.array_equal(col, np.arange(rows * comm.size)), f"read back {col}")
-    comm.Barrier()
-    if comm.rank == 0:
-        lines = [json.loads(x) for x in stats.read_text().splitlines()]
-        stats.unlink()
-        total = {k: sum(x[k] for x in lines) for k in ("writes", "queued", "ran_at_call", "failures")}
-    else:
-        total = None
-    total = comm.bcast(total)
+    total = _last_column_and_stats(comm, path, cols, rows, stats, ("writes", "queued", "ran_at_call", "failures"))
     mpi_assert(comm, total["writes"] == rows * comm.size and total["failures"] == 0, f"stats {total}")
     mpi_assert(comm, total["queued"] + total["ran_at_call"] == total["writes"] and total["ran_at_call"] >= 1,
                f"stats {total}")
+
+
+NOCOPY_STATS = Path(tempfile.gettempdir()) / f"h5fa-nocopy-{uuid.uuid4().hex}.jsonl"
+NOCOPY_ENV = {"HDF5_VOL_CONNECTOR": f"h5flow_async explicit_copy=0;stats={NOCOPY_STATS};under_vol=0;under_info={{}}",
+              "HDF5_PLUGIN_PATH": str(PLUGIN_DIR)}
+
+
+@pytest.mark.mpi(n=2, env=NOCOPY_ENV, timeout=180)
+def test_mpi_event_set_writes_from_the_programs_buffers(comm, mpi_tmp_path: Path) -> None:
+    """explicit_copy=0 on an MPI-IO file: collective H5Dwrite_async calls (through ctypes, on the library h5py
+    uses: h5py has no event sets) queued uncopied, written by the background thread from each rank's own
+    buffers, with a collective attribute write among them (it waits for the queue on every rank); after
+    H5ESwait the buffers are reused and the file keeps what was in them at the wait."""
+    import ctypes
+
+    import h5py
+    from h5py import h5fd, h5p, h5s, h5t
+
+    from h5flow import _hdf5lib
+
+    h5 = _hdf5lib.lib()
+    h5.H5EScreate.restype = _hdf5lib.hid_t
+    h5.H5Dwrite_async.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint] + [_hdf5lib.hid_t] * 5 + \
+        [ctypes.c_void_p, _hdf5lib.hid_t]
+    h5.H5Dwrite_async.restype = _hdf5lib.herr_t
+    h5.H5ESwait.argtypes = [_hdf5lib.hid_t, ctypes.c_uint64, ctypes.POINTER(ctypes.c_size_t),
+                            ctypes.POINTER(_hdf5lib.hbool_t)]
+    h5.H5ESwait.restype = _hdf5lib.herr_t
+    h5.H5ESclose.argtypes = [_hdf5lib.hid_t]
+    h5.H5ESclose.restype = _hdf5lib.herr_t
+    stats = Path(os.environ["HDF5_VOL_CONNECTOR"].split("stats=")[1].split(";")[0])
+    path = mpi_tmp_path / "nocopy.h5"
+    rows, cols = 6, 4096
+    first = comm.rank * rows
+    bufs = [np.full(cols, first + r, dtype="f8") for r in range(rows)]
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        d = f.create_dataset("d", shape=(rows * comm.size, cols), dtype="f8")
+        dxpl = h5p.create(h5p.DATASET_XFER)
+        dxpl.set_dxpl_mpio(h5fd.MPIO_COLLECTIVE)
+        mspace = h5s.create_simple((cols,))
+        es = h5.H5EScreate()
+        mpi_assert(comm, es >= 0, "H5EScreate failed")
+        for r in range(rows):
+            fspace = d.id.get_space()
+            fspace.select_hyperslab((first + r, 0), (1, cols))
+            rc = h5.H5Dwrite_async(b"test_vol_async.py", b"nocopy", 0, d.id.id, h5t.NATIVE_DOUBLE.id, mspace.id,
+                                   fspace.id, dxpl.id, bufs[r].ctypes.data, es)
+            mpi_assert(comm, rc >= 0, f"H5Dwrite_async of row {r} failed")
+            if r == 2:
+                d.attrs["between"] = 1
+        pending, failed = ctypes.c_size_t(), _hdf5lib.hbool_t()
+        rc = h5.H5ESwait(es, 2**64 - 1, ctypes.byref(pending), ctypes.byref(failed))
+        mpi_assert(comm, rc >= 0 and pending.value == 0 and not failed.value, f"H5ESwait: {rc} {pending} {failed}")
+        for b in bufs:
+            b[:] = -1.0  # the writes have completed: the file keeps the values they had
+        mpi_assert(comm, h5.H5ESclose(es) >= 0, "H5ESclose failed")
+    total = _last_column_and_stats(comm, path, cols, rows, stats, ("writes", "queued", "uncopied", "failures"))
+    want = rows * comm.size
+    mpi_assert(comm, total == {"writes": want, "queued": want, "uncopied": want, "failures": 0}, f"stats {total}")
 
 
 def test_info_lists_the_connector_with_its_value() -> None:

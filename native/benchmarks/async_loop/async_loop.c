@@ -6,8 +6,18 @@
  * one-row hyperslab selected, a fresh memory space, H5Dwrite, and both spaces closed right after the write. The
  * stack is whatever HDF5_VOL_CONNECTOR selects (native when unset).
  *
- * Timed per step (wall and the calling thread's CPU time): from H5Dget_space to the last H5Sclose; the two
- * closes also on their own. Then the closing of the file (which waits for whatever a connector still holds).
+ * --mode explicit writes the rows with HDF5's event-set API instead, as vol-async's documentation recommends: one
+ * event set for the file, H5Dwrite_async of a step's row, and two row buffers used in turn. Step k computes into
+ * buffer k % 2, then H5ESwait waits for the write of step k - 1 (which ran behind step k's compute and read the
+ * other buffer), then H5Dwrite_async queues step k's row. So a write is waited for after the compute of the next
+ * step, and a buffer is filled again only after the write that read it has completed (as HDF5's contract for
+ * asynchronous calls asks: a connector may write from the program's buffer until the wait). With HDF5's native
+ * connector the *_async calls run at the call and the wait returns at once.
+ *
+ * Timed per step (wall and the calling thread's CPU time): from H5Dget_space to the last H5Sclose (explicit mode:
+ * from the H5ESwait before it, so that its blocking time counts as the write's); the two closes also on their
+ * own; the wait also on its own. Then the closing of the file (explicit: from the wait for the last write), which
+ * waits for whatever a connector still holds.
  * Before the loop, the floor: a memcpy of one row (the least a write that copies its buffer costs).
  * After the timed part the file is opened again through the same stack and every row is compared with what was
  * written (each row carries its step number in its first element), unless --no-verify.
@@ -33,6 +43,7 @@ struct options {
     unsigned long long step_bytes;
     double compute_s;
     int verify;
+    int explicit_mode; /* --mode explicit: H5Dwrite_async + H5ESwait on two alternating buffers */
 };
 
 /* what the loop measured; times in seconds */
@@ -45,13 +56,15 @@ struct results {
     double med_write;
     double med_cpu;
     double med_post;
+    double med_wait;
     char connector[64];
 };
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: " PROG " FILE [--steps N] [--step-bytes B] [--compute-s S] [--no-verify]\n"
+            "usage: " PROG " FILE [--steps N] [--step-bytes B] [--compute-s S] [--mode implicit|explicit]\n"
+            "                         [--no-verify]\n"
             "\n"
             "Creates FILE with one float64 dataset of N rows of B bytes and, N times, computes for S seconds\n"
             "(busy CPU work) then writes one row the way h5py does (H5Dget_space + hyperslab, a fresh memory\n"
@@ -61,14 +74,20 @@ static void usage(FILE *out)
             "  --steps N        rows written, one per step (default 20)\n"
             "  --step-bytes B   bytes per row, a multiple of 8 (default 8388608)\n"
             "  --compute-s S    compute before each write, in seconds (default 0.05)\n"
+            "  --mode M         implicit (default): plain H5Dwrite, as h5py; explicit: an event set, two row\n"
+            "                   buffers in turn, H5Dwrite_async of step k, and H5ESwait for it after the compute\n"
+            "                   of step k+1, before the write of step k+1 (a buffer is refilled only after the\n"
+            "                   write that read it completed)\n"
             "  --no-verify      do not read the file back\n"
             "  --help           this text\n"
             "\n"
             "Prints one JSON line: total_s (file create to file closed), in_write_s (sum of the steps' write\n"
-            "times), close_s (the file's close), compute_s (S x N), memcpy_floor_ms (median memcpy of one row),\n"
-            "med_write_ms and med_cpu_ms (median wall and CPU time of a step's write, steps after the first),\n"
-            "post_ms (median time of the two H5Sclose after a write), step0_ms (the first step's write),\n"
-            "steps, step_bytes, connector (the connector the file was opened through), verified.\n");
+            "times), close_s (the file's close; explicit: with the wait for the last write), compute_s (S x N),\n"
+            "memcpy_floor_ms (median memcpy of one row), med_write_ms and med_cpu_ms (median wall and CPU time\n"
+            "of a step's write, steps after the first; explicit: the H5ESwait before it included), post_ms\n"
+            "(median time of the two H5Sclose after a write), wait_ms (explicit: median time blocked in the\n"
+            "H5ESwait of a step; implicit: 0), step0_ms (the first step's write), steps, step_bytes, mode,\n"
+            "connector (the connector the file was opened through), verified.\n");
 }
 
 static double clock_s(clockid_t id)
@@ -124,7 +143,8 @@ static int parse_options(int argc, char **argv, struct options *o)
     static const struct option longopts[] = {
         {"steps", required_argument, NULL, 's'},     {"step-bytes", required_argument, NULL, 'b'},
         {"compute-s", required_argument, NULL, 'c'}, {"no-verify", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"mode", required_argument, NULL, 'm'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *o = (struct options){.steps = 20, .step_bytes = 8ull << 20, .compute_s = 0.05, .verify = 1};
     int c;
@@ -155,6 +175,13 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'n':
             o->verify = 0;
+            break;
+        case 'm':
+            if (strcmp(optarg, "implicit") && strcmp(optarg, "explicit")) {
+                fprintf(stderr, PROG ": --mode wants implicit or explicit, not '%s'\n", optarg);
+                return 2;
+            }
+            o->explicit_mode = !strcmp(optarg, "explicit");
             break;
         case 'h':
             usage(stdout);
@@ -200,8 +227,9 @@ static double memcpy_floor(const double *row, size_t bytes, long steps)
     return median(samples, n);
 }
 
-/* one step's write, as h5py makes `d[step] = row`: both spaces made for the write and closed right after it */
-static int write_row(hid_t dset, hsize_t step, hsize_t cols, const double *row, double *post_s)
+/* one step's write, as h5py makes `d[step] = row`: both spaces made for the write and closed right after it;
+ * es >= 0: H5Dwrite_async into that event set */
+static int write_row(hid_t dset, hsize_t step, hsize_t cols, const double *row, hid_t es, double *post_s)
 {
     hsize_t start[2] = {step, 0};
     hsize_t count[2] = {1, cols};
@@ -210,7 +238,10 @@ static int write_row(hid_t dset, hsize_t step, hsize_t cols, const double *row, 
     CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
     hid_t mspace = H5Screate_simple(1, &cols, NULL);
     CHECK(mspace);
-    CHECK(H5Dwrite(dset, H5T_NATIVE_DOUBLE, mspace, fspace, H5P_DEFAULT, row));
+    if (es >= 0)
+        CHECK(H5Dwrite_async(dset, H5T_NATIVE_DOUBLE, mspace, fspace, H5P_DEFAULT, row, es));
+    else
+        CHECK(H5Dwrite(dset, H5T_NATIVE_DOUBLE, mspace, fspace, H5P_DEFAULT, row));
     double t = wall_now();
     CHECK(H5Sclose(mspace));
     CHECK(H5Sclose(fspace));
@@ -231,6 +262,27 @@ static void connector_name(hid_t obj, char *name, size_t size)
     }
 }
 
+/* H5ESwait for everything in es; *blocked: the time it took. -1 (reported) when an operation in it failed */
+static int wait_all(hid_t es, double *blocked)
+{
+    size_t pending = 0, nerr = 0, cleared = 0;
+    hbool_t failed = 0;
+    double t = wall_now();
+    herr_t rc = H5ESwait(es, H5ES_WAIT_FOREVER, &pending, &failed);
+    *blocked = wall_now() - t;
+    if (rc >= 0 && !failed && !pending)
+        return 0;
+    fprintf(stderr, PROG ": H5ESwait %s (%zu operation(s) still pending)\n",
+            rc < 0 ? "failed" : failed ? "reports a failed operation" : "returned early", pending);
+    H5ES_err_info_t info;
+    if (failed && H5ESget_err_count(es, &nerr) >= 0 && nerr > 0 && H5ESget_err_info(es, 1, &info, &cleared) >= 0) {
+        fprintf(stderr, PROG ": %s failed:\n", info.api_name);
+        H5Eprint2(info.err_stack_id, stderr);
+        H5ESfree_err_info(1, &info);
+    }
+    return -1;
+}
+
 /* the timed part: create, STEPS x (compute, write), close */
 static int run_loop(const struct options *o, double *row, struct results *r)
 {
@@ -239,10 +291,18 @@ static int run_loop(const struct options *o, double *row, struct results *r)
     double *wall = calloc((size_t)o->steps, sizeof *wall);
     double *cpu = calloc((size_t)o->steps, sizeof *cpu);
     double *post = calloc((size_t)o->steps, sizeof *post);
-    hid_t file = H5I_INVALID_HID, space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
-    if (!wall || !cpu || !post) {
+    double *waits = calloc((size_t)o->steps, sizeof *waits);
+    /* explicit mode: two row buffers in turn, the second a copy of the first */
+    double *bufs[2] = {row, o->explicit_mode ? malloc(o->step_bytes) : row};
+    hid_t file = H5I_INVALID_HID, space = H5I_INVALID_HID, dset = H5I_INVALID_HID, es = H5I_INVALID_HID;
+    if (!wall || !cpu || !post || !waits || !bufs[1]) {
         fprintf(stderr, PROG ": out of memory for %ld steps\n", o->steps);
         goto fail;
+    }
+    if (o->explicit_mode) {
+        memcpy(bufs[1], row, o->step_bytes);
+        es = H5EScreate();
+        CHECK(es);
     }
     double t0 = wall_now();
     file = H5Fcreate(o->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -253,16 +313,21 @@ static int run_loop(const struct options *o, double *row, struct results *r)
     dset = H5Dcreate2(file, "steps", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     CHECK(dset);
     for (long s = 0; s < o->steps; s++) {
+        double *buf = bufs[s % 2]; /* explicit: its last write (step s - 2) was waited for in step s - 1 */
         compute(o->compute_s);
-        row[0] = (double)s; /* each row carries its step: a row stored in the wrong place fails the check */
+        buf[0] = (double)s; /* each row carries its step: a row stored in the wrong place fails the check */
         double a = wall_now();
         double ac = cpu_now();
-        CHECK(write_row(dset, (hsize_t)s, cols, row, &post[s]));
+        if (es >= 0 && wait_all(es, &waits[s]) < 0) /* the write of step s - 1 */
+            goto fail;
+        CHECK(write_row(dset, (hsize_t)s, cols, buf, es, &post[s]));
         wall[s] = wall_now() - a;
         cpu[s] = cpu_now() - ac;
         r->in_write += wall[s];
     }
-    double a = wall_now();
+    double a = wall_now(), last_wait = 0;
+    if (es >= 0 && wait_all(es, &last_wait) < 0)
+        goto fail;
     CHECK(H5Dclose(dset));
     dset = H5I_INVALID_HID;
     CHECK(H5Sclose(space));
@@ -275,20 +340,37 @@ static int run_loop(const struct options *o, double *row, struct results *r)
     r->med_write = steady_median(wall, o->steps);
     r->med_cpu = steady_median(cpu, o->steps);
     r->med_post = steady_median(post, o->steps);
+    r->med_wait = steady_median(waits, o->steps);
+    if (es >= 0)
+        CHECK(H5ESclose(es));
+    es = H5I_INVALID_HID;
     free(wall);
     free(cpu);
     free(post);
+    free(waits);
+    if (bufs[1] != row)
+        free(bufs[1]);
     return 0;
 fail:
+    if (es >= 0) { /* nothing may still read the buffers when they are freed */
+        size_t pending = 0;
+        hbool_t failed = 0;
+        H5ESwait(es, H5ES_WAIT_FOREVER, &pending, &failed);
+    }
     if (dset >= 0)
         H5Dclose(dset);
     if (space >= 0)
         H5Sclose(space);
     if (file >= 0)
         H5Fclose(file);
+    if (es >= 0)
+        H5ESclose(es);
     free(wall);
     free(cpu);
     free(post);
+    free(waits);
+    if (bufs[1] != row)
+        free(bufs[1]);
     return -1;
 }
 
@@ -343,10 +425,11 @@ static void print_json(const struct options *o, const struct results *r)
 {
     printf("{\"total_s\": %.6f, \"in_write_s\": %.6f, \"close_s\": %.6f, \"compute_s\": %.6f, "
            "\"memcpy_floor_ms\": %.4f, \"med_write_ms\": %.4f, \"med_cpu_ms\": %.4f, \"post_ms\": %.4f, "
-           "\"step0_ms\": %.4f, \"steps\": %ld, \"step_bytes\": %llu, \"connector\": \"%s\", \"verified\": %s}\n",
+           "\"wait_ms\": %.4f, \"step0_ms\": %.4f, \"steps\": %ld, \"step_bytes\": %llu, \"mode\": \"%s\", "
+           "\"connector\": \"%s\", \"verified\": %s}\n",
            r->total, r->in_write, r->close, o->compute_s * (double)o->steps, r->floor * 1e3, r->med_write * 1e3,
-           r->med_cpu * 1e3, r->med_post * 1e3, r->step0 * 1e3, o->steps, o->step_bytes, r->connector,
-           o->verify ? "true" : "false");
+           r->med_cpu * 1e3, r->med_post * 1e3, r->med_wait * 1e3, r->step0 * 1e3, o->steps, o->step_bytes,
+           o->explicit_mode ? "explicit" : "implicit", r->connector, o->verify ? "true" : "false");
 }
 
 int main(int argc, char **argv)

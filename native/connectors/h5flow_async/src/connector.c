@@ -24,6 +24,7 @@ static void opts_default(void *p)
     o->implicit = 1;
     o->merge = 1;
     o->adapt = DEFAULT_ADAPT;
+    o->explicit_copy = 1;
 }
 
 static int parse_bool(const char *v, int *out)
@@ -84,8 +85,12 @@ static int opts_set(void *p, const char *key, const char *value, char *err, size
         }
         return 0;
     }
-    if (!strcmp(key, "implicit") || !strcmp(key, "merge") || !strcmp(key, "defer")) {
-        int *flag = !strcmp(key, "implicit") ? &o->implicit : !strcmp(key, "merge") ? &o->merge : &o->defer;
+    int *flag = !strcmp(key, "implicit")        ? &o->implicit
+                : !strcmp(key, "merge")         ? &o->merge
+                : !strcmp(key, "defer")         ? &o->defer
+                : !strcmp(key, "explicit_copy") ? &o->explicit_copy
+                                                : NULL;
+    if (flag) {
         if (parse_bool(value, flag) < 0) {
             snprintf(err, errlen, "1 or 0 (true/false, on/off)");
             return -1;
@@ -100,17 +105,17 @@ static int opts_set(void *p, const char *key, const char *value, char *err, size
         strcpy(o->stats, value);
         return 0;
     }
-    snprintf(err, errlen, "unknown setting (h5flow_async takes max_mem, implicit, merge, defer, adapt, stats, "
-                          "under_vol, under_info)");
+    snprintf(err, errlen, "unknown setting (h5flow_async takes max_mem, implicit, merge, defer, adapt, "
+                          "explicit_copy, stats, under_vol, under_info)");
     return -1;
 }
 
 static int opts_to_str(const void *p, char *buf, size_t len)
 {
     const h5fa_opts_t *o = p;
-    int n = snprintf(buf, len, "max_mem=%llu;implicit=%d;merge=%d;defer=%d;adapt=%llu%s%s",
+    int n = snprintf(buf, len, "max_mem=%llu;implicit=%d;merge=%d;defer=%d;adapt=%llu;explicit_copy=%d%s%s",
                      (unsigned long long)o->max_mem, o->implicit, o->merge, o->defer, (unsigned long long)o->adapt,
-                     o->stats[0] ? ";stats=" : "", o->stats);
+                     o->explicit_copy, o->stats[0] ? ";stats=" : "", o->stats);
     return (n < 0 || (size_t)n >= len) ? -1 : n;
 }
 

@@ -23,6 +23,9 @@ typedef struct h5fa_opts {
     uint64_t adapt;    /* adapt=SIZE|off: an implicit write of at least SIZE bytes with nothing to hide behind
                           (work still queued, or no time spent since the last write or wait) runs at the call
                           after the queue, uncopied (0: off; queue.c adapt_at_call) */
+    int explicit_copy; /* explicit_copy=1|0: an event-set write (H5Dwrite_async) copies its buffer (1), or is
+                          queued without a copy and written from the program's buffer, which must stay
+                          unchanged until its request completes (0) */
     char stats[1024];  /* stats=PATH: one JSON line per closed file appended there ("" = none) */
 } h5fa_opts_t;
 
@@ -61,6 +64,7 @@ typedef struct h5fa_file {
     uint64_t bytes;        /* bytes queued */
     uint64_t failures;     /* background operations that failed */
     uint64_t ran_at_call;  /* dataset writes that ran at the call (after the queue), uncopied */
+    uint64_t uncopied;     /* queued event-set writes written from the program's buffer (explicit_copy=0) */
     /* the adaptive rule (adapt=): when the last write that ran at the call returned (0: the file's last
      * write was queued), and what copying a byte cost in the last large copy (picoseconds) */
     uint64_t at_call_end_ns;

@@ -40,12 +40,15 @@ typedef struct block { /* a file selection that is one block */
 typedef struct item { /* one dataset of a queued call */
     h5fpt_obj_t *dset;  /* held */
     hid_t mem_type;     /* owned copy */
-    hid_t mem_space;    /* read: owned copy or H5S_ALL/H5S_BLOCK; write: made at run (1-D, contiguous) */
+    hid_t mem_space;    /* read and borrowed write: owned copy or H5S_ALL/H5S_BLOCK; copied write: made at
+                           run (1-D, contiguous) */
     hid_t file_space;   /* owned copy or H5S_ALL; H5I_INVALID_HID when is_block (made at run) */
     bool is_block;
+    bool borrowed;      /* write: buf is the application's (explicit_copy=0), never copied, freed or merged */
     block_t blk;
-    void *buf;          /* write: owned copy of the selected elements; read: the application's */
-    size_t cap;         /* write: the copy's capacity, from the file's pool (0: malloc) */
+    void *buf;          /* copied write: owned copy of the selected elements; read, borrowed write: the
+                           application's */
+    size_t cap;         /* copied write: the copy's capacity, from the file's pool (0: malloc) */
     hsize_t npoints;
     size_t bytes;
 } item_t;
@@ -190,12 +193,12 @@ void h5fa_write_stats(h5fa_file_t *f)
     fprintf(out,
             "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
             "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu, \"buffers_reused\": %llu, "
-            "\"buffers_allocated\": %llu, \"ran_at_call\": %llu}\n",
+            "\"buffers_allocated\": %llu, \"ran_at_call\": %llu, \"uncopied\": %llu}\n",
             f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
             (unsigned long long)f->merged, (unsigned long long)f->calls_below,
             (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures,
             (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh,
-            (unsigned long long)f->ran_at_call);
+            (unsigned long long)f->ran_at_call, (unsigned long long)f->uncopied);
     pthread_mutex_unlock(&Q.mu);
     fclose(out);
 }
@@ -220,7 +223,7 @@ static void task_release_resources(task_t *t)
         if (it->file_space > H5S_PLIST)
             H5Sclose(it->file_space);
         it->mem_type = it->mem_space = it->file_space = H5I_INVALID_HID;
-        if (t->write) /* the write below has returned (or never ran): nothing reads the copy any more */
+        if (t->write && !it->borrowed) /* the write below has returned (or never ran): nothing reads the copy */
             h5fa_pool_put(&t->file->pool, it->buf, it->cap, t->file->opts.max_mem);
         it->buf = NULL;
         it->cap = 0;
@@ -408,10 +411,12 @@ static bool adapt_at_call(h5fa_file_t *f, size_t bytes)
     return now < end || (now - end) * 1000u < (uint64_t)bytes * ps;
 }
 
-/* Fill item i of t from the application's write arguments: copy the selected elements. 1: cannot
- * be queued (run it at the call: pointers, or the adaptive rule when `adaptive`), -1: error, 0: done. */
+/* Fill item i of t from the application's write arguments: copy the selected elements, or with `borrow`
+ * (an event-set write with explicit_copy=0) keep the application's buffer and copy only its type and
+ * spaces. 1: cannot be queued (run it at the call: pointers, or the adaptive rule when `adaptive`),
+ * -1: error, 0: done. */
 static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid_t mem_type, hid_t mem_space,
-                              hid_t file_space, const void *buf, bool adaptive)
+                              hid_t file_space, const void *buf, bool adaptive, bool borrow)
 {
     if (mem_space == H5S_PLIST || file_space == H5S_PLIST || has_pointers(mem_type))
         return 1;
@@ -437,6 +442,18 @@ static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid
     it->bytes = (size_t)np * esize;
     if (adaptive && adapt_at_call(f, it->bytes))
         goto out; /* rc 1: at the call */
+    if (borrow) { /* written from the application's buffer; the spaces it may close at once are copied */
+        it->borrowed = true;
+        it->buf = (void *)(uintptr_t)buf;
+        it->mem_type = H5Tcopy(mem_type);
+        it->mem_space = mem_space <= H5S_BLOCK ? mem_space : H5Scopy(mem_space);
+        it->file_space = file_space == H5S_ALL ? H5S_ALL : H5Scopy(file_space);
+        if (it->mem_type < 0 || it->mem_space < 0 || it->file_space < 0) {
+            rc = -1;
+            goto out;
+        }
+        goto keep;
+    }
     it->buf = h5fa_pool_get(&f->pool, it->bytes, f->opts.max_mem, &it->cap);
     if (!it->buf) {
         rc = -1;
@@ -466,6 +483,7 @@ static int prepare_write_item(item_t *it, h5fa_file_t *f, h5fpt_obj_t *dset, hid
         rc = -1;
         goto out;
     }
+keep:
     it->dset = dset;
     h5fpt_obj_retain(dset);
     rc = 0;
@@ -508,7 +526,7 @@ static int run_batch(task_t **batch, size_t nb, char *msg, size_t msglen)
             objs[k] = it->dset->under_object;
             types[k] = it->mem_type;
             bufs[k] = it->buf;
-            if (batch[b]->write) {
+            if (batch[b]->write && !it->borrowed) {
                 hsize_t n = it->npoints;
                 mspaces[k] = H5Screate_simple(1, &n, NULL);
                 made_m[k] = true;
@@ -728,8 +746,9 @@ static bool try_merge(task_t *t)
     item_t *a = &p->items[0], *b = &t->items[0];
     if (a->bytes + b->bytes > MERGE_MAX_BYTES)
         return false;
-    if (a->dset->under_object != b->dset->under_object || !a->is_block || !b->is_block ||
-        a->blk.rank != b->blk.rank)
+    /* a borrowed write is the application's memory: never grown, never written into, never folded into a copy */
+    if (a->borrowed || b->borrowed || a->dset->under_object != b->dset->under_object || !a->is_block ||
+        !b->is_block || a->blk.rank != b->blk.rank)
         return false;
     for (int d = 0; d < a->blk.rank; d++)
         if (a->blk.dims[d] != b->blk.dims[d] || (d > 0 && (a->blk.start[d] != b->blk.start[d] ||
@@ -814,11 +833,18 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
             return -1;
         }
     }
-    for (size_t i = 0; i < t->n; i++)
-        t->bytes += t->write ? t->items[i].bytes : 0;
-    /* memory bound: wait (library lock let go) until the queue has room */
+    uint64_t all_bytes = 0, borrowed = 0;
+    for (size_t i = 0; i < t->n && t->write; i++) {
+        all_bytes += t->items[i].bytes;
+        if (t->items[i].borrowed)
+            borrowed++;
+        else
+            t->bytes += t->items[i].bytes; /* what the queue holds in copies: max_mem's count */
+    }
+    /* memory bound: wait (library lock let go) until the queue has room; a write that copied nothing
+     * takes no room and never waits */
     pthread_mutex_lock(&Q.mu);
-    if (!queue_has_room(t->bytes, f->opts.max_mem)) {
+    if (t->bytes && !queue_has_room(t->bytes, f->opts.max_mem)) {
         release_deferred();
         pthread_mutex_unlock(&Q.mu);
         unsigned held = lib_release();
@@ -839,7 +865,8 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
         rc = -1;
     if (t->write) {
         f->queued += t->n;
-        f->bytes += t->bytes;
+        f->uncopied += borrowed;
+        f->bytes += all_bytes;
         f->at_call_end_ns = 0;
     }
     pthread_mutex_unlock(&Q.mu);
@@ -876,8 +903,8 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
     uint64_t total = 0;
     for (size_t i = 0; i < count; i++) {
         int rc = prepare_write_item(&t->items[i], f, dset[i], mem_type_id[i], mem_space_id[i], file_space_id[i],
-                                    buf[i], !req);
-        total += t->items[i].bytes;
+                                    buf[i], !req, req && !f->opts.explicit_copy);
+        total += t->items[i].borrowed ? 0 : t->items[i].bytes; /* the copies' bytes: max_mem's count */
         if (rc != 0 || total > f->opts.max_mem) { /* larger than the bound: run it at the call */
             task_free(t);
             return rc < 0 ? -1 : 1;

@@ -55,6 +55,49 @@ static void row_values(int *row, int r, int gen)
         row[c] = gen * 100000 + r * COLS + c;
 }
 
+/* whether a message of an error stack contains `part` */
+static herr_t find_message(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    const char **want = data;
+    if (e->desc && strstr(e->desc, want[0]))
+        want[1] = "found";
+    return 0;
+}
+
+static int stack_says(hid_t stack, const char *part)
+{
+    const char *want[2] = {part, NULL};
+    H5Ewalk2(stack, H5E_WALK_UPWARD, find_message, want);
+    return want[1] != NULL;
+}
+
+/* A write the library below refuses (no conversion from strings to integers), queued in es: H5ESwait says it
+ * failed, H5ESget_err_info names the call and carries the connector's message. */
+static void refused_write_is_reported(hid_t es, hid_t d, hid_t ms, hid_t fs, const void *buf)
+{
+    size_t in_progress = 0, nerr = 0, ncleared = 0;
+    hbool_t failed = 0;
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, sizeof(int));
+    herr_t queued;
+    H5E_BEGIN_TRY
+    {
+        queued = H5Dwrite_async(d, str, ms, fs, H5P_DEFAULT, buf, es);
+        H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed);
+    }
+    H5E_END_TRY
+    H5Tclose(str);
+    CHECK(queued >= 0 && failed);
+    H5ES_err_info_t info;
+    CHECK(H5ESget_err_count(es, &nerr) >= 0 && nerr == 1);
+    if (nerr == 1 && H5ESget_err_info(es, 1, &info, &ncleared) >= 0) {
+        CHECK(strstr(info.api_name, "H5Dwrite_async") != NULL);
+        CHECK(stack_says(info.err_stack_id, "a background write"));
+        H5ESfree_err_info(1, &info);
+    }
+}
+
 /* Explicit mode: everything through one event set; rows appended one by one (merged), a read after
  * the writes sees them, a multi-dataset batch, then a failing write reported by H5ESwait/get_err. */
 static void explicit_mode(const char *below, const char *tag)
@@ -114,28 +157,7 @@ static void explicit_mode(const char *below, const char *tag)
     row_values(row, 5, 2);
     CHECK(got_e[0] == 0 && got_e[6 * COLS] == -6 * COLS && memcmp(got_e + 5 * COLS, row, sizeof row) == 0);
 
-    /* a write the library below refuses (no conversion from strings to integers): H5ESwait says so */
-    hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, sizeof(int));
-    herr_t queued;
-    H5E_BEGIN_TRY
-    {
-        queued = H5Dwrite_async(d, str, ms, fs5, H5P_DEFAULT, row, es);
-        H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed);
-    }
-    H5E_END_TRY
-    H5Tclose(str);
-    CHECK(queued >= 0 && failed);
-    size_t nerr = 0;
-    CHECK(H5ESget_err_count(es, &nerr) >= 0 && nerr == 1);
-    H5ES_err_info_t info;
-    size_t ncleared = 0;
-    if (nerr == 1 && H5ESget_err_info(es, 1, &info, &ncleared) >= 0) {
-        ssize_t n = H5Eget_num(info.err_stack_id);
-        CHECK(n >= 1);
-        CHECK(strstr(info.api_name, "H5Dwrite_async") != NULL);
-        H5ESfree_err_info(1, &info);
-    }
+    refused_write_is_reported(es, d, ms, fs5, row);
     H5Sclose(fs5);
     H5Sclose(ms);
     H5Sclose(sp);
@@ -225,6 +247,114 @@ static void implicit_mode(const char *below, const char *tag, const char *extra,
     H5Fclose(rf);
     H5Pclose(fapl);
     free(got);
+}
+
+/* explicit_copy: with 0, an H5Dwrite_async is written from the program's buffer (defer=1 keeps it queued
+ * until the wait, so a change made to the buffer before the wait lands: that is the contract; with 1 the
+ * value at the call lands). The spaces are the connector's copies (the program closes its own at once);
+ * several datasets with memory selections of their own go below in one multi-dataset call; a read queued
+ * after the writes sees them; nothing waits on max_mem, nothing merges into a copy; a failed uncopied
+ * write is reported through the event set and at close; `uncopied` counts them. */
+static void explicit_buffers(const char *below, const char *tag, int copy)
+{
+    char path[4096], stats[4096], extra[128];
+    snprintf(path, sizeof path, "%s/borrow-%s-%d.h5", dir, tag, copy);
+    snprintf(stats, sizeof stats, "%s/borrow-%s-%d.stats", dir, tag, copy);
+    /* max_mem below one write: a copied write that large would run at the call, an uncopied one is queued */
+    snprintf(extra, sizeof extra, "defer=1;explicit_copy=%d;%s", copy, copy ? "" : "max_mem=1K;");
+    remove(stats);
+    hid_t fapl = fapl_for(below, stats, extra);
+    hid_t es = H5EScreate();
+    hid_t f = H5Fcreate_async(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl, es);
+    CHECK(f >= 0);
+    hsize_t dims[2] = {ROWS, COLS}, one[2] = {1, COLS}, rest[2] = {ROWS - 1, COLS}, n = ROWS * COLS;
+    hsize_t twice = 2 * n, stride = 2, blk = 1;
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t d = H5Dcreate_async(f, "rows", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT, es);
+    hid_t e = H5Dcreate_async(f, "whole", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT, es);
+    hid_t g = H5Dcreate_async(f, "strided", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT, es);
+    CHECK(d >= 0 && e >= 0 && g >= 0);
+    size_t in_progress = 0;
+    hbool_t failed = 0;
+
+    /* row 0 from `row`, changed after the call and before the wait */
+    int row[COLS];
+    hsize_t zero[2] = {0, 0}, first[2] = {1, 0};
+    hid_t ms = H5Screate_simple(2, one, NULL), fs = H5Scopy(sp);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, zero, NULL, one, NULL);
+    row_values(row, 0, 1);
+    CHECK(H5Dwrite_async(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, row, es) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    row_values(row, 0, 2);
+    CHECK(H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed) >= 0 && in_progress == 0 && !failed);
+    row_values(row, 0, 3); /* after the wait: the file keeps what was there at the wait */
+
+    /* rows 1.. of `rows` from rows 1.. of a whole buffer; all of `whole`; `strided` from every second
+     * element of a buffer twice as long; each program space closed at once */
+    int *all = malloc(n * sizeof *all), *whole = malloc(n * sizeof *whole), *sparse = malloc(twice * sizeof *sparse);
+    for (hsize_t i = 0; i < n; i++) {
+        all[i] = (int)i + 7;
+        whole[i] = -(int)i;
+        sparse[2 * i] = (int)i * 3;
+        sparse[2 * i + 1] = -1;
+    }
+    ms = H5Screate_simple(2, dims, NULL);
+    fs = H5Scopy(sp);
+    H5Sselect_hyperslab(ms, H5S_SELECT_SET, first, NULL, rest, NULL);
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, first, NULL, rest, NULL);
+    CHECK(H5Dwrite_async(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, all, es) >= 0);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    CHECK(H5Dwrite_async(e, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, whole, es) >= 0);
+    hsize_t start0 = 0;
+    ms = H5Screate_simple(1, &twice, NULL);
+    H5Sselect_hyperslab(ms, H5S_SELECT_SET, &start0, &stride, &n, &blk);
+    CHECK(H5Dwrite_async(g, H5T_NATIVE_INT, ms, H5S_ALL, H5P_DEFAULT, sparse, es) >= 0);
+    H5Sclose(ms);
+    int *got = calloc(n, sizeof *got), *got_e = calloc(n, sizeof *got_e);
+    CHECK(H5Dread_async(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got, es) >= 0);
+    CHECK(H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &failed) >= 0 && in_progress == 0 && !failed);
+    row_values(row, 0, copy ? 1 : 2);
+    if (memcmp(got, row, sizeof row))
+        fprintf(stderr, "%s: row 0 is not the buffer's value %s\n", tag, copy ? "at the call" : "at the wait"),
+            failures++;
+    CHECK(got[COLS] == COLS + 7 && got[n - 1] == (int)n - 1 + 7);
+    CHECK(H5Dread(e, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got_e) >= 0);
+    CHECK(got_e[1] == -1 && got_e[n - 1] == -(int)(n - 1));
+    CHECK(H5Dread(g, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got_e) >= 0);
+    CHECK(got_e[1] == 3 && got_e[n - 1] == 3 * (int)(n - 1));
+
+    refused_write_is_reported(es, d, H5S_ALL, H5S_ALL, all); /* uncopied or not */
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Dclose(e);
+    H5Dclose(g);
+    herr_t rc;
+    H5E_BEGIN_TRY { rc = H5Fclose(f); } /* reported once more at close, then closed */
+    H5E_END_TRY
+    CHECK(rc < 0);
+    CHECK(H5Fclose(f) >= 0);
+    CHECK(H5ESclose(es) >= 0);
+    H5Pclose(fapl);
+    CHECK(stat_of(stats, "writes") == 5 && stat_of(stats, "queued") == 5 && stat_of(stats, "ran_at_call") == 0);
+    CHECK(stat_of(stats, "uncopied") == (copy ? 0 : 5) && stat_of(stats, "merged") == 0);
+    /* row 0; the three datasets as one multi-dataset call; the failed write */
+    CHECK(stat_of(stats, "calls_below") == 3 && stat_of(stats, "multi_calls") == 1);
+    CHECK(stat_of(stats, "failures") == 1);
+    /* the file, reopened, holds row 0 as it was at the wait, not as changed after it */
+    hid_t rf = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t rd = H5Dopen2(rf, "rows", H5P_DEFAULT);
+    CHECK(H5Dread(rd, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    row_values(row, 0, copy ? 1 : 2);
+    CHECK(memcmp(got, row, sizeof row) == 0 && got[COLS] == COLS + 7);
+    H5Dclose(rd);
+    H5Fclose(rf);
+    free(all);
+    free(whole);
+    free(sparse);
+    free(got);
+    free(got_e);
 }
 
 /* Implicit mode: a failing queued write is reported at the next flush; the next close succeeds. */
@@ -540,6 +670,8 @@ int main(int argc, char **argv)
     const char *below[][2] = {{"0", "native"}, {"h5flow_log", "log"}};
     for (int b = 0; b < 2; b++) {
         explicit_mode(below[b][0], below[b][1]);
+        explicit_buffers(below[b][0], below[b][1], 0);
+        explicit_buffers(below[b][0], below[b][1], 1);
         implicit_mode(below[b][0], below[b][1], "", -1); /* timing decides what merges */
         char tag[64];
         snprintf(tag, sizeof tag, "%s-deferred", below[b][1]);
