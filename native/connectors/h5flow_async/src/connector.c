@@ -249,12 +249,18 @@ static const char *thread_level_name(int level)
     }
 }
 
-/* A file on MPI-IO or subfiling gets MPI calls from the background thread beside the application's:
- * MPI must provide MPI_THREAD_MULTIPLE. */
+/* A file on a driver that uses MPI (MPI-IO, subfiling, its I/O concentrator) gets MPI calls from the
+ * background thread beside the application's: MPI must provide MPI_THREAD_MULTIPLE.
+ *
+ * The driver is asked for its feature flags instead of being compared with H5FD_MPIO and H5FD_SUBFILING:
+ * those macros register their driver on first use, and registering the subfiling driver initializes MPI
+ * (MPI_Init_thread plus an atexit MPI_Finalize) in a program that never asked for it: tens of milliseconds
+ * at the first file open of every serial program, and an MPI the program can no longer initialize itself. */
 static int check_parallel(const char *name, hid_t fapl_id, bool *parallel)
 {
     hid_t drv = H5Pget_driver(fapl_id);
-    *parallel = drv >= 0 && (drv == H5FD_MPIO || drv == H5FD_SUBFILING);
+    unsigned long features = 0;
+    *parallel = drv >= 0 && H5FDdriver_query(drv, &features) >= 0 && (features & H5FD_FEAT_HAS_MPI);
     if (!*parallel)
         return 0;
     int init = 0, level = MPI_THREAD_SINGLE;

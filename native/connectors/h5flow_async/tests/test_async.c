@@ -7,6 +7,7 @@
 
 #include "../../h5flow_log/tests/check.h"
 
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -529,6 +530,27 @@ static void adaptive(const char *below, const char *tag)
     free(mem);
 }
 
+/* A serial file through the connector leaves MPI alone: telling a parallel file from a serial one must not
+ * initialize MPI (registering HDF5's subfiling driver does: tens of milliseconds at the first open, and a
+ * program that initializes MPI later then fails). Runs first, before anything else could initialize MPI. */
+static void serial_open_leaves_mpi_alone(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/serial-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/serial-%s.stats", dir, tag);
+    hid_t fapl = fapl_for(below, stats, "");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    CHECK(H5Fclose(f) >= 0);
+    f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    CHECK(f >= 0);
+    CHECK(H5Fclose(f) >= 0);
+    H5Pclose(fapl);
+    int inited = 1;
+    MPI_Initialized(&inited);
+    CHECK(inited == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -538,6 +560,8 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s", argv[1]);
     mkdir(dir, 0777);
     const char *below[][2] = {{"0", "native"}, {"h5flow_log", "log"}};
+    for (int b = 0; b < 2; b++)
+        serial_open_leaves_mpi_alone(below[b][0], below[b][1]);
     for (int b = 0; b < 2; b++) {
         explicit_mode(below[b][0], below[b][1]);
         implicit_mode(below[b][0], below[b][1], "", -1); /* timing decides what merges */
