@@ -106,6 +106,21 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
                                         H5P_DATASET_XFER_DEFAULT, NULL) >= 0;
             if (!tok_ok)
                 H5Eclear2(H5E_DEFAULT);
+            /* A dataset reached through an external link lies in another file than its handle: its cached
+             * writes go to that file's engine, which every handle of that file shares (a read through any of
+             * them then sees them, and none is migrated over a later write made through another). */
+            unsigned long key = 0;
+            if (tok_ok && hfc_file_key(e->f, &key) && oi.fileno != key) {
+                hfc_file_t *own = hfc_file_open_for(e->f, oi.fileno);
+                if (!own) {
+                    hfc_file_close(e->f);
+                    free(e);
+                    report();
+                    return -1;
+                }
+                hfc_file_close(e->f); /* the handle's engine: the handle still holds it */
+                e->f = own;
+            }
             e->d = hfc_dset_attach(e->f, obj->under_object, obj->under_vol_id, &oi.token, tok_ok);
             if (!e->d) {
                 hfc_file_close(e->f);

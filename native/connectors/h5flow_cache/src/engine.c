@@ -216,6 +216,20 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key
     return f;
 }
 
+hfc_file_t *hfc_file_open_for(const hfc_file_t *handle, unsigned long key)
+{
+    hfc_cfg_t cfg = handle->cfg;
+    if (handle->mpio)
+        cfg.background = 0; /* no communicator known here: migration stays on the application's thread */
+    return hfc_file_open(&cfg, H5P_DEFAULT, key, 1);
+}
+
+int hfc_file_key(const hfc_file_t *f, unsigned long *key)
+{
+    *key = f->key;
+    return f->key_ok;
+}
+
 const char *hfc_file_cache_dir(const hfc_file_t *f) { return f->store ? hfc_store_dir(f->store) : ""; }
 
 /* The cache directory and the migration thread exist from the first cached write on: a file only read, or
