@@ -205,7 +205,7 @@ def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     png = tmp_path / "b.png"
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "async", "--steps", "2", "--step-mib",
                            "0.05", "--compute-ms", "5", "--repeat", "1", "--dirs", str(tmp_path),
-                           "--metadata-ops", "20", "--png", str(png), "--json"],
+                           "--metadata-ops", "20", "--file-ops", "2", "--png", str(png), "--json"],
                           capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -214,6 +214,7 @@ def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     assert {"native", "async", "log", "async/log"} <= stacks, stacks
     assert {r["compute_ms"] for r in out["rows"]} == {0.0, 5.0}
     assert all(r["total_s"] > 0 for r in out["rows"]) and len(out["metadata"]) == len(stacks)
+    assert {r["stack"] for r in out["files"]} == stacks and all(r["per_file_us"] > 0 for r in out["files"])
     assert png.stat().st_size > 0
 
 
