@@ -21,7 +21,6 @@
 #include <H5TSdevelop.h>
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +71,7 @@ typedef struct task {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work, progress;
+    pthread_cond_t gap; /* the application let go of the library lock, or began to wait for the queue */
     task_t *head, *tail;
     uint64_t next_seq, done_seq;
     uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
@@ -81,7 +81,10 @@ static struct {
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
     atomic_int app_draining; /* the application waits for the queue (the library lock let go): no gap needed */
     pthread_t thread;
-} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .work = PTHREAD_COND_INITIALIZER,
+       .progress = PTHREAD_COND_INITIALIZER,
+       .gap = PTHREAD_COND_INITIALIZER};
 
 /* Let deferred tasks queued up to task `upto` start (Q.mu held). */
 static void release_deferred_to(uint64_t upto)
@@ -112,21 +115,44 @@ static unsigned lib_release(void)
     return count - 1;
 }
 
+/* Take the library lock back `count` times. H5TSmutex_acquire only tries; while another thread holds the
+ * lock, this thread waits on the library's own condition variable inside a call that takes the lock and gives
+ * it back at once (H5Eget_num: it changes nothing, not even the error stack), then tries again: woken when
+ * the lock is let go, never by a timer. */
 static void lib_reacquire(unsigned count)
 {
     if (!count)
         return;
     atomic_fetch_add(&Q.app_waiting, 1);
-    for (unsigned spins = 0;; spins++) {
+    for (;;) {
         bool acquired = false;
         if (H5TSmutex_acquire(count, &acquired) >= 0 && acquired)
             break;
-        if (spins < 100)
-            sched_yield();
-        else
-            nanosleep(&(struct timespec){0, 20000}, NULL);
+        (void)H5Eget_num(H5E_DEFAULT);
     }
+    pthread_mutex_lock(&Q.mu);
     atomic_fetch_sub(&Q.app_waiting, 1);
+    pthread_cond_broadcast(&Q.gap);
+    pthread_mutex_unlock(&Q.mu);
+}
+
+/* The application begins to wait for the queue: the library lock let go (the count to take back is
+ * returned), Q.mu taken, and the thread told that it need not leave a quiet gap. */
+static unsigned app_wait_begin(void)
+{
+    unsigned held = lib_release();
+    pthread_mutex_lock(&Q.mu);
+    atomic_fetch_add(&Q.app_draining, 1);
+    pthread_cond_broadcast(&Q.gap);
+    return held;
+}
+
+/* The wait is over (Q.mu held on entry, not on return): the library lock taken back. */
+static void app_wait_end(unsigned held)
+{
+    atomic_fetch_sub(&Q.app_draining, 1);
+    pthread_mutex_unlock(&Q.mu);
+    lib_reacquire(held);
 }
 
 /* How long the program must have made no HDF5 call before the thread takes the library lock for a queued
@@ -135,6 +161,21 @@ static void lib_reacquire(unsigned count)
  * lock would keep those calls waiting for the whole write below. */
 #define QUIET_NS 100000L
 #define QUIET_MAX_NS 2000000L
+
+/* Wait ns, or less when the application begins to wait for the queue meanwhile (a condition variable, so
+ * that a flush, close or read that waits never waits out the quiet gap as well). */
+static void quiet_wait(long ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long t = until.tv_nsec + ns;
+    until.tv_sec += t / 1000000000L;
+    until.tv_nsec = t % 1000000000L;
+    pthread_mutex_lock(&Q.mu);
+    while (atomic_load(&Q.app_draining) == 0 && pthread_cond_timedwait(&Q.gap, &Q.mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&Q.mu);
+}
 
 /* Before a batch: take the library lock once the program has been out of HDF5 for QUIET_NS (no API call
  * began meanwhile and the lock is free), or at once when the program waits for the queue (it let go of the
@@ -152,7 +193,7 @@ static bool lock_when_quiet(unsigned since_last)
             return true;
     }
     for (long waited = 0; waited < QUIET_MAX_NS; waited += QUIET_NS) {
-        nanosleep(&(struct timespec){0, QUIET_NS}, NULL);
+        quiet_wait(QUIET_NS);
         unsigned now = 0;
         if (H5TSmutex_get_attempt_count(&now) < 0)
             return false;
@@ -621,11 +662,10 @@ static void *worker(void *arg)
                 t->running = true;
                 batch[nb++] = t;
             }
-        pthread_mutex_unlock(&Q.mu);
-
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
-            nanosleep(&(struct timespec){0, 50000}, NULL);
+            pthread_cond_wait(&Q.gap, &Q.mu);
+        pthread_mutex_unlock(&Q.mu);
         bool locked = lock_when_quiet(attempts_after_batch);
         char msg[512] = "";
         uint64_t t0 = now_ns();
@@ -696,6 +736,7 @@ static void forget_in_child(void)
     pthread_mutex_init(&Q.mu, NULL);
     pthread_cond_init(&Q.work, NULL);
     pthread_cond_init(&Q.progress, NULL);
+    pthread_cond_init(&Q.gap, NULL);
     Q.head = Q.tail = NULL;
     Q.next_seq = Q.done_seq = Q.release_seq = Q.waited_ns = 0;
     Q.bytes = 0;
@@ -864,14 +905,10 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
         release_deferred_to(last_task_of(f));
         f->waits++;
         pthread_mutex_unlock(&Q.mu);
-        unsigned held = lib_release();
-        atomic_fetch_add(&Q.app_draining, 1);
-        pthread_mutex_lock(&Q.mu);
+        unsigned held = app_wait_begin();
         while (!queue_has_room(f, t->bytes))
             pthread_cond_wait(&Q.progress, &Q.mu);
-        pthread_mutex_unlock(&Q.mu);
-        atomic_fetch_sub(&Q.app_draining, 1);
-        lib_reacquire(held);
+        app_wait_end(held);
         pthread_mutex_lock(&Q.mu);
     }
     bool merged = t->write && try_merge(t);
@@ -974,9 +1011,7 @@ static void wait_until(uint64_t target, h5fa_file_t *f)
     pthread_mutex_unlock(&Q.mu);
     if (done)
         return;
-    unsigned held = lib_release();
-    atomic_fetch_add(&Q.app_draining, 1);
-    pthread_mutex_lock(&Q.mu);
+    unsigned held = app_wait_begin();
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
     /* the program needed the queued work before it was done: nothing was hidden */
@@ -984,9 +1019,7 @@ static void wait_until(uint64_t target, h5fa_file_t *f)
         f->waited_ns = now_ns();
     else
         Q.waited_ns = now_ns();
-    pthread_mutex_unlock(&Q.mu);
-    atomic_fetch_sub(&Q.app_draining, 1);
-    lib_reacquire(held);
+    app_wait_end(held);
 }
 
 void h5fa_drain(void)
@@ -1080,14 +1113,12 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
         release_deferred(); /* waited for: deferred work starts */
     pthread_mutex_unlock(&Q.mu);
     if (state == 0 && timeout > 0) {
-        unsigned held = lib_release();
-        atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
         until.tv_sec += (time_t)(timeout == H5ES_WAIT_FOREVER ? 0 : timeout / 1000000000ull) + (time_t)(ns / 1000000000ull);
         until.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_mutex_lock(&Q.mu);
+        unsigned held = app_wait_begin();
         while (d->state == 0) {
             if (timeout == H5ES_WAIT_FOREVER)
                 pthread_cond_wait(&Q.progress, &Q.mu);
@@ -1095,9 +1126,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
                 break;
         }
         state = d->state;
-        pthread_mutex_unlock(&Q.mu);
-        atomic_fetch_sub(&Q.app_draining, 1);
-        lib_reacquire(held);
+        app_wait_end(held);
     }
     *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS
               : state > 0 ? H5VL_REQUEST_STATUS_SUCCEED
