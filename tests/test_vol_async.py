@@ -191,6 +191,16 @@ def test_mpi_back_to_back_large_collective_writes(comm, mpi_tmp_path: Path) -> N
                f"stats {total}")
 
 
+def test_c_suite() -> None:
+    """The C tests of test_async.c (event sets, implicit mode, merging, failures, per-file waits, second handles
+    and external links, MPI left alone by serial files) through ctest, on the plugin built here."""
+    build = Path(__file__).resolve().parents[1] / "build" / "native" / "connectors" / "h5flow_async"
+    assert (build / "h5fa_test_async").exists(), "the C test is built with the connector (make setup)"
+    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build)], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
+    assert r.returncode == 0 and "tests passed" in r.stdout, r.stdout + r.stderr
+
+
 def test_info_lists_the_connector_with_its_value() -> None:
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "info", "--json"], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
