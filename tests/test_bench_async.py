@@ -140,3 +140,15 @@ def test_bench_async_explicit_mode_needs_the_c_kernel(tmp_path: Path) -> None:
 def test_bench_async_with_the_c_kernel_refuses_several_ranks(tmp_path: Path) -> None:
     proc = _bench(tmp_path, "--ranks", "1", "2")
     assert proc.returncode == 1 and "--kernel c runs one rank only" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("connector", [None, ASYNC])
+def test_the_file_run_times_the_first_file_and_the_others(tmp_path: Path, connector: str | None) -> None:
+    """The kernel's file run: the first file of the process and the median create + close of the next ones."""
+    proc = subprocess.run([sys.executable, "-m", "h5flow.benchmarks.async_kernel", str(tmp_path / "o.h5"),
+                           "--file-ops", "3"], env=_env(connector), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"first_file_ms", "per_file_us"} and out["first_file_ms"] > 0 and out["per_file_us"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"o-{i}.h5" for i in range(4)]
+

@@ -259,6 +259,23 @@ def test_stacked_over_other_connectors(below: str, tmp_path: Path, monkeypatch: 
     assert w["io_actual"] == ""  # HDF5 reports the actual I/O mode only for MPI-IO under native
 
 
+def test_a_file_of_another_driver_leaves_mpi_alone(tmp_path: Path) -> None:
+    """Describing the driver of a serial file (h5py's file-like object driver) must not initialize MPI: naming
+    HDF5's subfiling driver registers it, and that initializes MPI in a program that never asked for it."""
+    prog = _write(tmp_path, "fileobj.py", """
+        import io, h5py, mpi4py
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+        from mpi4py import MPI
+        with h5py.File(io.BytesIO(), "w") as f:
+            f["x"] = [1, 2, 3]
+        assert not MPI.Is_initialized(), "opening a serial file initialized MPI"
+        """)
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=60,
+                       env=_env(HDF5_VOL_CONNECTOR="h5flow_trace", H5FLOW_TRACE_DIR=str(tmp_path / "t")))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_forked_child_does_not_repeat_the_parents_records(tmp_path: Path) -> None:
     """A child forked after some calls exits normally: the parent's buffered records are written once."""
     prog = _write(tmp_path, "fork.py", """

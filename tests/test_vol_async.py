@@ -259,6 +259,16 @@ def test_mpi_event_set_writes_from_the_programs_buffers(comm, mpi_tmp_path: Path
     mpi_assert(comm, total == {"writes": want, "queued": want, "uncopied": want, "failures": 0}, f"stats {total}")
 
 
+def test_c_suite() -> None:
+    """The C tests of test_async.c (event sets, implicit mode, merging, failures, per-file waits, second handles
+    and external links, MPI left alone by serial files) through ctest, on the plugin built here."""
+    build = Path(__file__).resolve().parents[1] / "build" / "native" / "connectors" / "h5flow_async"
+    assert (build / "h5fa_test_async").exists(), "the C test is built with the connector (make setup)"
+    r = subprocess.run(["ctest", "--output-on-failure", "--test-dir", str(build)], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
+    assert r.returncode == 0 and "tests passed" in r.stdout, r.stdout + r.stderr
+
+
 def test_info_lists_the_connector_with_its_value() -> None:
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "info", "--json"], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
@@ -273,7 +283,7 @@ def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     png = tmp_path / "b.png"
     proc = subprocess.run([sys.executable, "-m", "h5flow.cli", "bench", "async", "--steps", "2", "--step-mib",
                            "0.05", "--compute-ms", "5", "--repeat", "1", "--dirs", str(tmp_path),
-                           "--metadata-ops", "20", "--png", str(png), "--json"],
+                           "--metadata-ops", "20", "--file-ops", "2", "--png", str(png), "--json"],
                           capture_output=True, text=True, timeout=240,
                           env=dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -282,6 +292,7 @@ def test_bench_async_runs_every_stack(tmp_path: Path) -> None:
     assert {"native", "async", "log", "async/log"} <= stacks, stacks
     assert {r["compute_ms"] for r in out["rows"]} == {0.0, 5.0}
     assert all(r["total_s"] > 0 for r in out["rows"]) and len(out["metadata"]) == len(stacks)
+    assert {r["stack"] for r in out["files"]} == stacks and all(r["per_file_us"] > 0 for r in out["files"])
     assert png.stat().st_size > 0
 
 

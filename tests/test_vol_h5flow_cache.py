@@ -228,6 +228,44 @@ def test_stacked(stack: str, tmp_path: Path, tier: Path) -> None:
     assert check.returncode == 0
 
 
+SAME_FILE_STACKS = {
+    "cache": "h5flow_cache path={tier};background=0;under_vol=0;under_info={{}}",
+    "cache, background": "h5flow_cache path={tier};under_vol=0;under_info={{}}",
+    "cache/async": "h5flow_cache path={tier};background=0;under_vol=312;under_info={{defer=1;under_vol=0;under_info={{}}}}",
+    "async/cache": "h5flow_async defer=1;under_vol=313;under_info={{path={tier};background=0;under_vol=0;under_info={{}}}}",
+    "async": "h5flow_async defer=1;under_vol=0;under_info={{}}",
+}
+
+
+@pytest.mark.parametrize("stack", sorted(SAME_FILE_STACKS))
+def test_one_file_through_two_handles_and_an_external_link(stack: str, tmp_path: Path, tier: Path) -> None:
+    """One file below, reached through two handles and through another file's external link: a read through
+    any of them sees a write still cached or queued through another, and the last write made is what the file
+    keeps (no older cached write is migrated over it at close)."""
+    run_script("""
+        a, b = sys.argv[1], sys.argv[2]
+        want = np.arange(64 * 16, dtype="i4").reshape(64, 16)
+        fb = h5py.File(b, "w")
+        db = fb.create_dataset("d", shape=(64, 16), dtype="i4")
+        fa = h5py.File(a, "w")
+        fa["e"] = h5py.ExternalLink(b, "d")
+        de = fa["e"]                      # lies in b, reached through a's handle
+        de[...] = want
+        assert np.array_equal(db[...], want), "b's handle misses a write made through a's link"
+        db[...] = want + 1
+        assert np.array_equal(de[...], want + 1), "a's link misses a write made through b's handle"
+        second = h5py.File(b, "r")
+        db[...] = want + 2
+        assert np.array_equal(second["d"][...], want + 2), "a second handle misses a write"
+        second.close()
+        fa.close()
+        fb.close()
+        with h5py.File(b, "r") as f:
+            assert np.array_equal(f["d"][...], want + 2), "the file did not keep the last write"
+    """, SAME_FILE_STACKS[stack].format(tier=tier), str(tmp_path / "a.h5"), str(tmp_path / "b.h5"))
+    assert np.array_equal(native_read(tmp_path / "b.h5", "d"), np.arange(64 * 16).reshape(64, 16) + 2)
+
+
 def test_error_below_surfaces_at_flush_and_close(tmp_path: Path, tier: Path) -> None:
     """The target file may not grow (RLIMIT_FSIZE): the cached write cannot migrate. The flush says so,
     the close says so, and no call reports success over the lost data."""

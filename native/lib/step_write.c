@@ -423,9 +423,22 @@ static void stack_info(const h5fl_config *cfg, char *out, size_t n)
  * HDF5_PLUGIN_PATH (h5flow's build/plugins). */
 static int set_vol_stack(const h5fl_config *cfg, hid_t fapl, char *why, size_t n)
 {
-    char top[16] = "h5flow_", info[2 * H5FL_PATH_MAX + 256];
-    sscanf(cfg->vol_stack, "%5[a-z]", top + 7);
+    /* The name handed to HDF5 must outlive the process: HDF5's plugin cache keeps the pointer a plugin was
+     * first loaded by and compares later searches by name against it, so a name in memory that is reused (a
+     * stack buffer) can later read "h5flow_async" and make a search for h5flow_cache load h5flow_async. */
+    static const char *const known[] = {"h5flow_async", "h5flow_cache"};
+    char word[8] = "";
+    sscanf(cfg->vol_stack, "%5[a-z]", word);
+    const char *top = NULL;
+    for (size_t i = 0; i < sizeof known / sizeof known[0] && !top; i++)
+        if (!strcmp(known[i] + 7, word))
+            top = known[i];
+    char info[2 * H5FL_PATH_MAX + 256];
     stack_info(cfg, info, sizeof info);
+    if (!top) {
+        snprintf(why, n, "vol_stack=\"%s\": its first layer is neither async nor cache", cfg->vol_stack);
+        return -1;
+    }
     hid_t id = H5VLregister_connector_by_name(top, H5P_DEFAULT);
     if (id < 0) {
         snprintf(why, n, "vol_stack=\"%s\": HDF5 cannot load the %s connector (set HDF5_PLUGIN_PATH to h5flow's "

@@ -9,7 +9,9 @@ so that the machine's load falls on all of them alike; medians are reported.
 Columns: time to solution; the I/O time left exposed (time to solution minus the compute); the fraction of
 the plain stack's I/O time hidden (1 - exposed / exposed of the plain stack); the overhead when there is
 nothing to hide (a run without compute, against the plain stack). A metadata run times attribute writes
-and reports the microseconds each operation costs, per stack.
+and reports the microseconds each operation costs, per stack. A file run times h5py's create + close of
+small files, per stack: the first file of a process (what a connector sets up once) and the median of the
+others, each against the plain stack.
 
 ``--kernel c`` runs the write loop in the C program ``h5flow-async-loop`` (native/benchmarks/async_loop)
 instead: the same loop, each row written as h5py writes it, timed per step in C, so that the table adds the
@@ -133,6 +135,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=3, help="repetitions; medians reported (default 3)")
     p.add_argument("--metadata-ops", type=int, default=2000,
                    help="attribute writes of the metadata run (0: no metadata run; default 2000)")
+    p.add_argument("--file-ops", type=int, default=20,
+                   help="files created and closed per process in the file run, after the first (0: no file run; "
+                        "default 20)")
     p.add_argument("--png", default="bench-async.png", help="the figure (default bench-async.png)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--kernel", choices=("python", "c"), default="python",
@@ -196,9 +201,10 @@ def launch(args: argparse.Namespace) -> int:
         base = {m["stack"]: m["per_op_us"] for m in meta}
         for m in meta:
             m["added_us"] = m["per_op_us"] - base[_plain(m["stack"])]
+    files = _file_run(stacks, args) if args.file_ops else []
     load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps({"rows": rows, "metadata": meta, "loadavg": load}, indent=2))
+        print(json.dumps({"rows": rows, "metadata": meta, "files": files, "loadavg": load}, indent=2))
     else:
         print(f"h5flow bench async: {args.steps} steps x {args.step_mib} MiB per rank, compute "
               f"{args.compute_ms} ms/step (and 0), median of {args.repeat}, {args.kernel} kernel, "
@@ -214,9 +220,30 @@ def launch(args: argparse.Namespace) -> int:
                   + "".join(f" {r[k]:{w}{fmt}}" for k, _, w, fmt in steps))
         for m in meta:
             print(f"metadata: {m['stack']:12} {m['per_op_us']:8.1f} us/op ({m['added_us']:+.1f} us vs plain)")
+        for r in files:
+            print(f"files:    {r['stack']:12} first {r['first_file_ms']:8.2f} ms ({r['first_added_ms']:+.2f} ms vs "
+                  f"plain), then {r['per_file_us']:8.1f} us/file ({r['added_us']:+.1f} us vs plain)")
     _figure(rows, Path(args.png))
     print(f"figure: {args.png}")
     return 0
+
+
+def _file_run(stacks: dict[str, str | None], args: argparse.Namespace) -> list[dict]:
+    """Each stack's cost of a file's create + close (h5py, one dataset, nothing written): the first file of a
+    fresh process and the median of the next ``--file-ops``, medians over ``--repeat`` processes, stacks
+    alternating; on the last of ``--dirs``."""
+    runs: dict[str, list[dict]] = {s: [] for s in stacks}
+    for _ in range(args.repeat):
+        for name, env in stacks.items():
+            with tempfile.TemporaryDirectory(dir=args.dirs[-1], prefix="h5flow-bench-async-") as tmp:
+                runs[name].append(_run(env, Path(tmp) / "o.h5", 1, ["--file-ops", str(args.file_ops)]))
+    out = [{"stack": name, **_medians(r)} for name, r in runs.items()]
+    base = {r["stack"]: r for r in out}
+    for r in out:
+        plain = base[_plain(r["stack"])]
+        r["first_added_ms"] = r["first_file_ms"] - plain["first_file_ms"]
+        r["added_us"] = r["per_file_us"] - plain["per_file_us"]
+    return out
 
 
 def _figure(rows: list[dict], png: Path) -> None:

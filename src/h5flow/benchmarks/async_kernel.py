@@ -1,4 +1,5 @@
-"""The kernel of ``h5flow bench async``: a compute + write loop, or a run of metadata operations, through
+"""The kernel of ``h5flow bench async``: a compute + write loop, a run of metadata operations, or a run of
+file creates and closes, through
 whatever connector ``HDF5_VOL_CONNECTOR`` selects. Run as ``python -m h5flow.benchmarks.async_kernel`` (under
 ``mpiexec`` for several ranks); prints one JSON line (rank 0).
 """
@@ -55,6 +56,26 @@ def metadata_loop(path: Path, ops: int) -> dict[str, float]:
     return {"total_s": t1 - t0, "per_op_us": (t1 - t0) / ops * 1e6}
 
 
+def file_loop(path: Path, files: int) -> dict[str, float]:
+    """Create and close ``files + 1`` files (one dataset each, nothing written) in the directory of ``path``.
+
+    The first file pays what a process pays once (the connector's set-up at its first file); the others give
+    the steady cost of a file's create + close. Times are per file, in the kernel's process.
+    """
+    import h5py
+
+    times = []
+    for i in range(files + 1):
+        name = path.with_name(f"{path.stem}-{i}{path.suffix}")
+        t0 = time.perf_counter()
+        with h5py.File(name, "w") as f:
+            f.create_dataset("d", shape=(16,), dtype="f8")
+        times.append(time.perf_counter() - t0)
+    rest = sorted(times[1:])
+    return {"first_file_ms": times[0] * 1e3,
+            "per_file_us": (rest[len(rest) // 2] if rest else times[0]) * 1e6}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("path")
@@ -62,6 +83,7 @@ def main() -> None:
     p.add_argument("--step-bytes", type=int, default=8 << 20)
     p.add_argument("--compute-s", type=float, default=0.05)
     p.add_argument("--metadata-ops", type=int, default=0)
+    p.add_argument("--file-ops", type=int, default=0)
     p.add_argument("--mpi", action="store_true")
     a = p.parse_args()
     comm = None
@@ -72,6 +94,8 @@ def main() -> None:
     path = Path(a.path)
     if a.metadata_ops:
         row = metadata_loop(path, a.metadata_ops)
+    elif a.file_ops:
+        row = file_loop(path, a.file_ops)
     else:
         row = write_loop(path, a.steps, a.step_bytes, a.compute_s, comm)
         if comm is not None:

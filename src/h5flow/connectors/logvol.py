@@ -28,6 +28,10 @@ LIBRARY = "libh5flow_log.so"
 #: the connectors of h5flow's plugin directory this module registers: h5flow_log and the stacking ones that the
 #: hdf5 transport puts above native (connectors/stack.py)
 LOADABLE = (NAME, "h5flow_async", "h5flow_cache")
+# The names handed to H5VLregister_connector_by_name, kept for the life of the process: HDF5's plugin cache
+# keeps the pointer a plugin was first loaded by and compares later searches by name against it, so a name
+# whose memory is freed and reused could make a search for one connector load another.
+_KEPT_NAMES: dict[str, bytes] = {name: name.encode() for name in LOADABLE}
 UDF_PROP = b"h5flow_log.udf"
 UDF_SPEC_MAX = 1024  # bytes of the property (include/h5flow_udf.h)
 
@@ -93,7 +97,7 @@ def vol_id(connector: str = NAME) -> int:
         vol = lib.H5VLget_connector_id_by_name(b"native")
     elif connector in LOADABLE:
         _plugin_dir_appended(connector)
-        vol = lib.H5VLregister_connector_by_name(connector.encode(), 0)
+        vol = lib.H5VLregister_connector_by_name(_KEPT_NAMES[connector], 0)
     else:
         raise ValueError(f"connector {connector!r}: 'native' or one of {', '.join(LOADABLE)}")
     if vol < 0:

@@ -123,25 +123,71 @@ static int opts_to_str(const void *p, char *buf, size_t len)
 
 static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_info_t *info)
 {
+    h5fa_ext_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        H5FPT_ERR("out of memory for an object's state");
+        return -1;
+    }
     h5fa_file_t *f = h5fa_file_of(parent);
     if (f)
         h5fa_file_retain(f);
     else if (info) {
         f = h5fa_file_new(info->opts);
         if (!f) {
+            free(e);
             H5FPT_ERR("out of memory for a file's state");
             return -1;
         }
     }
     else {
+        free(e);
         H5FPT_ERR("an object without a file (internal)");
         return -1;
     }
-    obj->ext = f;
+    e->file = f;
+    obj->ext = e;
     return 0;
 }
 
-static void obj_fini(h5fpt_obj_t *obj) { h5fa_file_release(obj->ext); }
+static void obj_fini(h5fpt_obj_t *obj)
+{
+    h5fa_ext_t *e = obj->ext;
+    if (e)
+        h5fa_file_release(e->file);
+    free(e);
+    obj->ext = NULL;
+}
+
+/* Looked up on the application's thread (inside an HDF5 call) the first time a wait or a queued operation
+ * needs it; a file handle's number comes from its open. */
+bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno)
+{
+    h5fa_ext_t *e = o ? o->ext : NULL;
+    if (!e)
+        return false;
+    if (o->type == H5I_FILE) {
+        *fileno = e->file->fileno;
+        return e->file->fileno_ok;
+    }
+    if (e->fileno_state == 0) {
+        H5O_info2_t oi;
+        memset(&oi, 0, sizeof oi);
+        H5VL_object_get_args_t ga = {.op_type = H5VL_OBJECT_GET_INFO};
+        ga.args.get_info.oinfo = &oi;
+        ga.args.get_info.fields = H5O_INFO_BASIC;
+        H5VL_loc_params_t loc = {.type = H5VL_OBJECT_BY_SELF, .obj_type = o->type};
+        herr_t rc;
+        H5E_BEGIN_TRY
+        {
+            rc = H5VLobject_get(o->under_object, &loc, o->under_vol_id, &ga, H5P_DATASET_XFER_DEFAULT, NULL);
+        }
+        H5E_END_TRY
+        e->fileno = oi.fileno;
+        e->fileno_state = rc >= 0 ? 1 : -1;
+    }
+    *fileno = e->fileno;
+    return e->fileno_state > 0;
+}
 
 /* Whether an operation must wait for the queued ones first. On a parallel file every operation does
  * (collectives in program order on every rank); on a serial file the ones that do not depend on
@@ -163,6 +209,9 @@ static bool needs_drain(const h5fpt_call_t *c, const h5fa_file_t *f)
     case H5FPT_REQUEST_FREE: return false;
     case H5FPT_FILE_CREATE:
     case H5FPT_FILE_OPEN: return true;
+    /* the class's own read and write wait for what they depend on (fa_dataset_read, fa_dataset_write) */
+    case H5FPT_DATASET_READ:
+    case H5FPT_DATASET_WRITE: return false;
     default: break;
     }
     if (!f || f->parallel)
@@ -208,9 +257,20 @@ static bool needs_drain(const h5fpt_call_t *c, const h5fa_file_t *f)
     }
 }
 
+/* Before a call that needs queued work done: a file create or open waits for the whole queue (an open may
+ * read what queued writes still change, and the file number of a path is not known before it opens); any
+ * other call waits for what its file depends on (h5fa_wait_for). */
 static void observe(h5fpt_call_t *c)
 {
-    if (!c->after && needs_drain(c, c->obj && c->obj->type != H5I_BADID ? h5fa_file_of(c->obj) : NULL))
+    if (c->after)
+        return;
+    const h5fpt_obj_t *o = c->obj && c->obj->type != H5I_BADID ? c->obj : NULL;
+    h5fa_file_t *f = h5fa_file_of(o);
+    if (!needs_drain(c, f))
+        return;
+    if (f)
+        h5fa_wait_for(f, o);
+    else
         h5fa_drain();
 }
 
@@ -254,12 +314,18 @@ static const char *thread_level_name(int level)
     }
 }
 
-/* A file on MPI-IO or subfiling gets MPI calls from the background thread beside the application's:
- * MPI must provide MPI_THREAD_MULTIPLE. */
+/* A file on a driver that uses MPI (MPI-IO, subfiling, its I/O concentrator) gets MPI calls from the
+ * background thread beside the application's: MPI must provide MPI_THREAD_MULTIPLE.
+ *
+ * The driver is asked for its feature flags instead of being compared with H5FD_MPIO and H5FD_SUBFILING:
+ * those macros register their driver on first use, and registering the subfiling driver initializes MPI
+ * (MPI_Init_thread plus an atexit MPI_Finalize) in a program that never asked for it: tens of milliseconds
+ * at the first file open of every serial program, and an MPI the program can no longer initialize itself. */
 static int check_parallel(const char *name, hid_t fapl_id, bool *parallel)
 {
     hid_t drv = H5Pget_driver(fapl_id);
-    *parallel = drv >= 0 && (drv == H5FD_MPIO || drv == H5FD_SUBFILING);
+    unsigned long features = 0;
+    *parallel = drv >= 0 && H5FDdriver_query(drv, &features) >= 0 && (features & H5FD_FEAT_HAS_MPI);
     if (!*parallel)
         return 0;
     int init = 0, level = MPI_THREAD_SINGLE;
@@ -287,6 +353,13 @@ static void *file_open_common(int create, const char *name, unsigned flags, hid_
         h5fa_file_t *f = h5fa_file_of(o);
         f->parallel = parallel;
         snprintf(f->name, sizeof f->name, "%s", name);
+        H5VL_file_get_args_t ga = {.op_type = H5VL_FILE_GET_FILENO};
+        ga.args.get_fileno.fileno = &f->fileno;
+        H5E_BEGIN_TRY
+        {
+            f->fileno_ok = H5VLfile_get(o->under_object, o->under_vol_id, &ga, H5P_DATASET_XFER_DEFAULT, NULL) >= 0;
+        }
+        H5E_END_TRY
     }
     return o;
 }
@@ -308,8 +381,9 @@ static herr_t fa_dataset_write(size_t count, void *dset[], hid_t mem_type_id[], 
     int rc = count ? h5fa_queue_write(count, dset, mem_type_id, mem_space_id, file_space_id, dxpl_id, buf, req) : 1;
     if (rc <= 0)
         return rc;
-    /* at the call, after everything queued before it */
-    h5fa_drain();
+    /* at the call, after what was queued before it for the files of its datasets */
+    for (size_t i = 0; i < count; i++)
+        h5fa_wait_for(h5fa_file_of(dset[i]), dset[i]);
     herr_t ret = h5fpt_dataset_write(count, dset, mem_type_id, mem_space_id, file_space_id, dxpl_id, buf, req);
     h5fa_count_at_call(h5fa_file_of(dset[0]), count);
     return ret;
@@ -326,21 +400,23 @@ static herr_t fa_dataset_read(size_t count, void *dset[], hid_t mem_type_id[], h
         if (rc <= 0)
             return rc;
     }
-    if (f && h5fa_drain_and_check(f) < 0)
+    for (size_t i = 1; i < count; i++) /* datasets of other files in the same call */
+        h5fa_wait_for(h5fa_file_of(dset[i]), dset[i]);
+    if (f && h5fa_wait_and_check(f, dset[0]) < 0)
         return -1; /* the data would miss a write that failed */
     return h5fpt_dataset_read(count, dset, mem_type_id, mem_space_id, file_space_id, dxpl_id, buf, req);
 }
 
 static herr_t fa_dataset_specific(void *obj, H5VL_dataset_specific_args_t *args, hid_t dxpl_id, void **req)
 {
-    if (h5fa_drain_and_check(h5fa_file_of(obj)) < 0)
+    if (h5fa_wait_and_check(h5fa_file_of(obj), obj) < 0)
         return -1;
     return h5fpt_dataset_specific(obj, args, dxpl_id, req);
 }
 
 static herr_t fa_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t dxpl_id, void **req)
 {
-    if (args->op_type == H5VL_FILE_FLUSH && h5fa_drain_and_check(h5fa_file_of(obj)) < 0)
+    if (args->op_type == H5VL_FILE_FLUSH && h5fa_wait_and_check(h5fa_file_of(obj), obj) < 0)
         return -1;
     return h5fpt_file_specific(obj, args, dxpl_id, req);
 }
@@ -356,7 +432,7 @@ static herr_t fa_file_close(void *obj, hid_t dxpl_id, void **req)
         h5fpt_obj_release(o);
         return 0;
     }
-    h5fa_drain();
+    h5fa_wait_for(f, o);
     h5fa_write_stats(f);
     if (h5fa_check(f) < 0) {
         if (H5VLfile_close(o->under_object, o->under_vol_id, dxpl_id, NULL) >= 0)

@@ -53,9 +53,18 @@ typedef struct h5fa_file {
     atomic_uint refs;
     h5fa_opts_t opts;
     bool parallel; /* opened with MPI-IO or subfiling: everything else waits for its queued operations */
+    /* the file number below (H5VL_FILE_GET_FILENO): two handles of one file share it; !fileno_ok: unknown,
+     * and every wait of this handle waits for the whole queue */
+    bool fileno_ok;
+    unsigned long fileno;
     char name[512];
     h5fa_pool_t pool; /* its copy buffers */
+    /* the queue's work of this handle (under the queue's lock): tasks not yet done and their bytes */
+    uint64_t pending;
+    uint64_t pending_bytes;
+    uint64_t waited_ns; /* when an operation of this handle last had to wait for unfinished work (0: never) */
     /* counters (under the queue's lock) */
+    uint64_t waits;        /* operations of this handle that waited for unfinished queued work */
     uint64_t writes;       /* dataset writes the application made (one per dataset of a multi-dataset call) */
     uint64_t queued;       /* of which queued for the background thread */
     uint64_t merged;       /* queued writes folded into the previous one */
@@ -76,7 +85,21 @@ typedef struct h5fa_file {
 h5fa_file_t *h5fa_file_new(const h5fa_opts_t *opts);
 void h5fa_file_retain(h5fa_file_t *f);
 void h5fa_file_release(h5fa_file_t *f);
-static inline h5fa_file_t *h5fa_file_of(const h5fpt_obj_t *o) { return o ? (h5fa_file_t *)o->ext : NULL; }
+
+/* Each object's extension: its handle's file state, and the number of the file the object lies in (an
+ * object reached through an external link lies in another file than its handle's), looked up once. */
+typedef struct h5fa_ext {
+    h5fa_file_t *file; /* held */
+    int fileno_state;  /* 0: not looked up yet, 1: known, -1: cannot be had */
+    unsigned long fileno;
+} h5fa_ext_t;
+
+static inline h5fa_file_t *h5fa_file_of(const h5fpt_obj_t *o)
+{
+    return o && o->ext ? ((const h5fa_ext_t *)o->ext)->file : NULL;
+}
+/* The number of the file object o lies in: true with it in *fileno, false when it cannot be had. */
+bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno);
 
 /* --- the queue (queue.c) ----------------------------------------------------------------------- */
 /* Queue a write of count datasets (their buffers copied first); req != NULL: an event-set request is
@@ -89,8 +112,13 @@ int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_s
                     hid_t file_space_id[], hid_t dxpl_id, void *buf[], void **req);
 /* Wait until every operation queued so far has run (the HDF5 library lock is let go meanwhile). */
 void h5fa_drain(void);
-/* h5fa_drain, then the failure of f's background operations not yet reported: -1 with it pushed. */
-int h5fa_drain_and_check(h5fa_file_t *f);
+/* Wait until every queued operation that an operation of handle f on object obj depends on has run: those
+ * queued through f, and those on the file obj lies in (obj NULL: f's own file), with everything queued
+ * before them (one thread runs the queue in program order). A parallel file, or a file number that cannot
+ * be had, waits for the whole queue (h5fa_drain). Work of other files queued after those is not waited for. */
+void h5fa_wait_for(h5fa_file_t *f, const h5fpt_obj_t *obj);
+/* h5fa_wait_for, then the failure of f's background operations not yet reported: -1 with it pushed. */
+int h5fa_wait_and_check(h5fa_file_t *f, const h5fpt_obj_t *obj);
 /* The failure of f's background operations not yet reported (no waiting): -1 with it pushed. */
 int h5fa_check(h5fa_file_t *f);
 /* Count a call of `count` dataset writes that ran at the call; it has returned. */

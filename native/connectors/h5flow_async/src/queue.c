@@ -5,7 +5,9 @@
  * One queue and one thread per process, by design: operations run in the program's order across all
  * files, so the collective operations of parallel files run in the same order on every rank, and an
  * operation of the application on a parallel file never runs beside a collective of the background
- * thread (each waits for the queue first). Each file keeps its own counters and failures.
+ * thread (each waits for the queue first). Each file keeps its own counters and failures. An operation on
+ * a serial file waits only for the queued work it depends on (h5fa_wait_for): each task carries the handle
+ * it was queued through and the number of the file its datasets lie in.
  *
  * Locking: HDF5's library lock and the queue's mutex. The application thread runs inside HDF5 calls
  * (holding the library lock) and may take the queue's mutex; the background thread never makes an
@@ -19,7 +21,6 @@
 #include <H5TSdevelop.h>
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,8 @@ typedef struct task {
     uint64_t seq;
     bool write, running;
     h5fa_file_t *file; /* held */
+    bool fileno_ok;    /* the number of the file its datasets lie in is known (all in one file) */
+    unsigned long fileno;
     hid_t dxpl;        /* owned copy */
     bool dxpl_default; /* equal to the default transfer list: batching joins only such writes */
     void *lib_state;   /* the library's state at the call (API context), restored on the thread */
@@ -71,25 +74,32 @@ typedef struct task {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work, progress;
+    pthread_cond_t gap; /* the application let go of the library lock, or began to wait for the queue */
     task_t *head, *tail;
     uint64_t next_seq, done_seq;
     uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
-    uint64_t waited_ns;   /* when h5fa_drain last returned after waiting for unfinished work (0: never) */
+    uint64_t waited_ns;   /* when h5fa_drain (the whole queue) last returned after waiting (0: never) */
     uint64_t bytes;
     bool started, stop;
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
     atomic_int app_draining; /* the application waits for the queue (the library lock let go): no gap needed */
     pthread_t thread;
-} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .work = PTHREAD_COND_INITIALIZER,
+       .progress = PTHREAD_COND_INITIALIZER,
+       .gap = PTHREAD_COND_INITIALIZER};
 
-/* Let deferred tasks queued so far start (Q.mu held). */
-static void release_deferred(void)
+/* Let deferred tasks queued up to task `upto` start (Q.mu held). */
+static void release_deferred_to(uint64_t upto)
 {
-    if (Q.release_seq < Q.next_seq) {
-        Q.release_seq = Q.next_seq;
+    if (Q.release_seq < upto) {
+        Q.release_seq = upto;
         pthread_cond_signal(&Q.work);
     }
 }
+
+/* Let every deferred task queued so far start (Q.mu held). */
+static void release_deferred(void) { release_deferred_to(Q.next_seq); }
 
 /* ----------------------------------------------------------------------------- the library lock */
 
@@ -108,21 +118,44 @@ static unsigned lib_release(void)
     return count - 1;
 }
 
+/* Take the library lock back `count` times. H5TSmutex_acquire only tries; while another thread holds the
+ * lock, this thread waits on the library's own condition variable inside a call that takes the lock and gives
+ * it back at once (H5Eget_num: it changes nothing, not even the error stack), then tries again: woken when
+ * the lock is let go, never by a timer. */
 static void lib_reacquire(unsigned count)
 {
     if (!count)
         return;
     atomic_fetch_add(&Q.app_waiting, 1);
-    for (unsigned spins = 0;; spins++) {
+    for (;;) {
         bool acquired = false;
         if (H5TSmutex_acquire(count, &acquired) >= 0 && acquired)
             break;
-        if (spins < 100)
-            sched_yield();
-        else
-            nanosleep(&(struct timespec){0, 20000}, NULL);
+        (void)H5Eget_num(H5E_DEFAULT);
     }
+    pthread_mutex_lock(&Q.mu);
     atomic_fetch_sub(&Q.app_waiting, 1);
+    pthread_cond_broadcast(&Q.gap);
+    pthread_mutex_unlock(&Q.mu);
+}
+
+/* The application begins to wait for the queue: the library lock let go (the count to take back is
+ * returned), Q.mu taken, and the thread told that it need not leave a quiet gap. */
+static unsigned app_wait_begin(void)
+{
+    unsigned held = lib_release();
+    pthread_mutex_lock(&Q.mu);
+    atomic_fetch_add(&Q.app_draining, 1);
+    pthread_cond_broadcast(&Q.gap);
+    return held;
+}
+
+/* The wait is over (Q.mu held on entry, not on return): the library lock taken back. */
+static void app_wait_end(unsigned held)
+{
+    atomic_fetch_sub(&Q.app_draining, 1);
+    pthread_mutex_unlock(&Q.mu);
+    lib_reacquire(held);
 }
 
 /* How long the program must have made no HDF5 call before the thread takes the library lock for a queued
@@ -131,6 +164,21 @@ static void lib_reacquire(unsigned count)
  * lock would keep those calls waiting for the whole write below. */
 #define QUIET_NS 100000L
 #define QUIET_MAX_NS 2000000L
+
+/* Wait ns, or less when the application begins to wait for the queue meanwhile (a condition variable, so
+ * that a flush, close or read that waits never waits out the quiet gap as well). */
+static void quiet_wait(long ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long t = until.tv_nsec + ns;
+    until.tv_sec += t / 1000000000L;
+    until.tv_nsec = t % 1000000000L;
+    pthread_mutex_lock(&Q.mu);
+    while (atomic_load(&Q.app_draining) == 0 && pthread_cond_timedwait(&Q.gap, &Q.mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&Q.mu);
+}
 
 /* Before a batch: take the library lock once the program has been out of HDF5 for QUIET_NS (no API call
  * began meanwhile and the lock is free), or at once when the program waits for the queue (it let go of the
@@ -148,7 +196,7 @@ static bool lock_when_quiet(unsigned since_last)
             return true;
     }
     for (long waited = 0; waited < QUIET_MAX_NS; waited += QUIET_NS) {
-        nanosleep(&(struct timespec){0, QUIET_NS}, NULL);
+        quiet_wait(QUIET_NS);
         unsigned now = 0;
         if (H5TSmutex_get_attempt_count(&now) < 0)
             return false;
@@ -193,12 +241,12 @@ void h5fa_write_stats(h5fa_file_t *f)
     fprintf(out,
             "{\"file\": \"%s\", \"writes\": %llu, \"queued\": %llu, \"merged\": %llu, \"calls_below\": %llu, "
             "\"multi_calls\": %llu, \"bytes\": %llu, \"failures\": %llu, \"buffers_reused\": %llu, "
-            "\"buffers_allocated\": %llu, \"ran_at_call\": %llu, \"uncopied\": %llu}\n",
+            "\"buffers_allocated\": %llu, \"ran_at_call\": %llu, \"uncopied\": %llu, \"waits\": %llu}\n",
             f->name, (unsigned long long)f->writes, (unsigned long long)f->queued,
             (unsigned long long)f->merged, (unsigned long long)f->calls_below,
             (unsigned long long)f->multi_calls, (unsigned long long)f->bytes, (unsigned long long)f->failures,
             (unsigned long long)f->pool.reused, (unsigned long long)f->pool.fresh,
-            (unsigned long long)f->ran_at_call, (unsigned long long)f->uncopied);
+            (unsigned long long)f->ran_at_call, (unsigned long long)f->uncopied, (unsigned long long)f->waits);
     pthread_mutex_unlock(&Q.mu);
     fclose(out);
 }
@@ -399,8 +447,10 @@ static bool adapt_at_call(h5fa_file_t *f, size_t bytes)
     if (!f->opts.adapt || bytes < f->opts.adapt || f->opts.defer)
         return false;
     pthread_mutex_lock(&Q.mu);
-    bool busy = Q.head != NULL;
+    bool busy = f->pending > 0; /* this handle's work: other files' queued work does not count */
     uint64_t end = f->at_call_end_ns > Q.waited_ns ? f->at_call_end_ns : Q.waited_ns;
+    if (f->waited_ns > end)
+        end = f->waited_ns;
     uint64_t ps = f->copy_ps_per_byte ? f->copy_ps_per_byte : COPY_PS_GUESS;
     pthread_mutex_unlock(&Q.mu);
     if (busy)
@@ -630,11 +680,10 @@ static void *worker(void *arg)
                 t->running = true;
                 batch[nb++] = t;
             }
-        pthread_mutex_unlock(&Q.mu);
-
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
-            nanosleep(&(struct timespec){0, 50000}, NULL);
+            pthread_cond_wait(&Q.gap, &Q.mu);
+        pthread_mutex_unlock(&Q.mu);
         bool locked = lock_when_quiet(attempts_after_batch);
         char msg[512] = "";
         uint64_t t0 = now_ns();
@@ -669,6 +718,8 @@ static void *worker(void *arg)
                 Q.tail = NULL;
             Q.done_seq = t->seq;
             Q.bytes -= t->bytes;
+            t->file->pending--;
+            t->file->pending_bytes -= t->bytes;
             for (size_t d = 0; d < t->ndone; d++) {
                 t->done[d]->state = rc < 0 ? -1 : 1;
                 t->done[d]->exec_ts = t0;
@@ -696,9 +747,14 @@ static void *worker(void *arg)
  * parent's to finish), instead of waiting for ever on a thread that is not there. */
 static void forget_in_child(void)
 {
+    for (task_t *t = Q.head; t; t = t->next) { /* the parent's tasks: no handle of the child waits for them */
+        t->file->pending = 0;
+        t->file->pending_bytes = 0;
+    }
     pthread_mutex_init(&Q.mu, NULL);
     pthread_cond_init(&Q.work, NULL);
     pthread_cond_init(&Q.progress, NULL);
+    pthread_cond_init(&Q.gap, NULL);
     Q.head = Q.tail = NULL;
     Q.next_seq = Q.done_seq = Q.release_seq = Q.waited_ns = 0;
     Q.bytes = 0;
@@ -727,6 +783,8 @@ static int link_task(task_t *t)
         Q.head = t;
     Q.tail = t;
     Q.bytes += t->bytes;
+    t->file->pending++;
+    t->file->pending_bytes += t->bytes;
     pthread_cond_signal(&Q.work);
     return 0;
 }
@@ -788,12 +846,25 @@ static bool try_merge(task_t *t)
     t->ndone = 0;
     p->bytes += b->bytes;
     Q.bytes += b->bytes;
+    p->file->pending_bytes += b->bytes;
     return true;
 }
 
-static bool queue_has_room(uint64_t need, uint64_t max)
+/* Whether f's queued writes leave room for `need` more bytes (Q.mu held): the bound is per file handle,
+ * so a write never waits for another file's queued bytes. */
+static bool queue_has_room(const h5fa_file_t *f, uint64_t need)
 {
-    return Q.head == NULL || Q.bytes + need <= max;
+    return f->pending == 0 || f->pending_bytes + need <= f->opts.max_mem;
+}
+
+/* The last queued task of handle f, 0 if none (Q.mu held). */
+static uint64_t last_task_of(const h5fa_file_t *f)
+{
+    uint64_t last = 0;
+    for (task_t *t = Q.head; t && f->pending; t = t->next)
+        if (t->file == f)
+            last = t->seq;
+    return last;
 }
 
 /* A request for done d (one more reference), in the wrapper form the class's request callbacks take. */
@@ -810,9 +881,21 @@ static void *new_request(done_t *d)
     return r;
 }
 
+/* The number of the file t's datasets lie in, when they all lie in one whose number is known. */
+static void task_fileno(task_t *t)
+{
+    t->fileno_ok = t->n > 0;
+    for (size_t i = 0; i < t->n && t->fileno_ok; i++) {
+        unsigned long no = 0;
+        t->fileno_ok = h5fa_fileno_of(t->items[i].dset, &no) && (i == 0 || no == t->fileno);
+        t->fileno = no;
+    }
+}
+
 /* Queue t (prepared) for file f; req: hand back a request. */
 static int enqueue(task_t *t, h5fa_file_t *f, void **req)
 {
+    task_fileno(t);
     done_t *d = NULL;
     if (req) {
         d = calloc(1, sizeof *d);
@@ -844,17 +927,14 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
     /* memory bound: wait (library lock let go) until the queue has room; a write that copied nothing
      * takes no room and never waits */
     pthread_mutex_lock(&Q.mu);
-    if (t->bytes && !queue_has_room(t->bytes, f->opts.max_mem)) {
-        release_deferred();
+    if (t->bytes && !queue_has_room(f, t->bytes)) {
+        release_deferred_to(last_task_of(f));
+        f->waits++;
         pthread_mutex_unlock(&Q.mu);
-        unsigned held = lib_release();
-        atomic_fetch_add(&Q.app_draining, 1);
-        pthread_mutex_lock(&Q.mu);
-        while (!queue_has_room(t->bytes, f->opts.max_mem))
+        unsigned held = app_wait_begin();
+        while (!queue_has_room(f, t->bytes))
             pthread_cond_wait(&Q.progress, &Q.mu);
-        pthread_mutex_unlock(&Q.mu);
-        atomic_fetch_sub(&Q.app_draining, 1);
-        lib_reacquire(held);
+        app_wait_end(held);
         pthread_mutex_lock(&Q.mu);
     }
     bool merged = t->write && try_merge(t);
@@ -947,24 +1027,52 @@ int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_s
 
 /* -------------------------------------------------------------------------------------- waiting */
 
-void h5fa_drain(void)
+/* Wait until task `target` has run (Q.mu held on entry, not on return): the library lock is let go
+ * meanwhile. f: the handle that waits (counted), NULL for the whole queue. */
+static void wait_until(uint64_t target, h5fa_file_t *f)
 {
-    pthread_mutex_lock(&Q.mu);
-    uint64_t target = Q.next_seq;
-    release_deferred();
+    release_deferred_to(target);
     bool done = Q.done_seq >= target;
+    if (!done && f)
+        f->waits++;
     pthread_mutex_unlock(&Q.mu);
     if (done)
         return;
-    unsigned held = lib_release();
-    atomic_fetch_add(&Q.app_draining, 1);
-    pthread_mutex_lock(&Q.mu);
+    unsigned held = app_wait_begin();
     while (Q.done_seq < target)
         pthread_cond_wait(&Q.progress, &Q.mu);
-    Q.waited_ns = now_ns(); /* the program needed the queued work before it was done: nothing was hidden */
-    pthread_mutex_unlock(&Q.mu);
-    atomic_fetch_sub(&Q.app_draining, 1);
-    lib_reacquire(held);
+    /* the program needed the queued work before it was done: nothing was hidden */
+    if (f)
+        f->waited_ns = now_ns();
+    else
+        Q.waited_ns = now_ns();
+    app_wait_end(held);
+}
+
+void h5fa_drain(void)
+{
+    pthread_mutex_lock(&Q.mu);
+    wait_until(Q.next_seq, NULL);
+}
+
+void h5fa_wait_for(h5fa_file_t *f, const h5fpt_obj_t *obj)
+{
+    unsigned long fileno = 0;
+    bool known = f && !f->parallel && (obj ? h5fa_fileno_of(obj, &fileno) : (fileno = f->fileno, f->fileno_ok));
+    if (!known) {
+        pthread_mutex_lock(&Q.mu);
+        if (f)
+            f->waits += Q.done_seq < Q.next_seq;
+        wait_until(Q.next_seq, NULL);
+        return;
+    }
+    pthread_mutex_lock(&Q.mu);
+    /* the last task queued through f, on the same file, or on a file whose number is not known */
+    uint64_t target = 0;
+    for (task_t *t = Q.head; t; t = t->next)
+        if (t->file == f || !t->fileno_ok || t->fileno == fileno)
+            target = t->seq;
+    wait_until(target, f);
 }
 
 void h5fa_count_at_call(h5fa_file_t *f, size_t count)
@@ -977,9 +1085,9 @@ void h5fa_count_at_call(h5fa_file_t *f, size_t count)
     pthread_mutex_unlock(&Q.mu);
 }
 
-int h5fa_drain_and_check(h5fa_file_t *f)
+int h5fa_wait_and_check(h5fa_file_t *f, const h5fpt_obj_t *obj)
 {
-    h5fa_drain();
+    h5fa_wait_for(f, obj);
     return h5fa_check(f);
 }
 
@@ -1032,14 +1140,12 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
         release_deferred(); /* waited for: deferred work starts */
     pthread_mutex_unlock(&Q.mu);
     if (state == 0 && timeout > 0) {
-        unsigned held = lib_release();
-        atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
         until.tv_sec += (time_t)(timeout == H5ES_WAIT_FOREVER ? 0 : timeout / 1000000000ull) + (time_t)(ns / 1000000000ull);
         until.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_mutex_lock(&Q.mu);
+        unsigned held = app_wait_begin();
         while (d->state == 0) {
             if (timeout == H5ES_WAIT_FOREVER)
                 pthread_cond_wait(&Q.progress, &Q.mu);
@@ -1047,9 +1153,7 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
                 break;
         }
         state = d->state;
-        pthread_mutex_unlock(&Q.mu);
-        atomic_fetch_sub(&Q.app_draining, 1);
-        lib_reacquire(held);
+        app_wait_end(held);
     }
     *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS
               : state > 0 ? H5VL_REQUEST_STATUS_SUCCEED

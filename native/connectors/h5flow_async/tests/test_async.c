@@ -7,6 +7,7 @@
 
 #include "../../h5flow_log/tests/check.h"
 
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -659,6 +660,141 @@ static void adaptive(const char *below, const char *tag)
     free(mem);
 }
 
+/* A ROWS x COLS dataset "d" of ints in a new file at path (created through fapl), left open. */
+static hid_t new_rows_file(const char *path, hid_t fapl, hid_t *d)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    hsize_t dims[2] = {ROWS, COLS};
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    *d = H5Dcreate2(f, "d", H5T_NATIVE_INT, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(*d >= 0);
+    H5Sclose(sp);
+    return f;
+}
+
+/* Every row of dataset d through h5dread equals generation gen. */
+static void check_rows(hid_t d, int gen, const char *what)
+{
+    int *got = calloc(ROWS * COLS, sizeof *got), row[COLS];
+    CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    for (int r = 0; r < ROWS; r++) {
+        row_values(row, r, gen);
+        if (memcmp(got + r * COLS, row, sizeof row)) {
+            fprintf(stderr, "%s: row %d differs from what was written\n", what, r);
+            failures++;
+            break;
+        }
+    }
+    free(got);
+}
+
+/* Write generation gen into every row of d (whole dataset, one call). */
+static void write_rows(hid_t d, int gen, hid_t es)
+{
+    int *mem = malloc(ROWS * COLS * sizeof *mem);
+    for (int r = 0; r < ROWS; r++)
+        row_values(mem + r * COLS, r, gen);
+    CHECK((es >= 0 ? H5Dwrite_async(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, mem, es)
+                   : H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, mem)) >= 0);
+    memset(mem, 0xab, ROWS * COLS * sizeof *mem); /* the queued copy, not this buffer, is written */
+    free(mem);
+}
+
+/* Two handles of one file share one file below: a read through the second sees a write still queued
+ * through the first; the same through an external link, whose dataset lies in another file than its handle. */
+static void second_handle(const char *below, const char *tag, int external)
+{
+    char path[4096], stats[4096], other[4096];
+    snprintf(path, sizeof path, "%s/twice-%s.h5", dir, tag);
+    snprintf(other, sizeof other, "%s/twice-%s-link.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/twice-%s.stats", dir, tag);
+    hid_t fapl = fapl_for(below, stats, "defer=1;"); /* queued work waits until something needs it */
+    hid_t d1 = H5I_INVALID_HID;
+    hid_t f1 = new_rows_file(path, fapl, &d1);
+    hid_t f2 = H5I_INVALID_HID, d2 = H5I_INVALID_HID;
+    if (external) { /* a second file whose "e" is an external link to the first file's "d" */
+        f2 = H5Fcreate(other, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        CHECK(f2 >= 0 && H5Lcreate_external(path, "d", f2, "e", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+        d2 = H5Dopen2(f2, "e", H5P_DEFAULT);
+    }
+    else {
+        f2 = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+        CHECK(f2 >= 0);
+        d2 = H5Dopen2(f2, "d", H5P_DEFAULT);
+    }
+    CHECK(d2 >= 0);
+    write_rows(d1, 1, H5I_INVALID_HID); /* queued after both handles are open */
+    check_rows(d2, 1, tag);
+    if (external) { /* and the other way round: written through the link, read through the file's handle */
+        write_rows(d2, 2, H5I_INVALID_HID);
+        check_rows(d1, 2, tag);
+    }
+    H5Dclose(d2);
+    CHECK(H5Fclose(f2) >= 0);
+    H5Dclose(d1);
+    CHECK(H5Fclose(f1) >= 0);
+    H5Pclose(fapl);
+}
+
+/* Waits are per file: with a write to file A queued (deferred, so it stays queued until something needs it),
+ * a read, a flush and a close of file B neither wait for it nor start it; A's own read then does. */
+static void per_file_waits(const char *below, const char *tag)
+{
+    char pa[4096], pb[4096], sa[4096], sb[4096];
+    snprintf(pa, sizeof pa, "%s/perfile-%s-a.h5", dir, tag);
+    snprintf(pb, sizeof pb, "%s/perfile-%s-b.h5", dir, tag);
+    snprintf(sa, sizeof sa, "%s/perfile-%s-a.stats", dir, tag);
+    snprintf(sb, sizeof sb, "%s/perfile-%s-b.stats", dir, tag);
+    remove(sa);
+    remove(sb);
+    hid_t fa = fapl_for(below, sa, "defer=1;"), fb = fapl_for(below, sb, "defer=1;");
+    hid_t da = H5I_INVALID_HID, db = H5I_INVALID_HID;
+    hid_t a = new_rows_file(pa, fa, &da), b = new_rows_file(pb, fb, &db);
+    write_rows(db, 3, H5I_INVALID_HID);
+    CHECK(H5Fflush(b, H5F_SCOPE_LOCAL) >= 0); /* B's own write done before A's is queued */
+    hid_t es = H5EScreate();
+    write_rows(da, 4, es);
+    check_rows(db, 3, "file B while A's write is queued");
+    CHECK(H5Fflush(b, H5F_SCOPE_LOCAL) >= 0);
+    /* A's write is still queued: nothing of B needed it (a timeout of 0 looks without waiting) */
+    size_t in_progress = 0;
+    hbool_t err = 0;
+    CHECK(H5ESwait(es, 0, &in_progress, &err) >= 0 && in_progress == 1 && !err);
+    H5Dclose(db);
+    CHECK(H5Fclose(b) >= 0);
+    CHECK(stat_of(sb, "waits") == 1); /* the first flush, for B's own write */
+    check_rows(da, 4, "file A after its queued write");
+    CHECK(H5ESwait(es, H5ES_WAIT_FOREVER, &in_progress, &err) >= 0 && in_progress == 0 && !err);
+    H5ESclose(es);
+    H5Dclose(da);
+    CHECK(H5Fclose(a) >= 0);
+    CHECK(stat_of(sa, "waits") >= 1 && stat_of(sa, "failures") == 0);
+    H5Pclose(fa);
+    H5Pclose(fb);
+}
+
+/* A serial file through the connector leaves MPI alone: telling a parallel file from a serial one must not
+ * initialize MPI (registering HDF5's subfiling driver does: tens of milliseconds at the first open, and a
+ * program that initializes MPI later then fails). Runs first, before anything else could initialize MPI. */
+static void serial_open_leaves_mpi_alone(const char *below, const char *tag)
+{
+    char path[4096], stats[4096];
+    snprintf(path, sizeof path, "%s/serial-%s.h5", dir, tag);
+    snprintf(stats, sizeof stats, "%s/serial-%s.stats", dir, tag);
+    hid_t fapl = fapl_for(below, stats, "");
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    CHECK(H5Fclose(f) >= 0);
+    f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    CHECK(f >= 0);
+    CHECK(H5Fclose(f) >= 0);
+    H5Pclose(fapl);
+    int inited = 1;
+    MPI_Initialized(&inited);
+    CHECK(inited == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -668,6 +804,13 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s", argv[1]);
     mkdir(dir, 0777);
     const char *below[][2] = {{"0", "native"}, {"h5flow_log", "log"}};
+    for (int b = 0; b < 2; b++)
+        serial_open_leaves_mpi_alone(below[b][0], below[b][1]);
+    second_handle("0", "native", 0);
+    second_handle("0", "native-extlink", 1);
+    second_handle("h5flow_log", "log", 0);
+    per_file_waits("0", "native");
+    per_file_waits("h5flow_log", "log");
     for (int b = 0; b < 2; b++) {
         explicit_mode(below[b][0], below[b][1]);
         explicit_buffers(below[b][0], below[b][1], 0);

@@ -56,6 +56,12 @@ static int opts_set(void *opts, const char *key, const char *value, char *err, s
 static int opts_to_str(const void *opts, char *buf, size_t len) { return hfc_cfg_to_str(opts, buf, len); }
 
 /* ------------------------------------------------------------------ objects */
+/* The file access list of the file create or open this thread is in (H5I_INVALID_HID outside one): the
+ * engine reads the driver and the communicator from it, instead of asking the connector below for a copy of
+ * the whole list (H5VL_FILE_GET_FAPL), which costs more than the rest of the engine's open. Set and cleared
+ * around one call on one thread: nothing is shared between files. */
+static _Thread_local hid_t opening_fapl = H5I_INVALID_HID;
+
 static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_info_t *info)
 {
     ext_t *e = calloc(1, sizeof *e);
@@ -76,15 +82,17 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
         int key_ok = H5VLfile_get(obj->under_object, obj->under_vol_id, &ga, H5P_DATASET_XFER_DEFAULT, NULL) >= 0;
         if (!key_ok)
             H5Eclear2(H5E_DEFAULT);
-        hid_t fapl = H5I_INVALID_HID;
-        H5VL_file_get_args_t pa = {.op_type = H5VL_FILE_GET_FAPL};
-        if (H5VLfile_get(obj->under_object, obj->under_vol_id, &pa, H5P_DATASET_XFER_DEFAULT, NULL) >= 0)
-            fapl = pa.args.get_fapl.fapl_id;
-        else
-            H5Eclear2(H5E_DEFAULT);
+        hid_t fapl = opening_fapl, got = H5I_INVALID_HID;
+        if (fapl < 0) {
+            H5VL_file_get_args_t pa = {.op_type = H5VL_FILE_GET_FAPL};
+            if (H5VLfile_get(obj->under_object, obj->under_vol_id, &pa, H5P_DATASET_XFER_DEFAULT, NULL) >= 0)
+                fapl = got = pa.args.get_fapl.fapl_id;
+            else
+                H5Eclear2(H5E_DEFAULT);
+        }
         e->f = hfc_file_open(&cfg, fapl, fileno, key_ok);
-        if (fapl >= 0)
-            H5Pclose(fapl);
+        if (got >= 0)
+            H5Pclose(got);
         if (!e->f) {
             free(e);
             report_open();
@@ -106,6 +114,21 @@ static herr_t obj_init(h5fpt_obj_t *obj, const h5fpt_obj_t *parent, const h5fpt_
                                         H5P_DATASET_XFER_DEFAULT, NULL) >= 0;
             if (!tok_ok)
                 H5Eclear2(H5E_DEFAULT);
+            /* A dataset reached through an external link lies in another file than its handle: its cached
+             * writes go to that file's engine, which every handle of that file shares (a read through any of
+             * them then sees them, and none is migrated over a later write made through another). */
+            unsigned long key = 0;
+            if (tok_ok && hfc_file_key(e->f, &key) && oi.fileno != key) {
+                hfc_file_t *own = hfc_file_open_for(e->f, oi.fileno);
+                if (!own) {
+                    hfc_file_close(e->f);
+                    free(e);
+                    report();
+                    return -1;
+                }
+                hfc_file_close(e->f); /* the handle's engine: the handle still holds it */
+                e->f = own;
+            }
             e->d = hfc_dset_attach(e->f, obj->under_object, obj->under_vol_id, &oi.token, tok_ok);
             if (!e->d) {
                 hfc_file_close(e->f);
@@ -298,6 +321,23 @@ static herr_t cache_file_close(void *file, hid_t dxpl_id, void **req)
     return drain_then(file, 1, NULL, dxpl_id, req);
 }
 
+static void *cache_file_create(const char *name, unsigned flags, hid_t fcpl_id, hid_t fapl_id, hid_t dxpl_id,
+                               void **req)
+{
+    opening_fapl = fapl_id;
+    void *o = h5fpt_file_create(name, flags, fcpl_id, fapl_id, dxpl_id, req);
+    opening_fapl = H5I_INVALID_HID;
+    return o;
+}
+
+static void *cache_file_open(const char *name, unsigned flags, hid_t fapl_id, hid_t dxpl_id, void **req)
+{
+    opening_fapl = fapl_id;
+    void *o = h5fpt_file_open(name, flags, fapl_id, dxpl_id, req);
+    opening_fapl = H5I_INVALID_HID;
+    return o;
+}
+
 static herr_t cache_object_copy(void *src, const H5VL_loc_params_t *loc1, const char *src_name, void *dst,
                                 const H5VL_loc_params_t *loc2, const char *dst_name, hid_t ocpypl_id,
                                 hid_t lcpl_id, hid_t dxpl_id, void **req)
@@ -336,6 +376,8 @@ static void cls_build(void)
     cache_cls.dataset_cls.specific = cache_dataset_specific;
     cache_cls.dataset_cls.optional = cache_dataset_optional;
     cache_cls.dataset_cls.close = cache_dataset_close;
+    cache_cls.file_cls.create = cache_file_create;
+    cache_cls.file_cls.open = cache_file_open;
     cache_cls.file_cls.specific = cache_file_specific;
     cache_cls.file_cls.close = cache_file_close;
     cache_cls.object_cls.copy = cache_object_copy;

@@ -216,6 +216,20 @@ hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key
     return f;
 }
 
+hfc_file_t *hfc_file_open_for(const hfc_file_t *handle, unsigned long key)
+{
+    hfc_cfg_t cfg = handle->cfg;
+    if (handle->mpio)
+        cfg.background = 0; /* no communicator known here: migration stays on the application's thread */
+    return hfc_file_open(&cfg, H5P_DEFAULT, key, 1);
+}
+
+int hfc_file_key(const hfc_file_t *f, unsigned long *key)
+{
+    *key = f->key;
+    return f->key_ok;
+}
+
 const char *hfc_file_cache_dir(const hfc_file_t *f) { return f->store ? hfc_store_dir(f->store) : ""; }
 
 /* The cache directory and the migration thread exist from the first cached write on: a file only read, or
@@ -370,6 +384,21 @@ static int migrate_one(hfc_file_t *f)
     return 1;
 }
 
+/* Wait ns, or less when the file is closed meanwhile (f->stop is set with f->cv broadcast): a close never
+ * waits out the migration thread's pause before it can join it. */
+static void nap(hfc_file_t *f, long ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long t = until.tv_nsec + ns;
+    until.tv_sec += t / 1000000000L;
+    until.tv_nsec = t % 1000000000L;
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop && pthread_cond_timedwait(&f->cv, &f->mu, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&f->mu);
+}
+
 static void *migrator(void *arg)
 {
     hfc_file_t *f = arg;
@@ -391,8 +420,7 @@ static void *migrator(void *arg)
         unsigned seen = 0, now = 0;
         H5TSmutex_get_attempt_count(&seen);
         for (;;) {
-            struct timespec nap = {0, wait_ns};
-            nanosleep(&nap, NULL);
+            nap(f, wait_ns);
             if (H5TSmutex_get_attempt_count(&now) < 0 || now == seen || wait_ns >= 1000 * 1000) {
                 if (H5TSmutex_acquire(1, &got) < 0)
                     got = false;
@@ -412,8 +440,7 @@ static void *migrator(void *arg)
             unsigned cnt = 0;
             H5TSmutex_release(&cnt);
             got = false;
-            struct timespec ts = {0, 1000 * 1000};
-            nanosleep(&ts, NULL);
+            nap(f, 1000 * 1000);
         }
         if (got) {
             /* a bounded batch, then the lock goes back so that the application is never kept out long */

@@ -125,6 +125,12 @@ typedef struct hfc_dset hfc_dset_t;
  * file's access list (MPI-IO or not); key identifies the file below (its fileno); key_ok == 0 means it
  * could not be had, and the state is private to this handle. */
 hfc_file_t *hfc_file_open(const hfc_cfg_t *cfg, hid_t fapl_id, unsigned long key, int key_ok);
+/* The engine of the file numbered key (joined when one is open, else opened with the settings of the engine
+ * `handle`): for a dataset that lies in another file than its handle's (an external link, a mounted file), so
+ * that every handle of that file sees the same cached writes. */
+hfc_file_t *hfc_file_open_for(const hfc_file_t *handle, unsigned long key);
+/* The number of the file below the engine is keyed by: 1 with it in *key, 0 when it is not known. */
+int hfc_file_key(const hfc_file_t *f, unsigned long *key);
 /* Wait for every cached write of the file to reach the layer below (on the calling thread). Returns -1 with
  * the migration error if one happened (sticky: flush and close report it again). */
 int hfc_file_drain(hfc_file_t *f);

@@ -17,6 +17,11 @@
 
 #define H5FL_USE_NATIVE "unset HDF5_VOL_CONNECTOR to use HDF5's native connector"
 
+/* The id of an optional MPI driver, only when the program has registered it: the macros register it on first
+ * use, and registering the subfiling or IOC driver initializes MPI (a file access list cannot carry a driver
+ * that is not registered). */
+#define REGISTERED_ONLY(value, macro) (H5FDis_driver_registered_by_value(value) > 0 ? (macro) : H5I_INVALID_HID)
+
 /* A printable name for a driver h5flow_log refuses. */
 static void driver_name(hid_t drv, char *buf, size_t bufsz)
 {
@@ -35,10 +40,10 @@ static void driver_name(hid_t drv, char *buf, size_t bufsz)
         {H5FD_DIRECT, "direct (O_DIRECT)"},
 #endif
 #ifdef H5_HAVE_SUBFILING_VFD
-        {H5FD_SUBFILING, "subfiling"},
+        {REGISTERED_ONLY(H5_VFD_SUBFILING, H5FD_SUBFILING), "subfiling"},
 #endif
 #ifdef H5_HAVE_IOC_VFD
-        {H5FD_IOC, "ioc"},
+        {REGISTERED_ONLY(H5_VFD_IOC, H5FD_IOC), "ioc"},
 #endif
 #ifdef H5_HAVE_ROS3_VFD
         {H5FD_ROS3, "ros3"},

@@ -249,7 +249,10 @@ void h5ft_fapl_json(hid_t fapl, char *buf, size_t len)
         case 4: id = H5FD_FAMILY; break;
         case 5: id = H5FD_MULTI; break;
         case 6: id = H5FD_LOG; break;
-        default: id = H5FD_SUBFILING; break;
+        /* H5FD_SUBFILING registers the driver on first use, and that initializes MPI: asked only once the
+         * program has registered it itself (a file access list cannot carry it otherwise) */
+        default: id = H5FDis_driver_registered_by_value(H5_VFD_SUBFILING) > 0 ? H5FD_SUBFILING : H5I_INVALID_HID;
+            break;
         }
         if (id == drv) {
             dname = names[i].name;
