@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Generator
 
 import pytest
 
@@ -26,6 +28,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"the h5flow stack is not on this shell's environment (missing: {missing or 'H5FLOW_HDF5_DIR'}). "
             "Run the tests with `make test`, or `source build/stack.env` after `make setup`."
         )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+    """Test modules are collected with bytecode writing on, even under PYTHONDONTWRITEBYTECODE (CI images): pytest
+    then keeps each module's assertion-rewritten code in tests/__pycache__ and every later process (each xdist
+    worker, each rank of each MPI job) loads it instead of rewriting the module again (about 5 s of CPU per
+    collection of the whole suite on the project machine). The setting is put back once collection is over."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
 
 
 def pytest_configure(config: pytest.Config) -> None:

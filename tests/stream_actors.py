@@ -2,7 +2,7 @@
 
     python tests/stream_actors.py produce CONFIG_JSON [--steps N] [--shape X Y Z] [--blocks B] [--sleep S]
                                           [--fsize-limit BYTES [--fsize-rank R]]
-                                          [--start-at EPOCH] [--no-close] [--fail-at STEP [--fail-when FILE]]
+                                          [--start-on-stdin] [--no-close] [--fail-at STEP [--fail-when FILE]]
     python tests/stream_actors.py consume CONFIG_JSON [--timeout T] [--max-steps K] [--hold-at STEP]
                                           [--raise-at STEP]
                                           [--sleep S] [--check] [--shape X Y Z] [--blocks B] [--ready FILE]
@@ -52,8 +52,9 @@ def produce(args: argparse.Namespace) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize_limit, args.fsize_limit))
     sim = Simulation(_osc(args), comm.rank, comm.size)
-    if args.start_at:  # several producers started together open their writers at the same instant
-        time.sleep(max(0.0, args.start_at - time.time()))
+    if args.start_on_stdin:  # several producers started together open their writers at the same instant
+        print("READY", flush=True)
+        sys.stdin.readline()
     w = open_writer(comm, _config(args.config))
     if args.no_close:  # a producer that never closes its writer: it publishes, then the program ends
         _publish(args, comm, sim, w)
@@ -148,7 +149,8 @@ def main() -> None:
     p.add_argument("--check", action="store_true")
     p.add_argument("--fsize-limit", type=int, default=None, help="produce: RLIMIT_FSIZE in bytes (files larger fail)")
     p.add_argument("--fsize-rank", type=int, default=-1, help="produce: the rank --fsize-limit applies to (-1: all)")
-    p.add_argument("--start-at", type=float, default=None, help="produce: open the writer at this epoch time")
+    p.add_argument("--start-on-stdin", action="store_true",
+                   help="produce: print READY once set up, open the writer when a line arrives on stdin")
     p.add_argument("--ready", default=None, help="consume: create this file once the reader is open")
     p.add_argument("--no-close", action="store_true", help="produce: never close the writer")
     p.add_argument("--fail-at", type=int, default=None, help="produce: raise before this step")

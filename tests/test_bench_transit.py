@@ -54,9 +54,12 @@ def test_quick_writes_csv_json_and_figures(tmp_path: Path) -> None:
     assert "÷ the null transport" in proc.stdout and "peak RSS per rank" in proc.stdout
     with open(out / "transit.csv") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
-    for png in ("fig2-left.png", "fig2-right.png", "fig3-memory-hdf5-tmpfs.png",
-                "fig4-progress-hdf5-tmpfs-2to1.png", "fig4-progress-hdf5-tmpfs-2to2.png"):
+    figures = ("fig2-left.png", "fig2-right.png", "fig3-memory-hdf5-tmpfs.png",
+               "fig4-progress-hdf5-tmpfs-2to1.png", "fig4-progress-hdf5-tmpfs-2to2.png")
+    for png in figures:
         assert (out / png).stat().st_size > 1000, png
+    # --quick draws Fig. 3 and Fig. 4 of the first transport only: each figure's code runs, once
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(figures)
     assert not list(tmp_path.glob("h5flow-transit-*")), "a run left its staging directory behind"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -18,11 +19,17 @@ ACTORS = str(Path(__file__).with_name("stream_actors.py"))
 def test_two_producers_on_one_socket_stream_one_wins_the_other_fails_naming_it(tmp_path: Path) -> None:
     for trial in range(3):
         config = {"type": "socket", "filename": str(tmp_path / f"s{trial}"), "heartbeat": 1.0}
-        start_at = f"{time.time() + 2.0:.3f}"  # both import first, then open their writers together
         producers = [subprocess.Popen([sys.executable, ACTORS, "produce", json.dumps(config), "--steps", "3",
-                                       "--start-at", start_at], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, start_new_session=True) for _ in range(2)]
+                                       "--start-on-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, start_new_session=True) for _ in range(2)]
         try:
+            # both import first and say so; then one line to each makes both open their writers together
+            for p in producers:
+                ready, _, _ = select.select([p.stdout], [], [], 60)
+                assert ready and p.stdout.readline() == "READY\n", f"trial {trial}: a producer did not start"
+            for p in producers:
+                p.stdin.write("go\n")
+                p.stdin.flush()
             # a producer that published its steps waits for a consumer before closing: the winner cannot end
             # before the loser's open, however late the loser starts, so the loser must fail on its own
             deadline = time.time() + 30

@@ -2,13 +2,14 @@
 every block a consumer receives reported with its CRC-32, so the suite can check it against what was published.
 
     python -m h5flow.benchmarks._fault_actor produce CONFIG_JSON --steps N --shape X Y Z --blocks B [--sleep S]
-                                                     [--start-at EPOCH] [--fail-rank R --fail-at S --fail-how H]
+                                                     [--start-when FILE] [--fail-rank R --fail-at S --fail-how H]
     python -m h5flow.benchmarks._fault_actor consume CONFIG_JSON --shape X Y Z --blocks B [--timeout T] [--sleep S]
     python -m h5flow.benchmarks._fault_actor intrude STREAM --seed N    (socket: the hostile peer, until SIGTERM)
 
-stdout lines: ``PID <role> <rank> <pid>`` (every rank, first), ``PUBLISHED <step> <0|1>`` (producer rank 0),
-``B <step> <block id> <crc32>`` (every consumer rank, each block received), ``R <step>`` (consumer rank 0, the
-step released), ``END <status>`` and ``DISCARDED|MISSED|LOST <steps comma-separated>`` (consumer rank 0).
+stdout lines: ``PID <role> <rank> <pid>`` (every rank, first), ``READY`` (producer rank 0, --start-when),
+``PUBLISHED <step> <0|1>`` (producer rank 0), ``B <step> <block id> <crc32>`` (every consumer rank, each block
+received), ``R <step>`` (consumer rank 0, the step released), ``END <status>`` and
+``DISCARDED|MISSED|LOST <steps comma-separated>`` (consumer rank 0).
 A failure is one stderr line ``FAILED: <exception type>: <message>`` and exit status 1 (producer) or 2 (consumer).
 
 ``--fail-how raise`` makes producer rank ``--fail-rank`` raise :class:`InjectedFault` inside step ``--fail-at``;
@@ -56,8 +57,12 @@ def produce(args: argparse.Namespace, comm: Any) -> None:
     from h5flow.transports import open_writer
 
     sim = Simulation(oscillator(args), comm.rank, comm.size)
-    if args.start_at:
-        time.sleep(max(0.0, args.start_at - time.time()))
+    if args.start_when:  # every rank set up, READY; all open their writers once the file exists (1 ms polls)
+        comm.Barrier()
+        if comm.rank == 0:
+            print("READY", flush=True)
+        while not os.path.exists(args.start_when):
+            time.sleep(0.001)
     with open_writer(comm, transport_config(args.config)) as w:
         for s in range(args.steps):
             t = sim.advance(s)
@@ -176,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blocks", type=int, default=4)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=20.0)
-    p.add_argument("--start-at", type=float, default=None)
+    p.add_argument("--start-when", default=None, metavar="FILE",
+                   help="produce: print READY once every rank is set up, open the writer once FILE exists")
     p.add_argument("--fail-rank", type=int, default=-1, help="produce: the rank that fails (--fail-how)")
     p.add_argument("--fail-at", type=int, default=-1, help="produce: the step it fails in")
     p.add_argument("--fail-how", choices=["raise", "disagree"], default="raise")

@@ -277,9 +277,15 @@ def run_trial(spec: TrialSpec) -> Outcome:
                            f"the fault did not happen: {why}", 0.0, params=dict(p))
     filler = _Filler(work / "fs" / "filler", p) if spec.kind == "full-mid-stream" else None
     if spec.kind == "duplicate":
-        start_at = f"{time.time() + 2.5:.3f}"
-        procs += [producer("producer", "--start-at", start_at), producer("producer#2", "--start-at", start_at)]
+        go = work / "go"
+        procs += [producer("producer", "--start-when", str(go)), producer("producer#2", "--start-when", str(go))]
         fault = "two producers opening together"
+        # both set up (imports, MPI, the simulation: READY on their output), then the file both poll for makes them
+        # open their writers together
+        while (not all(re.search(r"^READY$", x.out(), re.M) for x in procs)
+               and all(x.popen.poll() is None for x in procs) and time.time() - t0 < 15):
+            time.sleep(0.01)
+        go.touch()
         # the consumer comes once one producer gave up (or after 15 s): a producer waits for a consumer before it
         # closes, so the first cannot finish before the second opens, however late that one starts
         while all(x.popen.poll() is None for x in procs) and time.time() - t0 < 15:

@@ -134,6 +134,9 @@ class Plan:
     failed: list[dict[str, Any]] = field(default_factory=list)  # reference rows left out after PLAIN_ATTEMPTS
     load_start: list[float] = field(default_factory=list)  # os.getloadavg() before the first run
     load_end: list[float] = field(default_factory=list)
+    # --quick: Fig. 3 and Fig. 4 of the first transport run only (each figure's code is drawn once; the 13 of
+    # every transport took about a third of the quick run)
+    figures_of_first_transport: bool = False
 
     def busy(self) -> bool:
         """True when the 1-minute load average at the start or the end was at least half the cores (min 1)."""
@@ -197,7 +200,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "h5flow_async, h5flow_cache over h5flow_async), 2 MiB per rank, 4 steps, 1 repetition "
                         "(each one given explicitly wins); staging.png")
     p.add_argument("--quick", action="store_true",
-                   help="CI smoke preset: M=2, ratios 1 and 2, 1 MiB per rank, 3 steps, 1 repetition")
+                   help="CI smoke preset: M=2, ratios 1 and 2, 1 MiB per rank, 3 steps, 1 repetition; Fig. 3 and Fig. 4 "
+                        "of the first transport only")
 
 
 def _default_tmpfs() -> Path:
@@ -246,6 +250,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 args.disk_dir or _default_disk(), args.out, args.queue_limit, args.timeout, args.hdf5_layout[0],
                 list(dict.fromkeys(x for x in args.hdf5_layout[1:] if x != args.hdf5_layout[0])), args.breakdown,
                 sizes)
+    plan.figures_of_first_transport = args.quick
     if not plan.configurations():
         raise ValueError("no configuration: every ratio leaves N < 1 or a fraction; give ratios that divide M")
     for d in (plan.tmpfs, plan.disk):
@@ -692,6 +697,8 @@ def fig3_fig4(plan: Plan, rows: list[Row]) -> list[Path]:
     paths = []
     m = max(r.producers for r in rows)
     at_m = [r for r in rows if r.producers == m]
+    if plan.figures_of_first_transport:
+        at_m = [r for r in at_m if r.transport == at_m[0].transport]
     hi, lo = max(r.ratio for r in at_m), min(r.ratio for r in at_m)
     for r in at_m:
         rec = json.loads(Path(r.record).read_text())
