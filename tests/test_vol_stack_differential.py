@@ -1,0 +1,157 @@
+"""Differential test of the stacking connectors: random h5py programs through every stack, against native.
+
+Each seed's program (tests/stack_fuzz.py: datasets of many types and layouts, writes and reads of random
+selections, resizes, attributes, links, deletes, flushes, a second file handle, held dataset handles,
+close and reopen) runs once with nothing stacked and once through each stack below, in a process per stack.
+Every read and every error must be the same, and so must the final file, read back afterwards without the
+stacking connectors (natively, or through h5flow_log alone for the stacks over it).
+
+`make test` runs a few seeds per stack; `make test-full` (--full) many. A difference fails with the seed,
+the stack and the first operation whose result differs; `python tests/stack_fuzz.py minimise ...` shrinks
+such a program (see its docstring).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from h5flow._paths import default_plugin_dir
+
+PLUGIN_DIR = Path(os.environ.get("H5FLOW_LOG_PLUGIN_DIR", default_plugin_dir()))
+FUZZ = Path(__file__).with_name("stack_fuzz.py")
+
+pytestmark = pytest.mark.skipif(
+    not all((PLUGIN_DIR / f"lib{n}.so").exists() for n in ("h5flow_async", "h5flow_cache", "h5flow_log")),
+    reason="the stacking connectors are not built (make setup)")
+
+NATIVE = "0;under_info={{}}"  # str.format doubles the braces
+LOG = "311;under_info={{}}"
+# name: (HDF5_VOL_CONNECTOR, with {tier} for the cache directory; the bottom: "native" or "log")
+STACKS: dict[str, tuple[str, str]] = {
+    "async": ("h5flow_async under_vol=" + NATIVE, "native"),
+    "async-defer": ("h5flow_async defer=1;under_vol=" + NATIVE, "native"),
+    "async-nomerge-noadapt": ("h5flow_async merge=0;adapt=off;under_vol=" + NATIVE, "native"),
+    "async-small": ("h5flow_async max_mem=3K;adapt=1K;under_vol=" + NATIVE, "native"),
+    "cache": ("h5flow_cache path={tier};under_vol=" + NATIVE, "native"),
+    "cache-full-block": ("h5flow_cache path={tier};capacity=1K;under_vol=" + NATIVE, "native"),
+    "cache-full-through": ("h5flow_cache path={tier};capacity=1K;policy=write_through;under_vol=" + NATIVE,
+                           "native"),
+    "cache-fg": ("h5flow_cache path={tier};background=off;under_vol=" + NATIVE, "native"),
+    "cache/async": ("h5flow_cache path={tier};capacity=2K;under_vol=312;under_info={{defer=1;under_vol="
+                    + NATIVE + "}}", "native"),
+    "async/cache": ("h5flow_async merge=1;under_vol=313;under_info={{path={tier};background=off;under_vol="
+                    + NATIVE + "}}", "native"),
+    "async/log": ("h5flow_async under_vol=" + LOG, "log"),
+    "async-defer/log": ("h5flow_async defer=1;adapt=off;under_vol=" + LOG, "log"),
+    "cache/log": ("h5flow_cache path={tier};under_vol=" + LOG, "log"),
+    "cache-full/log": ("h5flow_cache path={tier};capacity=1K;under_vol=" + LOG, "log"),
+}
+BOTTOM = {"native": None, "log": "h5flow_log"}
+QUICK_SEEDS = [1, 2, 3]
+FULL_SEEDS = list(range(1, 41))
+
+
+def env_for(conn: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "HDF5_VOL_CONNECTOR"}
+    env["HDF5_PLUGIN_PATH"] = str(PLUGIN_DIR)
+    env["H5FLOW_CACHE_QUIET"] = "1"
+    if conn:
+        env["HDF5_VOL_CONNECTOR"] = conn
+    return env
+
+
+def start(args: list[str], conn: str | None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(FUZZ), *args], env=env_for(conn), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen[str], out: Path, what: str) -> Any:
+    try:
+        text, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        text, _ = proc.communicate()
+        raise AssertionError(f"{what}: no result in 240 s (a hang?):\n{text[-3000:]}") from None
+    assert proc.returncode == 0, f"{what}: exit {proc.returncode}:\n{text[-3000:]}"
+    return pickle.loads(out.read_bytes())
+
+
+def run_stacks(names: list[str], seeds: list[int], tmp: Path) -> list[str]:
+    """Run the seeds natively, on h5flow_log and through each named stack; return the differences found."""
+    seeds_s = [str(s) for s in seeds]
+    bottoms = sorted({STACKS[n][1] for n in names})
+    runs: dict[str, tuple[subprocess.Popen[str], Path, Path]] = {}
+    for label, conn in [(f"ref-{b}", BOTTOM[b]) for b in bottoms] + [
+            (n, STACKS[n][0].format(tier=tmp / f"tier-{i}")) for i, n in enumerate(names)]:
+        folder = tmp / f"run-{len(runs)}"
+        folder.mkdir()
+        if "{tier}" in STACKS.get(label, ("", ""))[0]:
+            (tmp / f"tier-{names.index(label)}").mkdir()
+        out = folder / "log.pkl"
+        runs[label] = (start(["run", str(out), str(folder), *seeds_s], conn), out, folder)
+    logs = {label: finish(p, out, f"run {label}") for label, (p, out, _) in runs.items()}
+    # the final files, read back by the bottom connector alone
+    dumps: dict[str, Any] = {}
+    for b in bottoms:
+        labels = [f"ref-{b}"] + [n for n in names if STACKS[n][1] == b]
+        files = [str(runs[label][2] / f"s{s}.h5") for label in labels for s in seeds_s]
+        out = tmp / f"dump-{b}.pkl"
+        dumps.update(finish(start(["dump", str(out), *files], BOTTOM[b]), out, f"dump {b}"))
+    problems = []
+    for n in names:
+        ref = f"ref-{STACKS[n][1]}"
+        for s in seeds_s:
+            problems += compare(logs[ref][s]["log"], logs[n][s]["log"], f"stack {n} seed {s}")
+            want, got = (dumps[str(runs[label][2] / f"s{s}.h5")] for label in (ref, n))
+            if want != got:
+                problems.append(f"stack {n} seed {s}: the final file differs: {diff_dump(want, got)}")
+    return problems
+
+
+def compare(want: list[tuple[int, Any]], got: list[tuple[int, Any]], what: str) -> list[str]:
+    w, g = dict(want), dict(got)
+    for i in sorted(set(w) | set(g)):
+        if w.get(i) != g.get(i):
+            return [f"{what}: operation {i} gave {short(g.get(i))}, natively {short(w.get(i))}"]
+    return []
+
+
+def short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) < 300 else text[:300] + "..."
+
+
+def diff_dump(want: Any, got: Any) -> str:
+    if not isinstance(want, dict) or not isinstance(got, dict):
+        return f"{short(got)} instead of {short(want)}"
+    for k in sorted(set(want) | set(got)):
+        if want.get(k) != got.get(k):
+            return f"object {k!r}: {short(got.get(k))} instead of {short(want.get(k))}"
+    return "?"
+
+
+@pytest.mark.parametrize("group", [
+    ["async", "async-defer", "async-nomerge-noadapt", "async-small", "async/log", "async-defer/log"],
+    ["cache", "cache-full-block", "cache-full-through", "cache-fg", "cache/async", "async/cache", "cache/log",
+     "cache-full/log"],
+])
+def test_random_programs_read_the_same_through_every_stack(group: list[str], tmp_path: Path,
+                                                            request: pytest.FixtureRequest) -> None:
+    seeds = FULL_SEEDS if request.config.getoption("--full") else QUICK_SEEDS
+    problems = run_stacks(group, seeds, tmp_path)
+    assert not problems, "\n".join(problems)
+
+
+if __name__ == "__main__":  # exploration: python tests/test_vol_stack_differential.py STACK[,STACK] SEED...
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        found = run_stacks(sys.argv[1].split(","), [int(s) for s in sys.argv[2:]], Path(d))
+    print("\n".join(found) or "no difference")
