@@ -9,8 +9,11 @@
  *
  * Locking: HDF5's library lock and the queue's mutex. The application thread runs inside HDF5 calls
  * (holding the library lock) and may take the queue's mutex; the background thread never makes an
- * HDF5 call while it holds the queue's mutex. A thread that waits for the background thread lets go of
- * the library lock first (H5TSmutex_release) and takes it back afterwards.
+ * HDF5 call while it holds the queue's mutex. The background thread takes tasks off the queue only while
+ * it holds the library lock, and keeps it until they are done: a thread inside HDF5 that must wait for the
+ * queue therefore finds no task half run and runs the rest itself (run_here), never letting go of the
+ * library lock in the middle of a call. Only at library shutdown, when the caller may not hold the lock,
+ * does it wait for the background thread (the library lock let go first, taken back afterwards).
  *
  * One file on purpose, though it is long: the queue, its thread, waiting and requests are one subject, the
  * queue's mutex and condition variables, and every rule of the locking above is kept in this file alone. */
@@ -586,6 +589,92 @@ static bool in_batch(task_t **batch, size_t n, const void *under)
 
 #define MAX_BATCH 32
 
+/* Take the first tasks of the queue as one batch (Q.mu held, the library lock held by this thread): the
+ * head, and after it, several datasets of one serial file written one after the other (one multi-dataset
+ * call). Marks them running; returns how many. */
+static size_t take_batch(task_t **batch)
+{
+    size_t nb = 0;
+    task_t *first = Q.head;
+    batch[nb++] = first;
+    first->running = true;
+    if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
+        for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
+                                      t->dxpl_default && t->n == 1 &&
+                                      !in_batch(batch, nb, t->items[0].dset->under_object);
+             t = t->next) {
+            t->running = true;
+            batch[nb++] = t;
+        }
+    return nb;
+}
+
+/* Run a batch taken by take_batch, unlink it and complete its requests, then free it (no Q.mu held; the
+ * library lock held by this thread from before take_batch until after this returns, so that a thread that
+ * holds the library lock never sees a batch half done). */
+static void run_taken(task_t **batch, size_t nb)
+{
+    task_t *first = batch[0];
+    char msg[512] = "";
+    uint64_t t0 = now_ns();
+    pthread_mutex_lock(&Q.mu);
+    bool earlier_failed = !first->write && first->file->pending_error[0];
+    if (earlier_failed) /* a read after a failed write would return what was never written */
+        snprintf(msg, sizeof msg, "not read: an earlier background write failed (%.400s)",
+                 first->file->pending_error);
+    pthread_mutex_unlock(&Q.mu);
+    int rc = earlier_failed ? -1 : run_batch(batch, nb, msg, sizeof msg);
+    uint64_t t1 = now_ns();
+    for (size_t b = 0; b < nb; b++)
+        task_release_resources(batch[b]);
+
+    pthread_mutex_lock(&Q.mu);
+    h5fa_file_t *f = first->file;
+    if (first->write) {
+        f->calls_below++;
+        if (nb > 1 || first->n > 1)
+            f->multi_calls++;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        task_t *t = batch[b];
+        Q.head = t->next;
+        if (!Q.head)
+            Q.tail = NULL;
+        Q.done_seq = t->seq;
+        Q.bytes -= t->bytes;
+        for (size_t d = 0; d < t->ndone; d++) {
+            t->done[d]->state = rc < 0 ? -1 : 1;
+            t->done[d]->exec_ts = t0;
+            t->done[d]->exec_time = t1 - t0;
+            if (rc < 0)
+                snprintf(t->done[d]->msg, sizeof t->done[d]->msg, "%s", msg);
+        }
+        if (rc < 0 && !earlier_failed) {
+            t->file->failures++;
+            if (!t->file->pending_error[0])
+                snprintf(t->file->pending_error, sizeof t->file->pending_error, "%s", msg);
+        }
+    }
+    pthread_cond_broadcast(&Q.progress);
+    pthread_mutex_unlock(&Q.mu);
+    for (size_t b = 0; b < nb; b++)
+        task_free(batch[b]);
+}
+
+/* The library lock for the thread's next batch: after a quiet gap (lock_when_quiet), else as soon as it is
+ * free. The whole batch then runs under it. */
+static void lock_for_batch(unsigned since_last)
+{
+    if (lock_when_quiet(since_last))
+        return;
+    for (long wait = 20000;; wait = wait < 1000000 ? wait * 2 : wait) {
+        bool acquired = false;
+        if (H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return;
+        nanosleep(&(struct timespec){0, wait}, NULL);
+    }
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
@@ -598,80 +687,66 @@ static void *worker(void *arg)
             pthread_cond_wait(&Q.work, &Q.mu);
         if (!Q.head)
             break;
-        task_t *batch[MAX_BATCH];
-        size_t nb = 0;
-        task_t *first = Q.head;
-        batch[nb++] = first;
-        first->running = true;
-        /* several datasets of one serial file written one after the other: one multi-dataset call */
-        if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
-            for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
-                                          t->dxpl_default && t->n == 1 &&
-                                          !in_batch(batch, nb, t->items[0].dset->under_object);
-                 t = t->next) {
-                t->running = true;
-                batch[nb++] = t;
-            }
         pthread_mutex_unlock(&Q.mu);
 
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
             nanosleep(&(struct timespec){0, 50000}, NULL);
-        bool locked = lock_when_quiet(attempts_after_batch);
-        char msg[512] = "";
-        uint64_t t0 = now_ns();
-        int rc;
+        lock_for_batch(attempts_after_batch);
+        /* the batch is taken only with the library lock held: a thread inside HDF5 that waits for the
+         * queue (h5fa_drain) finds every task either done or not begun, and runs what is left itself */
         pthread_mutex_lock(&Q.mu);
-        bool earlier_failed = !first->write && first->file->pending_error[0];
-        if (earlier_failed) /* a read after a failed write would return what was never written */
-            snprintf(msg, sizeof msg, "not read: an earlier background write failed (%.400s)",
-                     first->file->pending_error);
+        task_t *batch[MAX_BATCH];
+        size_t nb = Q.head && !(Q.head->file->opts.defer && Q.head->seq > Q.release_seq) ? take_batch(batch) : 0;
         pthread_mutex_unlock(&Q.mu);
-        rc = earlier_failed ? -1 : run_batch(batch, nb, msg, sizeof msg);
-        uint64_t t1 = now_ns();
-        for (size_t b = 0; b < nb; b++) /* before it counts as done: no library call after that */
-            task_release_resources(batch[b]);
-        if (locked) {
-            unsigned count = 0;
-            H5TSmutex_release(&count);
-        }
+        if (nb)
+            run_taken(batch, nb);
+        unsigned count = 0;
+        H5TSmutex_release(&count);
         H5TSmutex_get_attempt_count(&attempts_after_batch);
-
-        pthread_mutex_lock(&Q.mu);
-        h5fa_file_t *f = first->file;
-        if (first->write) {
-            f->calls_below++;
-            if (nb > 1 || first->n > 1)
-                f->multi_calls++;
-        }
-        for (size_t b = 0; b < nb; b++) {
-            task_t *t = batch[b];
-            Q.head = t->next;
-            if (!Q.head)
-                Q.tail = NULL;
-            Q.done_seq = t->seq;
-            Q.bytes -= t->bytes;
-            for (size_t d = 0; d < t->ndone; d++) {
-                t->done[d]->state = rc < 0 ? -1 : 1;
-                t->done[d]->exec_ts = t0;
-                t->done[d]->exec_time = t1 - t0;
-                if (rc < 0)
-                    snprintf(t->done[d]->msg, sizeof t->done[d]->msg, "%s", msg);
-            }
-            if (rc < 0 && !earlier_failed) {
-                t->file->failures++;
-                if (!t->file->pending_error[0])
-                    snprintf(t->file->pending_error, sizeof t->file->pending_error, "%s", msg);
-            }
-        }
-        pthread_cond_broadcast(&Q.progress);
-        pthread_mutex_unlock(&Q.mu);
-        for (size_t b = 0; b < nb; b++)
-            task_free(batch[b]);
         pthread_mutex_lock(&Q.mu);
     }
     pthread_mutex_unlock(&Q.mu);
     return NULL;
+}
+
+/* Run queued tasks on the calling thread, which holds the library lock (it is inside an HDF5 call), until
+ * until(arg) holds or the queue is empty (until evaluated with Q.mu held). The background thread takes and
+ * runs a batch only with the library lock held, so no task is half run here. The library lock is never let
+ * go: a connector stacked above (h5flow_cache's migration) or the program's other threads never run in the
+ * middle of the call that waits. Returns whether anything was run. */
+static bool run_here(bool (*until)(const void *), const void *arg)
+{
+    bool ran = false;
+    H5E_auto2_t func = NULL;
+    void *data = NULL;
+    bool quiet = false;
+    pthread_mutex_lock(&Q.mu);
+    while (Q.head && !until(arg)) {
+        task_t *batch[MAX_BATCH];
+        size_t nb = take_batch(batch);
+        pthread_mutex_unlock(&Q.mu);
+        if (!quiet) { /* a queued operation's failure is reported later, by h5fa_check: not printed here */
+            H5Eget_auto2(H5E_DEFAULT, &func, &data);
+            H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+            quiet = true;
+        }
+        run_taken(batch, nb);
+        ran = true;
+        pthread_mutex_lock(&Q.mu);
+    }
+    pthread_mutex_unlock(&Q.mu);
+    if (quiet)
+        H5Eset_auto2(H5E_DEFAULT, func, data);
+    return ran;
+}
+
+/* Whether the calling thread holds the library lock: every VOL callback runs inside an HDF5 call, which
+ * holds it, except during the library's shutdown (H5close from atexit may close files without it). */
+static bool in_library_call(void)
+{
+    hbool_t terminating = false;
+    return H5is_library_terminating(&terminating) >= 0 && !terminating;
 }
 
 /* A child of fork() has no background thread: it starts afresh (the parent's queued work is the
@@ -777,6 +852,12 @@ static bool queue_has_room(uint64_t need, uint64_t max)
     return Q.head == NULL || Q.bytes + need <= max;
 }
 
+static bool has_room_for(const void *arg)
+{
+    const uint64_t *need = arg;
+    return queue_has_room(need[0], need[1]);
+}
+
 /* A request for done d (one more reference), in the wrapper form the class's request callbacks take. */
 static void *new_request(done_t *d)
 {
@@ -821,14 +902,8 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
     if (!queue_has_room(t->bytes, f->opts.max_mem)) {
         release_deferred();
         pthread_mutex_unlock(&Q.mu);
-        unsigned held = lib_release();
-        atomic_fetch_add(&Q.app_draining, 1);
-        pthread_mutex_lock(&Q.mu);
-        while (!queue_has_room(t->bytes, f->opts.max_mem))
-            pthread_cond_wait(&Q.progress, &Q.mu);
-        pthread_mutex_unlock(&Q.mu);
-        atomic_fetch_sub(&Q.app_draining, 1);
-        lib_reacquire(held);
+        const uint64_t need[2] = {t->bytes, f->opts.max_mem};
+        run_here(has_room_for, need); /* the oldest queued work runs here until this write fits */
         pthread_mutex_lock(&Q.mu);
     }
     bool merged = t->write && try_merge(t);
@@ -920,6 +995,8 @@ int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_s
 
 /* -------------------------------------------------------------------------------------- waiting */
 
+static bool reached_seq(const void *arg) { return Q.done_seq >= *(const uint64_t *)arg; }
+
 void h5fa_drain(void)
 {
     pthread_mutex_lock(&Q.mu);
@@ -929,15 +1006,22 @@ void h5fa_drain(void)
     pthread_mutex_unlock(&Q.mu);
     if (done)
         return;
-    unsigned held = lib_release();
-    atomic_fetch_add(&Q.app_draining, 1);
+    if (in_library_call()) {
+        run_here(reached_seq, &target);
+    }
+    else { /* shutdown: the background thread finishes the queue */
+        unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
+        pthread_mutex_lock(&Q.mu);
+        while (Q.done_seq < target)
+            pthread_cond_wait(&Q.progress, &Q.mu);
+        pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
+        lib_reacquire(held);
+    }
     pthread_mutex_lock(&Q.mu);
-    while (Q.done_seq < target)
-        pthread_cond_wait(&Q.progress, &Q.mu);
     Q.waited_ns = now_ns(); /* the program needed the queued work before it was done: nothing was hidden */
     pthread_mutex_unlock(&Q.mu);
-    atomic_fetch_sub(&Q.app_draining, 1);
-    lib_reacquire(held);
 }
 
 void h5fa_count_at_call(h5fa_file_t *f, size_t count)
@@ -993,6 +1077,8 @@ void h5fa_queue_stop(void)
 
 static bool is_ours(const h5fpt_obj_t *r) { return r->under_vol_id == H5I_INVALID_HID; }
 
+static bool request_done(const void *arg) { return ((const done_t *)arg)->state != 0; }
+
 herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *status)
 {
     h5fpt_obj_t *r = req;
@@ -1004,7 +1090,13 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
     if (state == 0)
         release_deferred(); /* waited for: deferred work starts */
     pthread_mutex_unlock(&Q.mu);
-    if (state == 0 && timeout > 0) {
+    if (state == 0 && timeout > 0 && in_library_call()) {
+        run_here(request_done, d); /* the queue runs here, in order, until d's operation has run */
+        pthread_mutex_lock(&Q.mu);
+        state = d->state;
+        pthread_mutex_unlock(&Q.mu);
+    }
+    else if (state == 0 && timeout > 0) {
         unsigned held = lib_release();
         atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
