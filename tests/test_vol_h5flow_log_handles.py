@@ -212,6 +212,35 @@ def test_container_opened_twice(tmp_path: Path) -> None:
     assert got["x2"] == [9, 8, 2, 3] and got["truncate"] == "refused"
 
 
+def test_two_writable_handles_keep_the_order_of_writes(tmp_path: Path) -> None:
+    """A later write through the first handle wins over an earlier one through a second writable handle (a
+    second open that started an epoch of its own put all of its writes after all of the first's), and the
+    names and ids both handles mint (anonymous datasets, deleted open objects, references) stay apart."""
+    got = same_as_native("""
+        f = check_connector(h5py.File("c.h5", "w"))
+        f2 = h5py.File("c.h5", "a")
+        f.create_dataset("d", shape=(17,), dtype="u1", fillvalue=7)
+        f2["d"][5:12:2] = np.array([1, 2, 3, 4], "u1")
+        f["d"][7:9] = np.array([50, 60], "u1")            # later: wins at 7
+        out("f", f["d"][...]); out("f2", f2["d"][...])
+        f["a"] = np.arange(3); f2["b"] = np.arange(4)     # anonymous creation, then a link, through each
+        held = [f["a"], f2["b"]]
+        del f["a"]; del f2["b"]                           # deleted while open, through each
+        held[0][0] = 5; held[1][0] = 6
+        out("held", [h[...] for h in held])
+        f["r"] = f["d"].ref; f2["s"] = f2["d"].ref        # object references minted through each
+        out("refs", [f[f["r"][()]].name, f2[f2["s"][()]].name])
+        f2.close()
+        f["d"][5] = 99
+        f2 = h5py.File("c.h5", "a")                       # opened again while the first is open
+        f2["d"][5] = 98
+        f.close(); f2.close()
+        with h5py.File("c.h5", "r") as f:
+            out("after", f["d"][...]); out("keys", sorted(f.keys()))
+    """, tmp_path)
+    assert got["f"][7] == 50 and got["after"][5] == 98
+
+
 def test_file_close_closes_its_objects_like_native(tmp_path: Path) -> None:
     """h5py's File.close closes the objects H5Fget_obj_ids reports; the connector reports its own."""
     same_as_native("""

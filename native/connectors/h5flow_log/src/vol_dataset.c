@@ -263,7 +263,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     int st = 0;
     if (!name) { /* anonymous (h5py's `group[name] = array` creates, writes, then links) */
         snprintf(leaf, sizeof leaf, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-                 (unsigned long long)f->anon_counter++);
+                 (unsigned long long)h5fl_epoch_owner(f)->anon_counter++);
         dir = h5fl_join(f->o.dir, leaf);
         path = h5fl_strdup("");
         if (!dir || !path)
