@@ -299,3 +299,43 @@ def test_fill_values_match_native(tmp_path: Path) -> None:
     """, tmp_path)
     assert got["b"] == ["bar", "x", "bar", "bar"] and got["u_regrown"] == ["bár", "bár", "bár"]
     assert got["bogus"] == "refused" and got["_never"] != [4.0] * 4
+
+
+def test_shrink_after_reopen_discards_what_was_written(tmp_path: Path) -> None:
+    """A dataset closed and opened again has no writer yet; its shrink's fill record must still order after
+    the writes its logs hold (numbered below them, it made the read fail as a corrupt index)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f.create_dataset("d", shape=(5, 5), dtype="u1", maxshape=(None, None), chunks=(1, 4), fillvalue=7)
+            f["d"][4, :] = np.arange(5, dtype="u1")       # each f["d"] is a fresh handle, closed at once
+            f["d"].resize((2, 2))
+            out("small", f["d"][...])
+            f["d"].resize((5, 5))
+            out("regrown", f["d"][...])
+        with h5py.File("c.h5", "r") as f:
+            out("after", f["d"][...])
+    """, tmp_path)
+    assert got["regrown"] == [[7] * 5] * 5
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_shrink_after_reopen_discards_every_ranks_writes(comm, mpi_tmp_path: Path) -> None:
+    """The same with the rows written by rank 1 alone: the fill record (rank 0's log) must order after them,
+    or the rows they wrote come back when the dataset grows again, instead of the fill value."""
+    import h5py
+
+    path = mpi_tmp_path / "shrink.h5"
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        f.create_dataset("d", shape=(5, 4), maxshape=(None, 4), chunks=(1, 4), dtype="i4", fillvalue=-1)
+        d = f["d"]
+        if comm.rank == 1:
+            for k in range(6):                 # several records: rank 1's sequence runs ahead of rank 0's
+                d[3:5] = k
+        d.id.close()                           # the handle with the writers, closed
+        del d
+        f.flush()
+        f["d"].resize((2, 4))                  # a fresh handle: no writer open on any rank
+        f["d"].resize((5, 4))
+        f.flush()
+        rows = f["d"][...]
+    mpi_assert(comm, np.array_equal(rows, np.full((5, 4), -1, "i4")), f"rank {comm.rank} read {rows.tolist()}")
