@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from h5flow._paths import default_plugin_dir
@@ -155,3 +156,65 @@ if __name__ == "__main__":  # exploration: python tests/test_vol_stack_different
     with tempfile.TemporaryDirectory() as d:
         found = run_stacks(sys.argv[1].split(","), [int(s) for s in sys.argv[2:]], Path(d))
     print("\n".join(found) or "no difference")
+
+
+# ------------------------------------------------------------------------------------ two ranks, MPI-IO
+
+MPI_STACKS = {
+    "cache/async": "h5flow_cache under_vol=312;under_info={under_vol=0;under_info={}}",
+    "async/cache": "h5flow_async under_vol=313;under_info={under_vol=0;under_info={}}",
+}
+
+
+def _mpi_env(stack: str) -> dict[str, str]:
+    return {"HDF5_VOL_CONNECTOR": MPI_STACKS[stack], "HDF5_PLUGIN_PATH": str(PLUGIN_DIR), "H5FLOW_CACHE_QUIET": "1"}
+
+
+def _mpi_round_trip(comm: Any, path: Path, top: str) -> None:
+    """Each rank writes its rows (independent and collective writes, overwrites of its own rows), reads them
+    back at once, then, after a flush and a barrier, reads the other rank's rows (what native guarantees),
+    grows the dataset collectively and writes again; the file read natively afterwards holds every row."""
+    import h5py
+
+    from h5flow import _hdf5lib
+    from h5flow.testing.pytest_mpi import mpi_assert
+
+    n, r, other = 3000, comm.rank, (comm.rank + 1) % comm.size
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        mpi_assert(comm, _hdf5lib.connector_name(f.id.id) == top, f"{top} not loaded")
+        d = f.create_dataset("d", shape=(comm.size * 4, n), maxshape=(None, n), chunks=(1, n), dtype="i8",
+                             fillvalue=-1)
+        for k in range(3):
+            d[r * 4 + k] = np.arange(n) + (r * 10 + k) * n       # independent
+        d[r * 4 + 1, ::7] = 5                                     # an overwrite of a queued/cached row
+        with d.collective:
+            d[r * 4 + 3] = np.full(n, r * 10 + 3)
+        want = np.stack([np.arange(n) + (r * 10 + k) * n for k in range(3)] + [np.full(n, r * 10 + 3)])
+        want[1, ::7] = 5
+        mpi_assert(comm, np.array_equal(d[r * 4: r * 4 + 4], want), "own rows read back before the flush")
+        f.flush()
+        comm.Barrier()
+        got = d[other * 4, :4]
+        mpi_assert(comm, np.array_equal(got, np.arange(4) + other * 10 * n), f"other rank's row: {got}")
+        d.resize((comm.size * 5, n))                              # collective; grown rows read as fill
+        d[comm.size * 4 + r] = np.full(n, 100 + r)
+        f.flush()
+        comm.Barrier()
+        mpi_assert(comm, np.all(d[comm.size * 4 + other] == 100 + other), "other rank's row after the resize")
+    comm.Barrier()
+    if r == 0:
+        with h5py.File(path, "r", driver="core") as f:
+            col = f["d"][:, 7]
+        rows = [x * 10 * n + 7 + k * n if k < 3 else x * 10 + 3 for x in range(comm.size) for k in range(4)]
+        rows = [5 if (i % 4 == 1) else v for i, v in enumerate(rows)]  # column 7 of row 1 was overwritten
+        assert list(col) == rows + [100 + x for x in range(comm.size)], list(col)
+
+
+@pytest.mark.mpi(n=2, env=_mpi_env("cache/async"), timeout=180)
+def test_mpi_round_trip_cache_over_async(comm: Any, mpi_tmp_path: Path) -> None:
+    _mpi_round_trip(comm, mpi_tmp_path / "ca.h5", "h5flow_cache")
+
+
+@pytest.mark.mpi(n=2, env=_mpi_env("async/cache"), timeout=180)
+def test_mpi_round_trip_async_over_cache(comm: Any, mpi_tmp_path: Path) -> None:
+    _mpi_round_trip(comm, mpi_tmp_path / "ac.h5", "h5flow_async")
