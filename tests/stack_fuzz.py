@@ -124,9 +124,9 @@ class Gen:
         m = self.ds[path]
         name = rng.choice(self.names_of(path))
         handle = rng.choice(["f", "f", "f2", "held"] if self.second else ["f", "f", "held"])
+        if (r < 0.40 or 0.62 <= r < 0.68) and handle != "f" and not self.second_writable:
+            handle = "f"  # writes and resizes: a held handle may be of a read-only second file
         if r < 0.40:
-            if handle != "f" and not self.second_writable:
-                handle = "f"  # a held handle may be of the second file too
             kind = rng.choice(["setitem", "setitem", "setitem", "broadcast", "write_direct"])
             if m.dtype == "compound" and rng.random() < 0.3:
                 kind = "field"

@@ -179,7 +179,10 @@ def test_first_write_of_a_contiguous_dataset_is_not_reordered_after_a_delete(tmp
             del f["old"]              # frees its space
             assert cached_bytes(sys.argv[2]) >= 8, "the writes should still be cached"
             d[3000:3001] = 7
+            s = f.create_dataset("scalar", shape=(), dtype="f8")
+            s[()] = 2.5               # a scalar's first write: its one element allocates it
         with h5py.File(p, "r") as f:
+            assert f["scalar"][()] == 2.5
             got = f["new"][()]
         want = np.zeros(4096, dtype="i4")
         want[1000], want[2000], want[3000] = 5, 6, 7

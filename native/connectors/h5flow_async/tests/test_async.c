@@ -146,11 +146,20 @@ static void explicit_mode(const char *below, const char *tag)
     H5Sclose(sp);
     H5Dclose(d);
     H5Dclose(e);
-    /* the failure is also reported once at close: the handle stays valid, the second close succeeds */
+    /* the failure is also reported once at close: the close changes nothing, the handle stays valid and
+     * usable (a close that closed the file below left the next call on it a freed object), the second
+     * close succeeds */
     herr_t rc;
     H5E_BEGIN_TRY { rc = H5Fclose(f); }
     H5E_END_TRY
     CHECK(rc < 0);
+    CHECK(H5Lexists(f, "rows", H5P_DEFAULT) > 0);
+    hid_t again = H5Dopen2(f, "rows", H5P_DEFAULT);
+    CHECK(again >= 0 && H5Dread(again, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    int first[COLS];
+    row_values(first, 0, 1);
+    CHECK(memcmp(got, first, sizeof first) == 0);
+    H5Dclose(again);
     CHECK(H5Fclose(f) >= 0);
     CHECK(H5ESclose(es) >= 0);
     H5Pclose(fapl);

@@ -906,7 +906,7 @@ static int allocate_below(hfc_dset_t *d, hid_t fs, hid_t ft, const void *src, hi
         off = dims[k] ? off / dims[k] : 0;
     }
     hid_t pfs = H5Scopy(fs), pms = H5Screate_simple(1, &one, NULL);
-    if (pfs >= 0 && pms >= 0 && H5Sselect_elements(pfs, H5S_SELECT_SET, 1, coord) >= 0)
+    if (pfs >= 0 && pms >= 0 && (rank == 0 ? H5Sselect_all(pfs) : H5Sselect_elements(pfs, H5S_SELECT_SET, 1, coord)) >= 0)
         rc = forward_write(d, ft, pms, pfs, dxpl, src, NULL);
     if (pfs >= 0)
         H5Sclose(pfs);
