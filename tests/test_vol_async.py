@@ -319,3 +319,32 @@ def test_an_error_below_surfaces_and_what_was_written_reads_right(below: str, li
         "        assert np.array_equal(d[r], np.arange(16384) + r * 16384), r\n"
         "print('ok')\n"), str(path), ok], env=read_env, capture_output=True, text=True, timeout=60)
     assert check.returncode == 0 and "ok" in check.stdout, check.stdout + check.stderr
+
+
+TWO_HANDLES_SCRIPT = r"""
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("x", shape=(20,), dtype="i4", chunks=(4,))
+    f.create_dataset("y", shape=(20,), dtype="i4")
+    d1, d2, y = f["x"], f["x"], f["y"]   # two handles of one dataset
+    d1[0:5] = 1
+    d2[3:8] = 2                          # overlaps the write before it: must win
+    y[0:3] = 9
+    d1[6:9] = 3
+    d2[1:4] = 5
+    d1[2:3] = 6
+    print(f["x"][:10].tolist(), f["y"][:4].tolist())
+"""
+
+
+@pytest.mark.parametrize("below", ["0", "h5flow_log"])
+def test_writes_through_two_handles_of_one_dataset_keep_their_order(below: str, tmp_path: Path) -> None:
+    """Queued writes of several datasets of a file are batched into one multi-dataset call; two handles of
+    one dataset are one dataset there (never twice in one call: the order of its writes would be the
+    connector below's, and h5flow_log refuses the call)."""
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;under_vol={below};under_info={{}}")
+    proc = subprocess.run([sys.executable, "-c", TWO_HANDLES_SCRIPT, str(tmp_path / "f.h5")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split("\n")[0] == "[1, 5, 6, 5, 2, 2, 3, 3, 3, 0] [9, 9, 9, 0]", proc.stdout

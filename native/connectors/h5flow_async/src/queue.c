@@ -51,6 +51,10 @@ typedef struct item { /* one dataset of a queued call */
     size_t cap;         /* write: the copy's capacity, from the file's pool (0: malloc) */
     hsize_t npoints;
     size_t bytes;
+    /* the dataset itself, whatever the handle (batching never puts one dataset twice in a call) */
+    bool has_id;
+    unsigned long fileno;
+    H5O_token_t token;
 } item_t;
 
 typedef struct task {
@@ -577,14 +581,37 @@ out:
     return rc;
 }
 
-/* Whether dataset object o is among the first n tasks' datasets. */
-static bool in_batch(task_t **batch, size_t n, const void *under)
+/* Whether it's dataset (through any handle: two handles of one dataset have two objects below) is among
+ * the first n tasks' datasets. One dataset twice in one multi-dataset call would leave the order of its two
+ * writes to the connector below (h5flow_log refuses such a call). */
+static bool in_batch(task_t **batch, size_t n, const item_t *it)
 {
     for (size_t b = 0; b < n; b++)
-        for (size_t i = 0; i < batch[b]->n; i++)
-            if (batch[b]->items[i].dset->under_object == under)
+        for (size_t i = 0; i < batch[b]->n; i++) {
+            const item_t *o = &batch[b]->items[i];
+            if (o->dset->under_object == it->dset->under_object || !o->has_id || !it->has_id ||
+                (o->fileno == it->fileno && !memcmp(&o->token, &it->token, sizeof o->token)))
                 return true;
+        }
     return false;
+}
+
+/* Learn which dataset a queued write's handle names (its file number and object token), for in_batch. */
+static void identify(item_t *it)
+{
+    H5O_info2_t info;
+    H5VL_loc_params_t loc = {.obj_type = H5I_DATASET, .type = H5VL_OBJECT_BY_SELF};
+    H5VL_object_get_args_t args = {.op_type = H5VL_OBJECT_GET_INFO};
+    args.args.get_info.oinfo = &info;
+    args.args.get_info.fields = H5O_INFO_BASIC;
+    if (H5VLobject_get(it->dset->under_object, &loc, it->dset->under_vol_id, &args, H5P_DATASET_XFER_DEFAULT,
+                       NULL) < 0) {
+        H5Eclear2(H5E_DEFAULT); /* unknown: never batched with another dataset */
+        return;
+    }
+    it->fileno = info.fileno;
+    it->token = info.token;
+    it->has_id = true;
 }
 
 #define MAX_BATCH 32
@@ -601,7 +628,7 @@ static size_t take_batch(task_t **batch)
     if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
         for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
                                       t->dxpl_default && t->n == 1 &&
-                                      !in_batch(batch, nb, t->items[0].dset->under_object);
+                                      !in_batch(batch, nb, &t->items[0]);
              t = t->next) {
             t->running = true;
             batch[nb++] = t;
@@ -957,6 +984,8 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
             task_free(t);
             return rc < 0 ? -1 : 1;
         }
+        if (f->opts.merge && !f->parallel)
+            identify(&t->items[i]); /* for batching (take_batch) */
     }
     return enqueue(t, f, req);
 }
