@@ -4,7 +4,10 @@ Each seed's program (tests/stack_fuzz.py: datasets of many types and layouts, wr
 selections, resizes, attributes, links, deletes, flushes, a second file handle, held dataset handles,
 close and reopen) runs once with nothing stacked and once through each stack below, in a process per stack.
 Every read and every error must be the same, and so must the final file, read back afterwards without the
-stacking connectors (natively, or through h5flow_log alone for the stacks over it).
+stacking connectors (natively, or through h5flow_log alone for the stacks over it). h5flow_log alone is not
+held to native here: native HDF5 reads the unwritten elements of a contiguous dataset from whatever its
+storage held (space a deleted dataset freed, by default no fill value is written there), the container reads
+zeros, so the two differ where neither is wrong.
 
 `make test` runs a few seeds per stack; `make test-full` (--full) many. A difference fails with the seed,
 the stack and the first operation whose result differs; `python tests/stack_fuzz.py minimise ...` shrinks
