@@ -335,3 +335,95 @@ for k in range(8):
 
     with h5py.File(path, "r") as f:
         assert np.array_equal(f["x"][:, 5], 5 + np.arange(8))
+
+
+ERROR_BELOW_SCRIPT = r"""
+import resource, signal, sys, numpy as np, h5py
+path, limit, ok = sys.argv[1], int(sys.argv[2]), [int(r) for r in sys.argv[3].split(",")]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write past the limit fails with EFBIG instead
+n = 16384                                           # rows larger than the sieve buffer: written directly
+rows = {r: np.arange(n, dtype="f8") + r * n for r in range(64)}
+f = h5py.File(path, "w")
+d = f.create_dataset("d", shape=(64, n), dtype="f8")
+f.flush()
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+for r in (0, 1, 2, 40, 3):                           # row 40 lies past the limit; rows 0-3 do not
+    try:
+        d[r] = rows[r]
+    except OSError as e:
+        print("write", r, "failed at the call")
+try:
+    f.flush()
+    print("flush succeeded")
+except (OSError, RuntimeError) as e:
+    print("flush failed:", str(e).splitlines()[0][:200])
+for r in ok:
+    assert np.array_equal(d[r], rows[r]), f"row {r} read back wrong before the close"
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+try:
+    f.close()
+except (OSError, RuntimeError) as e:
+    print("close failed:", e)
+    f.close()
+print("done")
+"""
+
+
+# native: row 40 lies past the limit, rows 0-3 below it; h5flow_log appends every write to its data log, so
+# the fourth write (row 40) is the one that crosses the limit
+@pytest.mark.parametrize(("below", "limit", "ok"), [("0", 2 << 20, "0,1,2,3"), ("h5flow_log", 450 << 10, "0,1,2")])
+def test_an_error_below_surfaces_and_what_was_written_reads_right(below: str, limit: int, ok: str,
+                                                                   tmp_path: Path) -> None:
+    """A queued write past a file size limit (RLIMIT_FSIZE) fails in the background: the flush reports it
+    (natively the write itself does), and the rows written read back as written, through the handle and
+    after the close."""
+    path = tmp_path / "f.h5"
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;under_vol={below};under_info={{}}")
+    proc = subprocess.run([sys.executable, "-c", ERROR_BELOW_SCRIPT, str(path), str(limit), ok], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout + proc.stderr
+    reported = "write 40 failed at the call" in proc.stdout or "flush failed" in proc.stdout
+    assert reported and "flush succeeded" not in proc.stdout, proc.stdout
+    read_env = dict(env)
+    if below == "0":
+        read_env.pop("HDF5_VOL_CONNECTOR")
+    else:
+        read_env["HDF5_VOL_CONNECTOR"] = "h5flow_log"
+    check = subprocess.run([sys.executable, "-c", (
+        "import sys, numpy as np, h5py\n"
+        "with h5py.File(sys.argv[1], 'r') as f:\n"
+        "    d = f['d']\n"
+        "    for r in map(int, sys.argv[2].split(',')):\n"
+        "        assert np.array_equal(d[r], np.arange(16384) + r * 16384), r\n"
+        "print('ok')\n"), str(path), ok], env=read_env, capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0 and "ok" in check.stdout, check.stdout + check.stderr
+
+
+TWO_HANDLES_SCRIPT = r"""
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("x", shape=(20,), dtype="i4", chunks=(4,))
+    f.create_dataset("y", shape=(20,), dtype="i4")
+    d1, d2, y = f["x"], f["x"], f["y"]   # two handles of one dataset
+    d1[0:5] = 1
+    d2[3:8] = 2                          # overlaps the write before it: must win
+    y[0:3] = 9
+    d1[6:9] = 3
+    d2[1:4] = 5
+    d1[2:3] = 6
+    print(f["x"][:10].tolist(), f["y"][:4].tolist())
+"""
+
+
+@pytest.mark.parametrize("below", ["0", "h5flow_log"])
+def test_writes_through_two_handles_of_one_dataset_keep_their_order(below: str, tmp_path: Path) -> None:
+    """Queued writes of several datasets of a file are batched into one multi-dataset call; two handles of
+    one dataset are one dataset there (never twice in one call: the order of its writes would be the
+    connector below's, and h5flow_log refuses the call)."""
+    env = dict(os.environ, HDF5_PLUGIN_PATH=str(PLUGIN_DIR),
+               HDF5_VOL_CONNECTOR=f"h5flow_async defer=1;under_vol={below};under_info={{}}")
+    proc = subprocess.run([sys.executable, "-c", TWO_HANDLES_SCRIPT, str(tmp_path / "f.h5")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split("\n")[0] == "[1, 5, 6, 5, 2, 2, 3, 3, 3, 0] [9, 9, 9, 0]", proc.stdout

@@ -164,6 +164,32 @@ def test_h5py_patterns(tmp_path: Path, tier: Path) -> None:
         assert np.array_equal(f["y"][()], np.full(4, 2.5))
 
 
+def test_first_write_of_a_contiguous_dataset_is_not_reordered_after_a_delete(tmp_path: Path, tier: Path) -> None:
+    """A contiguous dataset's storage is allocated by its first write. Cached and migrated after a later
+    delete, that allocation reused the deleted dataset's space, and the elements the write did not cover read
+    back the deleted data instead of 0 (native HDF5 writes no fill value there by default). The first write
+    now also writes its first element below at once, which allocates the storage; the writes stay cached."""
+    run_script("""
+        p = sys.argv[1]
+        with opened(h5py.File(p, "w")) as f:
+            f.create_dataset("old", data=np.full(4096, 0x7F7F7F7F, dtype="i4"))
+            d = f.create_dataset("new", shape=(4096,), dtype="i4")
+            d[1000:1001] = 5          # cached; allocates "new" below, in the program's order
+            d[2000:2001] = 6          # cached
+            del f["old"]              # frees its space
+            assert cached_bytes(sys.argv[2]) >= 8, "the writes should still be cached"
+            d[3000:3001] = 7
+            s = f.create_dataset("scalar", shape=(), dtype="f8")
+            s[()] = 2.5               # a scalar's first write: its one element allocates it
+        with h5py.File(p, "r") as f:
+            assert f["scalar"][()] == 2.5
+            got = f["new"][()]
+        want = np.zeros(4096, dtype="i4")
+        want[1000], want[2000], want[3000] = 5, 6, 7
+        assert np.array_equal(got, want), np.unique(got)
+    """, connector(tier, "background=off"), str(tmp_path / "c.h5"), str(tier))
+
+
 def test_background_migration_and_capacity(tmp_path: Path, tier: Path) -> None:
     """Background migration empties the tier while the program computes; a capacity smaller than the
     writes keeps the tier at most that full (block), and write_through still stores every value."""

@@ -214,6 +214,35 @@ def test_container_opened_twice(tmp_path: Path) -> None:
     assert got["x2"] == [9, 8, 2, 3] and got["truncate"] == "refused"
 
 
+def test_two_writable_handles_keep_the_order_of_writes(tmp_path: Path) -> None:
+    """A later write through the first handle wins over an earlier one through a second writable handle (a
+    second open that started an epoch of its own put all of its writes after all of the first's), and the
+    names and ids both handles mint (anonymous datasets, deleted open objects, references) stay apart."""
+    got = same_as_native("""
+        f = check_connector(h5py.File("c.h5", "w"))
+        f2 = h5py.File("c.h5", "a")
+        f.create_dataset("d", shape=(17,), dtype="u1", fillvalue=7)
+        f2["d"][5:12:2] = np.array([1, 2, 3, 4], "u1")
+        f["d"][7:9] = np.array([50, 60], "u1")            # later: wins at 7
+        out("f", f["d"][...]); out("f2", f2["d"][...])
+        f["a"] = np.arange(3); f2["b"] = np.arange(4)     # anonymous creation, then a link, through each
+        held = [f["a"], f2["b"]]
+        del f["a"]; del f2["b"]                           # deleted while open, through each
+        held[0][0] = 5; held[1][0] = 6
+        out("held", [h[...] for h in held])
+        f["r"] = f["d"].ref; f2["s"] = f2["d"].ref        # object references minted through each
+        out("refs", [f[f["r"][()]].name, f2[f2["s"][()]].name])
+        f2.close()
+        f["d"][5] = 99
+        f2 = h5py.File("c.h5", "a")                       # opened again while the first is open
+        f2["d"][5] = 98
+        f.close(); f2.close()
+        with h5py.File("c.h5", "r") as f:
+            out("after", f["d"][...]); out("keys", sorted(f.keys()))
+    """, tmp_path)
+    assert got["f"][7] == 50 and got["after"][5] == 98
+
+
 def test_file_close_closes_its_objects_like_native(tmp_path: Path) -> None:
     """h5py's File.close closes the objects H5Fget_obj_ids reports; the connector reports its own."""
     same_as_native("""
@@ -272,3 +301,43 @@ def test_fill_values_match_native(tmp_path: Path) -> None:
     """, tmp_path)
     assert got["b"] == ["bar", "x", "bar", "bar"] and got["u_regrown"] == ["bár", "bár", "bár"]
     assert got["bogus"] == "refused" and got["_never"] != [4.0] * 4
+
+
+def test_shrink_after_reopen_discards_what_was_written(tmp_path: Path) -> None:
+    """A dataset closed and opened again has no writer yet; its shrink's fill record must still order after
+    the writes its logs hold (numbered below them, it made the read fail as a corrupt index)."""
+    got = same_as_native("""
+        with check_connector(h5py.File("c.h5", "w")) as f:
+            f.create_dataset("d", shape=(5, 5), dtype="u1", maxshape=(None, None), chunks=(1, 4), fillvalue=7)
+            f["d"][4, :] = np.arange(5, dtype="u1")       # each f["d"] is a fresh handle, closed at once
+            f["d"].resize((2, 2))
+            out("small", f["d"][...])
+            f["d"].resize((5, 5))
+            out("regrown", f["d"][...])
+        with h5py.File("c.h5", "r") as f:
+            out("after", f["d"][...])
+    """, tmp_path)
+    assert got["regrown"] == [[7] * 5] * 5
+
+
+@pytest.mark.mpi(n=2, env=LOG_ENV, timeout=120)
+def test_mpi_shrink_after_reopen_discards_every_ranks_writes(comm, mpi_tmp_path: Path) -> None:
+    """The same with the rows written by rank 1 alone: the fill record (rank 0's log) must order after them,
+    or the rows they wrote come back when the dataset grows again, instead of the fill value."""
+    import h5py
+
+    path = mpi_tmp_path / "shrink.h5"
+    with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        f.create_dataset("d", shape=(5, 4), maxshape=(None, 4), chunks=(1, 4), dtype="i4", fillvalue=-1)
+        d = f["d"]
+        if comm.rank == 1:
+            for k in range(6):                 # several records: rank 1's sequence runs ahead of rank 0's
+                d[3:5] = k
+        d.id.close()                           # the handle with the writers, closed
+        del d
+        f.flush()
+        f["d"].resize((2, 4))                  # a fresh handle: no writer open on any rank
+        f["d"].resize((5, 4))
+        f.flush()
+        rows = f["d"][...]
+    mpi_assert(comm, np.array_equal(rows, np.full((5, 4), -1, "i4")), f"rank {comm.rank} read {rows.tolist()}")

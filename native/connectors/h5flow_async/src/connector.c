@@ -421,24 +421,16 @@ static herr_t fa_file_specific(void *obj, H5VL_file_specific_args_t *args, hid_t
     return h5fpt_file_specific(obj, args, dxpl_id, req);
 }
 
-/* A failure never reported fails the close: the file below is closed (its data as complete as the
- * failure left it) and the handle stays valid until closed once more, so nothing refers to freed
- * memory. */
+/* A failure never reported fails the close, and the close changes nothing: the handle and the file below
+ * stay open and usable (an object of the file used after a close that closed the file below would reach
+ * freed state), and the next close, the failure now reported, closes it (library shutdown does too). */
 static herr_t fa_file_close(void *obj, hid_t dxpl_id, void **req)
 {
-    h5fpt_obj_t *o = obj;
-    h5fa_file_t *f = h5fa_file_of(o);
-    if (!o->under_object) { /* closed below after a reported failure */
-        h5fpt_obj_release(o);
-        return 0;
-    }
-    h5fa_wait_for(f, o);
-    h5fa_write_stats(f);
-    if (h5fa_check(f) < 0) {
-        if (H5VLfile_close(o->under_object, o->under_vol_id, dxpl_id, NULL) >= 0)
-            o->under_object = NULL;
+    h5fa_file_t *f = h5fa_file_of(obj);
+    h5fa_wait_for(f, obj);
+    if (h5fa_check(f) < 0)
         return -1;
-    }
+    h5fa_write_stats(f);
     return h5fpt_file_close(obj, dxpl_id, req);
 }
 

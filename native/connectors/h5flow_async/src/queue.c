@@ -11,8 +11,11 @@
  *
  * Locking: HDF5's library lock and the queue's mutex. The application thread runs inside HDF5 calls
  * (holding the library lock) and may take the queue's mutex; the background thread never makes an
- * HDF5 call while it holds the queue's mutex. A thread that waits for the background thread lets go of
- * the library lock first (H5TSmutex_release) and takes it back afterwards.
+ * HDF5 call while it holds the queue's mutex. The background thread takes tasks off the queue only while
+ * it holds the library lock, and keeps it until they are done: a thread inside HDF5 that must wait for the
+ * queue therefore finds no task half run and runs the rest itself (run_here), never letting go of the
+ * library lock in the middle of a call. Only at library shutdown, when the caller may not hold the lock,
+ * does it wait for the background thread (the library lock let go first, taken back afterwards).
  *
  * One file on purpose, though it is long: the queue, its thread, waiting and requests are one subject, the
  * queue's mutex and condition variables, and every rule of the locking above is kept in this file alone. */
@@ -21,6 +24,7 @@
 #include <H5TSdevelop.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,10 @@ typedef struct item { /* one dataset of a queued call */
     size_t cap;         /* copied write: the copy's capacity, from the file's pool (0: malloc) */
     hsize_t npoints;
     size_t bytes;
+    /* the dataset itself, whatever the handle (batching never puts one dataset twice in a call) */
+    bool has_id;
+    unsigned long fileno;
+    H5O_token_t token;
 } item_t;
 
 typedef struct task {
@@ -74,7 +82,6 @@ typedef struct task {
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t work, progress;
-    pthread_cond_t gap; /* the application let go of the library lock, or began to wait for the queue */
     task_t *head, *tail;
     uint64_t next_seq, done_seq;
     uint64_t release_seq; /* deferred tasks up to this one may start (defer=1) */
@@ -84,10 +91,7 @@ static struct {
     atomic_int app_waiting; /* the application waits for the library lock: the thread leaves it a gap */
     atomic_int app_draining; /* the application waits for the queue (the library lock let go): no gap needed */
     pthread_t thread;
-} Q = {.mu = PTHREAD_MUTEX_INITIALIZER,
-       .work = PTHREAD_COND_INITIALIZER,
-       .progress = PTHREAD_COND_INITIALIZER,
-       .gap = PTHREAD_COND_INITIALIZER};
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
 
 /* Let deferred tasks queued up to task `upto` start (Q.mu held). */
 static void release_deferred_to(uint64_t upto)
@@ -118,44 +122,21 @@ static unsigned lib_release(void)
     return count - 1;
 }
 
-/* Take the library lock back `count` times. H5TSmutex_acquire only tries; while another thread holds the
- * lock, this thread waits on the library's own condition variable inside a call that takes the lock and gives
- * it back at once (H5Eget_num: it changes nothing, not even the error stack), then tries again: woken when
- * the lock is let go, never by a timer. */
 static void lib_reacquire(unsigned count)
 {
     if (!count)
         return;
     atomic_fetch_add(&Q.app_waiting, 1);
-    for (;;) {
+    for (unsigned spins = 0;; spins++) {
         bool acquired = false;
         if (H5TSmutex_acquire(count, &acquired) >= 0 && acquired)
             break;
-        (void)H5Eget_num(H5E_DEFAULT);
+        if (spins < 100)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){0, 20000}, NULL);
     }
-    pthread_mutex_lock(&Q.mu);
     atomic_fetch_sub(&Q.app_waiting, 1);
-    pthread_cond_broadcast(&Q.gap);
-    pthread_mutex_unlock(&Q.mu);
-}
-
-/* The application begins to wait for the queue: the library lock let go (the count to take back is
- * returned), Q.mu taken, and the thread told that it need not leave a quiet gap. */
-static unsigned app_wait_begin(void)
-{
-    unsigned held = lib_release();
-    pthread_mutex_lock(&Q.mu);
-    atomic_fetch_add(&Q.app_draining, 1);
-    pthread_cond_broadcast(&Q.gap);
-    return held;
-}
-
-/* The wait is over (Q.mu held on entry, not on return): the library lock taken back. */
-static void app_wait_end(unsigned held)
-{
-    atomic_fetch_sub(&Q.app_draining, 1);
-    pthread_mutex_unlock(&Q.mu);
-    lib_reacquire(held);
 }
 
 /* How long the program must have made no HDF5 call before the thread takes the library lock for a queued
@@ -164,21 +145,6 @@ static void app_wait_end(unsigned held)
  * lock would keep those calls waiting for the whole write below. */
 #define QUIET_NS 100000L
 #define QUIET_MAX_NS 2000000L
-
-/* Wait ns, or less when the application begins to wait for the queue meanwhile (a condition variable, so
- * that a flush, close or read that waits never waits out the quiet gap as well). */
-static void quiet_wait(long ns)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    long t = until.tv_nsec + ns;
-    until.tv_sec += t / 1000000000L;
-    until.tv_nsec = t % 1000000000L;
-    pthread_mutex_lock(&Q.mu);
-    while (atomic_load(&Q.app_draining) == 0 && pthread_cond_timedwait(&Q.gap, &Q.mu, &until) != ETIMEDOUT)
-        ;
-    pthread_mutex_unlock(&Q.mu);
-}
 
 /* Before a batch: take the library lock once the program has been out of HDF5 for QUIET_NS (no API call
  * began meanwhile and the lock is free), or at once when the program waits for the queue (it let go of the
@@ -196,7 +162,7 @@ static bool lock_when_quiet(unsigned since_last)
             return true;
     }
     for (long waited = 0; waited < QUIET_MAX_NS; waited += QUIET_NS) {
-        quiet_wait(QUIET_NS);
+        nanosleep(&(struct timespec){0, QUIET_NS}, NULL);
         unsigned now = 0;
         if (H5TSmutex_get_attempt_count(&now) < 0)
             return false;
@@ -642,17 +608,128 @@ out:
     return rc;
 }
 
-/* Whether dataset object o is among the first n tasks' datasets. */
-static bool in_batch(task_t **batch, size_t n, const void *under)
+/* Whether it's dataset (through any handle: two handles of one dataset have two objects below) is among
+ * the first n tasks' datasets. One dataset twice in one multi-dataset call would leave the order of its two
+ * writes to the connector below (h5flow_log refuses such a call). */
+static bool in_batch(task_t **batch, size_t n, const item_t *it)
 {
     for (size_t b = 0; b < n; b++)
-        for (size_t i = 0; i < batch[b]->n; i++)
-            if (batch[b]->items[i].dset->under_object == under)
+        for (size_t i = 0; i < batch[b]->n; i++) {
+            const item_t *o = &batch[b]->items[i];
+            if (o->dset->under_object == it->dset->under_object || !o->has_id || !it->has_id ||
+                (o->fileno == it->fileno && !memcmp(&o->token, &it->token, sizeof o->token)))
                 return true;
+        }
     return false;
 }
 
+/* Learn which dataset a queued write's handle names (its file number and object token), for in_batch. */
+static void identify(item_t *it)
+{
+    H5O_info2_t info;
+    H5VL_loc_params_t loc = {.obj_type = H5I_DATASET, .type = H5VL_OBJECT_BY_SELF};
+    H5VL_object_get_args_t args = {.op_type = H5VL_OBJECT_GET_INFO};
+    args.args.get_info.oinfo = &info;
+    args.args.get_info.fields = H5O_INFO_BASIC;
+    if (H5VLobject_get(it->dset->under_object, &loc, it->dset->under_vol_id, &args, H5P_DATASET_XFER_DEFAULT,
+                       NULL) < 0) {
+        H5Eclear2(H5E_DEFAULT); /* unknown: never batched with another dataset */
+        return;
+    }
+    it->fileno = info.fileno;
+    it->token = info.token;
+    it->has_id = true;
+}
+
 #define MAX_BATCH 32
+
+/* Take the first tasks of the queue as one batch (Q.mu held, the library lock held by this thread): the
+ * head, and after it, several datasets of one serial file written one after the other (one multi-dataset
+ * call). Marks them running; returns how many. */
+static size_t take_batch(task_t **batch)
+{
+    size_t nb = 0;
+    task_t *first = Q.head;
+    batch[nb++] = first;
+    first->running = true;
+    if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
+        for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
+                                      t->dxpl_default && t->n == 1 &&
+                                      !in_batch(batch, nb, &t->items[0]);
+             t = t->next) {
+            t->running = true;
+            batch[nb++] = t;
+        }
+    return nb;
+}
+
+/* Run a batch taken by take_batch, unlink it and complete its requests, then free it (no Q.mu held; the
+ * library lock held by this thread from before take_batch until after this returns, so that a thread that
+ * holds the library lock never sees a batch half done). */
+static void run_taken(task_t **batch, size_t nb)
+{
+    task_t *first = batch[0];
+    char msg[512] = "";
+    uint64_t t0 = now_ns();
+    pthread_mutex_lock(&Q.mu);
+    bool earlier_failed = !first->write && first->file->pending_error[0];
+    if (earlier_failed) /* a read after a failed write would return what was never written */
+        snprintf(msg, sizeof msg, "not read: an earlier background write failed (%.400s)",
+                 first->file->pending_error);
+    pthread_mutex_unlock(&Q.mu);
+    int rc = earlier_failed ? -1 : run_batch(batch, nb, msg, sizeof msg);
+    uint64_t t1 = now_ns();
+    for (size_t b = 0; b < nb; b++)
+        task_release_resources(batch[b]);
+
+    pthread_mutex_lock(&Q.mu);
+    h5fa_file_t *f = first->file;
+    if (first->write) {
+        f->calls_below++;
+        if (nb > 1 || first->n > 1)
+            f->multi_calls++;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        task_t *t = batch[b];
+        Q.head = t->next;
+        if (!Q.head)
+            Q.tail = NULL;
+        Q.done_seq = t->seq;
+        Q.bytes -= t->bytes;
+        t->file->pending--;
+        t->file->pending_bytes -= t->bytes;
+        for (size_t d = 0; d < t->ndone; d++) {
+            t->done[d]->state = rc < 0 ? -1 : 1;
+            t->done[d]->exec_ts = t0;
+            t->done[d]->exec_time = t1 - t0;
+            if (rc < 0)
+                snprintf(t->done[d]->msg, sizeof t->done[d]->msg, "%s", msg);
+        }
+        if (rc < 0 && !earlier_failed) {
+            t->file->failures++;
+            if (!t->file->pending_error[0])
+                snprintf(t->file->pending_error, sizeof t->file->pending_error, "%s", msg);
+        }
+    }
+    pthread_cond_broadcast(&Q.progress);
+    pthread_mutex_unlock(&Q.mu);
+    for (size_t b = 0; b < nb; b++)
+        task_free(batch[b]);
+}
+
+/* The library lock for the thread's next batch: after a quiet gap (lock_when_quiet), else as soon as it is
+ * free. The whole batch then runs under it. */
+static void lock_for_batch(unsigned since_last)
+{
+    if (lock_when_quiet(since_last))
+        return;
+    for (long wait = 20000;; wait = wait < 1000000 ? wait * 2 : wait) {
+        bool acquired = false;
+        if (H5TSmutex_acquire(1, &acquired) >= 0 && acquired)
+            return;
+        nanosleep(&(struct timespec){0, wait}, NULL);
+    }
+}
 
 static void *worker(void *arg)
 {
@@ -666,81 +743,66 @@ static void *worker(void *arg)
             pthread_cond_wait(&Q.work, &Q.mu);
         if (!Q.head)
             break;
-        task_t *batch[MAX_BATCH];
-        size_t nb = 0;
-        task_t *first = Q.head;
-        batch[nb++] = first;
-        first->running = true;
-        /* several datasets of one serial file written one after the other: one multi-dataset call */
-        if (first->write && first->file->opts.merge && !first->file->parallel && first->dxpl_default)
-            for (task_t *t = first->next; t && nb < MAX_BATCH && t->write && t->file == first->file &&
-                                          t->dxpl_default && t->n == 1 &&
-                                          !in_batch(batch, nb, t->items[0].dset->under_object);
-                 t = t->next) {
-                t->running = true;
-                batch[nb++] = t;
-            }
+        pthread_mutex_unlock(&Q.mu);
+
         /* let an application thread that waits for the library lock have it first */
         while (atomic_load(&Q.app_waiting) > 0)
-            pthread_cond_wait(&Q.gap, &Q.mu);
-        pthread_mutex_unlock(&Q.mu);
-        bool locked = lock_when_quiet(attempts_after_batch);
-        char msg[512] = "";
-        uint64_t t0 = now_ns();
-        int rc;
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+        lock_for_batch(attempts_after_batch);
+        /* the batch is taken only with the library lock held: a thread inside HDF5 that waits for the
+         * queue (h5fa_drain) finds every task either done or not begun, and runs what is left itself */
         pthread_mutex_lock(&Q.mu);
-        bool earlier_failed = !first->write && first->file->pending_error[0];
-        if (earlier_failed) /* a read after a failed write would return what was never written */
-            snprintf(msg, sizeof msg, "not read: an earlier background write failed (%.400s)",
-                     first->file->pending_error);
+        task_t *batch[MAX_BATCH];
+        size_t nb = Q.head && !(Q.head->file->opts.defer && Q.head->seq > Q.release_seq) ? take_batch(batch) : 0;
         pthread_mutex_unlock(&Q.mu);
-        rc = earlier_failed ? -1 : run_batch(batch, nb, msg, sizeof msg);
-        uint64_t t1 = now_ns();
-        for (size_t b = 0; b < nb; b++) /* before it counts as done: no library call after that */
-            task_release_resources(batch[b]);
-        if (locked) {
-            unsigned count = 0;
-            H5TSmutex_release(&count);
-        }
+        if (nb)
+            run_taken(batch, nb);
+        unsigned count = 0;
+        H5TSmutex_release(&count);
         H5TSmutex_get_attempt_count(&attempts_after_batch);
-
-        pthread_mutex_lock(&Q.mu);
-        h5fa_file_t *f = first->file;
-        if (first->write) {
-            f->calls_below++;
-            if (nb > 1 || first->n > 1)
-                f->multi_calls++;
-        }
-        for (size_t b = 0; b < nb; b++) {
-            task_t *t = batch[b];
-            Q.head = t->next;
-            if (!Q.head)
-                Q.tail = NULL;
-            Q.done_seq = t->seq;
-            Q.bytes -= t->bytes;
-            t->file->pending--;
-            t->file->pending_bytes -= t->bytes;
-            for (size_t d = 0; d < t->ndone; d++) {
-                t->done[d]->state = rc < 0 ? -1 : 1;
-                t->done[d]->exec_ts = t0;
-                t->done[d]->exec_time = t1 - t0;
-                if (rc < 0)
-                    snprintf(t->done[d]->msg, sizeof t->done[d]->msg, "%s", msg);
-            }
-            if (rc < 0 && !earlier_failed) {
-                t->file->failures++;
-                if (!t->file->pending_error[0])
-                    snprintf(t->file->pending_error, sizeof t->file->pending_error, "%s", msg);
-            }
-        }
-        pthread_cond_broadcast(&Q.progress);
-        pthread_mutex_unlock(&Q.mu);
-        for (size_t b = 0; b < nb; b++)
-            task_free(batch[b]);
         pthread_mutex_lock(&Q.mu);
     }
     pthread_mutex_unlock(&Q.mu);
     return NULL;
+}
+
+/* Run queued tasks on the calling thread, which holds the library lock (it is inside an HDF5 call), until
+ * until(arg) holds or the queue is empty (until evaluated with Q.mu held). The background thread takes and
+ * runs a batch only with the library lock held, so no task is half run here. The library lock is never let
+ * go: a connector stacked above (h5flow_cache's migration) or the program's other threads never run in the
+ * middle of the call that waits. Returns whether anything was run. */
+static bool run_here(bool (*until)(const void *), const void *arg)
+{
+    bool ran = false;
+    H5E_auto2_t func = NULL;
+    void *data = NULL;
+    bool quiet = false;
+    pthread_mutex_lock(&Q.mu);
+    while (Q.head && !until(arg)) {
+        task_t *batch[MAX_BATCH];
+        size_t nb = take_batch(batch);
+        pthread_mutex_unlock(&Q.mu);
+        if (!quiet) { /* a queued operation's failure is reported later, by h5fa_check: not printed here */
+            H5Eget_auto2(H5E_DEFAULT, &func, &data);
+            H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+            quiet = true;
+        }
+        run_taken(batch, nb);
+        ran = true;
+        pthread_mutex_lock(&Q.mu);
+    }
+    pthread_mutex_unlock(&Q.mu);
+    if (quiet)
+        H5Eset_auto2(H5E_DEFAULT, func, data);
+    return ran;
+}
+
+/* Whether the calling thread holds the library lock: every VOL callback runs inside an HDF5 call, which
+ * holds it, except during the library's shutdown (H5close from atexit may close files without it). */
+static bool in_library_call(void)
+{
+    hbool_t terminating = false;
+    return H5is_library_terminating(&terminating) >= 0 && !terminating;
 }
 
 /* A child of fork() has no background thread: it starts afresh (the parent's queued work is the
@@ -754,7 +816,6 @@ static void forget_in_child(void)
     pthread_mutex_init(&Q.mu, NULL);
     pthread_cond_init(&Q.work, NULL);
     pthread_cond_init(&Q.progress, NULL);
-    pthread_cond_init(&Q.gap, NULL);
     Q.head = Q.tail = NULL;
     Q.next_seq = Q.done_seq = Q.release_seq = Q.waited_ns = 0;
     Q.bytes = 0;
@@ -857,6 +918,17 @@ static bool queue_has_room(const h5fa_file_t *f, uint64_t need)
     return f->pending == 0 || f->pending_bytes + need <= f->opts.max_mem;
 }
 
+typedef struct room {
+    const h5fa_file_t *f;
+    uint64_t need;
+} room_t;
+
+static bool has_room_for(const void *arg)
+{
+    const room_t *r = arg;
+    return queue_has_room(r->f, r->need);
+}
+
 /* The last queued task of handle f, 0 if none (Q.mu held). */
 static uint64_t last_task_of(const h5fa_file_t *f)
 {
@@ -865,6 +937,17 @@ static uint64_t last_task_of(const h5fa_file_t *f)
         if (t->file == f)
             last = t->seq;
     return last;
+}
+
+/* The number of the file t's datasets lie in, when they all lie in one whose number is known. */
+static void task_fileno(task_t *t)
+{
+    t->fileno_ok = t->n > 0;
+    for (size_t i = 0; i < t->n && t->fileno_ok; i++) {
+        unsigned long no = 0;
+        t->fileno_ok = h5fa_fileno_of(t->items[i].dset, &no) && (i == 0 || no == t->fileno);
+        t->fileno = no;
+    }
 }
 
 /* A request for done d (one more reference), in the wrapper form the class's request callbacks take. */
@@ -879,17 +962,6 @@ static void *new_request(done_t *d)
     atomic_init(&r->refs, 1u);
     atomic_fetch_add(&d->refs, 1u);
     return r;
-}
-
-/* The number of the file t's datasets lie in, when they all lie in one whose number is known. */
-static void task_fileno(task_t *t)
-{
-    t->fileno_ok = t->n > 0;
-    for (size_t i = 0; i < t->n && t->fileno_ok; i++) {
-        unsigned long no = 0;
-        t->fileno_ok = h5fa_fileno_of(t->items[i].dset, &no) && (i == 0 || no == t->fileno);
-        t->fileno = no;
-    }
 }
 
 /* Queue t (prepared) for file f; req: hand back a request. */
@@ -924,17 +996,15 @@ static int enqueue(task_t *t, h5fa_file_t *f, void **req)
         else
             t->bytes += t->items[i].bytes; /* what the queue holds in copies: max_mem's count */
     }
-    /* memory bound: wait (library lock let go) until the queue has room; a write that copied nothing
-     * takes no room and never waits */
+    /* memory bound (per file handle): the oldest queued work runs here, on this thread, until this
+     * handle's queued copies leave room; a write that copied nothing takes no room and never waits */
     pthread_mutex_lock(&Q.mu);
     if (t->bytes && !queue_has_room(f, t->bytes)) {
         release_deferred_to(last_task_of(f));
         f->waits++;
         pthread_mutex_unlock(&Q.mu);
-        unsigned held = app_wait_begin();
-        while (!queue_has_room(f, t->bytes))
-            pthread_cond_wait(&Q.progress, &Q.mu);
-        app_wait_end(held);
+        const room_t need = {f, t->bytes};
+        run_here(has_room_for, &need);
         pthread_mutex_lock(&Q.mu);
     }
     bool merged = t->write && try_merge(t);
@@ -989,6 +1059,8 @@ int h5fa_queue_write(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_
             task_free(t);
             return rc < 0 ? -1 : 1;
         }
+        if (f->opts.merge && !f->parallel)
+            identify(&t->items[i]); /* for batching (take_batch) */
     }
     return enqueue(t, f, req);
 }
@@ -1027,8 +1099,11 @@ int h5fa_queue_read(size_t count, void *dset[], hid_t mem_type_id[], hid_t mem_s
 
 /* -------------------------------------------------------------------------------------- waiting */
 
-/* Wait until task `target` has run (Q.mu held on entry, not on return): the library lock is let go
- * meanwhile. f: the handle that waits (counted), NULL for the whole queue. */
+static bool reached_seq(const void *arg) { return Q.done_seq >= *(const uint64_t *)arg; }
+
+/* Wait until task `target` has run (Q.mu held on entry, not on return). Inside an HDF5 call the queued
+ * work up to it runs here, on this thread, the library lock kept (run_here); at the library's shutdown the
+ * background thread finishes it. f: the handle that waits (counted), NULL for the whole queue. */
 static void wait_until(uint64_t target, h5fa_file_t *f)
 {
     release_deferred_to(target);
@@ -1038,15 +1113,25 @@ static void wait_until(uint64_t target, h5fa_file_t *f)
     pthread_mutex_unlock(&Q.mu);
     if (done)
         return;
-    unsigned held = app_wait_begin();
-    while (Q.done_seq < target)
-        pthread_cond_wait(&Q.progress, &Q.mu);
+    if (in_library_call()) {
+        run_here(reached_seq, &target);
+    } else { /* shutdown: the background thread finishes the queue */
+        unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
+        pthread_mutex_lock(&Q.mu);
+        while (Q.done_seq < target)
+            pthread_cond_wait(&Q.progress, &Q.mu);
+        pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
+        lib_reacquire(held);
+    }
+    pthread_mutex_lock(&Q.mu);
     /* the program needed the queued work before it was done: nothing was hidden */
     if (f)
         f->waited_ns = now_ns();
     else
         Q.waited_ns = now_ns();
-    app_wait_end(held);
+    pthread_mutex_unlock(&Q.mu);
 }
 
 void h5fa_drain(void)
@@ -1059,14 +1144,13 @@ void h5fa_wait_for(h5fa_file_t *f, const h5fpt_obj_t *obj)
 {
     unsigned long fileno = 0;
     bool known = f && !f->parallel && (obj ? h5fa_fileno_of(obj, &fileno) : (fileno = f->fileno, f->fileno_ok));
+    pthread_mutex_lock(&Q.mu);
     if (!known) {
-        pthread_mutex_lock(&Q.mu);
         if (f)
             f->waits += Q.done_seq < Q.next_seq;
         wait_until(Q.next_seq, NULL);
         return;
     }
-    pthread_mutex_lock(&Q.mu);
     /* the last task queued through f, on the same file, or on a file whose number is not known */
     uint64_t target = 0;
     for (task_t *t = Q.head; t; t = t->next)
@@ -1128,6 +1212,8 @@ void h5fa_queue_stop(void)
 
 static bool is_ours(const h5fpt_obj_t *r) { return r->under_vol_id == H5I_INVALID_HID; }
 
+static bool request_done(const void *arg) { return ((const done_t *)arg)->state != 0; }
+
 herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *status)
 {
     h5fpt_obj_t *r = req;
@@ -1139,13 +1225,21 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
     if (state == 0)
         release_deferred(); /* waited for: deferred work starts */
     pthread_mutex_unlock(&Q.mu);
-    if (state == 0 && timeout > 0) {
+    if (state == 0 && timeout > 0 && in_library_call()) {
+        run_here(request_done, d); /* the queue runs here, in order, until d's operation has run */
+        pthread_mutex_lock(&Q.mu);
+        state = d->state;
+        pthread_mutex_unlock(&Q.mu);
+    }
+    else if (state == 0 && timeout > 0) {
+        unsigned held = lib_release();
+        atomic_fetch_add(&Q.app_draining, 1);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + (timeout == H5ES_WAIT_FOREVER ? 0 : timeout % 1000000000ull);
         until.tv_sec += (time_t)(timeout == H5ES_WAIT_FOREVER ? 0 : timeout / 1000000000ull) + (time_t)(ns / 1000000000ull);
         until.tv_nsec = (long)(ns % 1000000000ull);
-        unsigned held = app_wait_begin();
+        pthread_mutex_lock(&Q.mu);
         while (d->state == 0) {
             if (timeout == H5ES_WAIT_FOREVER)
                 pthread_cond_wait(&Q.progress, &Q.mu);
@@ -1153,7 +1247,9 @@ herr_t h5fa_request_wait(void *req, uint64_t timeout, H5VL_request_status_t *sta
                 break;
         }
         state = d->state;
-        app_wait_end(held);
+        pthread_mutex_unlock(&Q.mu);
+        atomic_fetch_sub(&Q.app_draining, 1);
+        lib_reacquire(held);
     }
     *status = state == 0 ? H5VL_REQUEST_STATUS_IN_PROGRESS
               : state > 0 ? H5VL_REQUEST_STATUS_SUCCEED

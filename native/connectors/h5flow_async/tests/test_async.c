@@ -5,9 +5,14 @@
  *   h5fa_test_async <scratch dir> */
 #include <hdf5.h>
 
+#include <H5TSdevelop.h>
+
 #include "../../h5flow_log/tests/check.h"
 
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -164,11 +169,20 @@ static void explicit_mode(const char *below, const char *tag)
     H5Sclose(sp);
     H5Dclose(d);
     H5Dclose(e);
-    /* the failure is also reported once at close: the handle stays valid, the second close succeeds */
+    /* the failure is also reported once at close: the close changes nothing, the handle stays valid and
+     * usable (a close that closed the file below left the next call on it a freed object), the second
+     * close succeeds */
     herr_t rc;
     H5E_BEGIN_TRY { rc = H5Fclose(f); }
     H5E_END_TRY
     CHECK(rc < 0);
+    CHECK(H5Lexists(f, "rows", H5P_DEFAULT) > 0);
+    hid_t again = H5Dopen2(f, "rows", H5P_DEFAULT);
+    CHECK(again >= 0 && H5Dread(again, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    int first[COLS];
+    row_values(first, 0, 1);
+    CHECK(memcmp(got, first, sizeof first) == 0);
+    H5Dclose(again);
     CHECK(H5Fclose(f) >= 0);
     CHECK(H5ESclose(es) >= 0);
     H5Pclose(fapl);
@@ -795,6 +809,86 @@ static void serial_open_leaves_mpi_alone(const char *below, const char *tag)
     CHECK(inited == 0);
 }
 
+/* A thread that holds HDF5's library lock across a call into the connector (h5flow_cache's migration
+ * thread does: it takes the lock with H5TSmutex_acquire and migrates for a few ms) must keep it for the whole
+ * call, also when the connector waits for its queue: otherwise the program's thread runs HDF5 calls in the
+ * middle of that thread's work (h5flow_cache over h5flow_async then freed what the migration still used).
+ * A watcher thread tries the library lock all the time; it must never get it while the caller is inside. */
+static atomic_int lock_inside, lock_stop, lock_broken;
+
+static void *lock_watch(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&lock_stop)) {
+        bool got = false;
+        if (atomic_load(&lock_inside) && H5TSmutex_acquire(1, &got) >= 0 && got) {
+            if (atomic_load(&lock_inside))
+                atomic_fetch_add(&lock_broken, 1);
+            unsigned count = 0;
+            H5TSmutex_release(&count);
+        }
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void lock_kept_while_waiting(const char *below, const char *tag)
+{
+    char files[2][2300];
+    for (int k = 0; k < 2; k++)
+        snprintf(files[k], sizeof files[k], k ? "%s/lock-%s.jsonl" : "%s/lock-%s.h5", dir, tag);
+    hid_t fapl = fapl_for(below, files[1], "defer=1;max_mem=64K;");
+    hid_t f = H5Fcreate(files[0], H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(f >= 0);
+    enum { N = 4096, ROUNDS = 12 };
+    hsize_t dims[1] = {N};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t d = H5Dcreate2(f, "d", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(d >= 0);
+    static int buf[N], back[N];
+    atomic_store(&lock_broken, 0);
+    atomic_store(&lock_stop, 0);
+    pthread_t watcher;
+    CHECK(pthread_create(&watcher, NULL, lock_watch, NULL) == 0);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < N; i++)
+            buf[i] = r * N + i;
+        /* deferred: queued, run only when waited for (the flush below, or the memory bound) */
+        for (int part = 0; part < 8; part++) {
+            hsize_t start[1] = {(hsize_t)part * (N / 8)}, count[1] = {N / 8};
+            hid_t fs = H5Scopy(space);
+            H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+            hid_t ms = H5Screate_simple(1, count, NULL);
+            CHECK(H5Dwrite(d, H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, buf + start[0]) >= 0);
+            H5Sclose(ms);
+            H5Sclose(fs);
+        }
+        bool got = false;
+        while (!(H5TSmutex_acquire(1, &got) >= 0 && got))
+            sched_yield();
+        atomic_store(&lock_inside, 1);
+        herr_t rc = (r % 2) ? H5Fflush(f, H5F_SCOPE_LOCAL) : H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL,
+                                                                     H5P_DEFAULT, back);
+        atomic_store(&lock_inside, 0);
+        unsigned count = 0;
+        H5TSmutex_release(&count);
+        CHECK(rc >= 0);
+    }
+    atomic_store(&lock_stop, 1);
+    pthread_join(watcher, NULL);
+    if (atomic_load(&lock_broken)) {
+        fprintf(stderr, "FAIL [%s]: the library lock was let go %d time(s) inside a call that waited for the "
+                        "queue\n", tag, atomic_load(&lock_broken));
+        failures++;
+    }
+    CHECK(H5Dread(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, back) >= 0);
+    CHECK(memcmp(back, buf, sizeof buf) == 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    CHECK(H5Fclose(f) >= 0);
+    H5Pclose(fapl);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -825,6 +919,7 @@ int main(int argc, char **argv)
         offset_selection(below[b][0], below[b][1]);
         pool_reuse(below[b][0], below[b][1]);
         adaptive(below[b][0], below[b][1]);
+        lock_kept_while_waiting(below[b][0], below[b][1]);
     }
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);

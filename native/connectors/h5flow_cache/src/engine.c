@@ -48,6 +48,7 @@ struct hfc_dset {
     size_t tsize;
     int plain;        /* the type is of a class the cache keeps (numbers, bitfields, fixed strings, enums) */
     int must_collective; /* filtered dataset in an MPI file: writes stay collective, never cached */
+    int unallocated;  /* contiguous, its storage not allocated below yet: writes go through (storage_ready) */
 };
 
 struct hfc_file {
@@ -681,16 +682,17 @@ hfc_dset_t *hfc_dset_attach(hfc_file_t *f, void *under_dset, hid_t under_vol, co
     }
     else
         H5Eclear2(H5E_DEFAULT); /* the dataset is then simply never cached */
-    if (f->mpio) {
-        H5VL_dataset_get_args_t pa = {.op_type = H5VL_DATASET_GET_DCPL};
-        if (H5VLdataset_get(under_dset, under_vol, &pa, H5P_DATASET_XFER_DEFAULT, NULL) >= 0) {
-            d->must_collective = H5Pget_nfilters(pa.args.get_dcpl.dcpl_id) > 0;
-            H5Pclose(pa.args.get_dcpl.dcpl_id);
-        }
-        else {
-            H5Eclear2(H5E_DEFAULT);
-            d->must_collective = 1;
-        }
+    H5VL_dataset_get_args_t pa = {.op_type = H5VL_DATASET_GET_DCPL};
+    if (H5VLdataset_get(under_dset, under_vol, &pa, H5P_DATASET_XFER_DEFAULT, NULL) >= 0) {
+        hid_t dcpl = pa.args.get_dcpl.dcpl_id;
+        d->must_collective = f->mpio && H5Pget_nfilters(dcpl) > 0;
+        d->unallocated = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0;
+        H5Pclose(dcpl);
+    }
+    else {
+        H5Eclear2(H5E_DEFAULT);
+        d->must_collective = f->mpio;
+        d->unallocated = 1; /* asked below at each write until its storage is there */
     }
     pthread_mutex_lock(&f->mu);
     d->next = f->dsets;
@@ -888,6 +890,63 @@ static int has_transform(hid_t dxpl)
     return n > 0;
 }
 
+static int forward_write(hfc_dset_t *d, hid_t mt, hid_t ms, hid_t fs, hid_t dxpl, const void *buf, void **req);
+
+/* Whether d's storage exists below. A contiguous dataset's storage is allocated by its first write, and that
+ * allocation must happen in the program's order: made at the migration, after a delete or a shrink freed file
+ * space, it could reuse that space, and the elements no write covers would read as the freed data (native
+ * HDF5 writes no fill value into late-allocated contiguous storage by default). */
+static int storage_ready(hfc_dset_t *d)
+{
+    if (!d->unallocated)
+        return 1;
+    H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+    H5VL_dataset_get_args_t ga = {.op_type = H5VL_DATASET_GET_SPACE_STATUS};
+    ga.args.get_space_status.status = &status;
+    if (H5VLdataset_get(d->under, d->under_vol, &ga, H5P_DATASET_XFER_DEFAULT, NULL) < 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
+    if (status == H5D_SPACE_STATUS_ALLOCATED)
+        d->unallocated = 0; /* contiguous storage, once allocated, stays */
+    return !d->unallocated;
+}
+
+/* Allocate d's storage below now (storage_ready): the first element of the write being cached (file
+ * selection fs, its values `src` in the file's type ft, in selection order) is written below at once. The
+ * cached record writes it again, with the same value, when it migrates. */
+static int allocate_below(hfc_dset_t *d, hid_t fs, hid_t ft, const void *src, hid_t dxpl)
+{
+    hsize_t off = 0;
+    size_t len = 0, nseq = 0, nelem = 0;
+    hid_t it = H5Ssel_iter_create(fs, 1, 0);
+    int rc = -1;
+    if (it < 0 || H5Ssel_iter_get_seq_list(it, 1, 1, &nseq, &nelem, &off, &len) < 0 || nseq != 1) {
+        hfc_err("h5flow_cache: cannot find the first element of a write");
+        goto out;
+    }
+    int rank = H5Sget_simple_extent_ndims(fs);
+    hsize_t dims[H5S_MAX_RANK], coord[H5S_MAX_RANK], one = 1;
+    H5Sget_simple_extent_dims(fs, dims, NULL);
+    for (int k = rank - 1; k >= 0; k--) { /* the linear index of the first element, as coordinates */
+        coord[k] = dims[k] ? off % dims[k] : 0;
+        off = dims[k] ? off / dims[k] : 0;
+    }
+    hid_t pfs = H5Scopy(fs), pms = H5Screate_simple(1, &one, NULL);
+    if (pfs >= 0 && pms >= 0 && (rank == 0 ? H5Sselect_all(pfs) : H5Sselect_elements(pfs, H5S_SELECT_SET, 1, coord)) >= 0)
+        rc = forward_write(d, ft, pms, pfs, dxpl, src, NULL);
+    if (pfs >= 0)
+        H5Sclose(pfs);
+    if (pms >= 0)
+        H5Sclose(pms);
+    if (rc == 0)
+        storage_ready(d);
+out:
+    if (it >= 0)
+        H5Ssel_iter_close(it);
+    return rc;
+}
+
 static int forward_write(hfc_dset_t *d, hid_t mt, hid_t ms, hid_t fs, hid_t dxpl, const void *buf, void **req)
 {
     void *objs[1] = {d->under};
@@ -968,6 +1027,8 @@ int hfc_dset_write(hfc_dset_t *d, hid_t mem_type, hid_t mem_space, hid_t file_sp
         }
         src = tmp;
     }
+    if (!storage_ready(d) && allocate_below(d, fs, ft, src, dxpl) != 0)
+        goto out;
     int through = len > f->capacity;
     while (!through) {
         pthread_mutex_lock(&f->mu);

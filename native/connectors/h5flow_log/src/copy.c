@@ -336,7 +336,7 @@ static int copy_hard(const copy_opts_t *c, uint64_t sid, const char *spath, cons
     int st = 0;
     if (k == m->src.n) { /* first met: the copy gets its id, then its contents, then its store slot */
         char n1[96], n2[96];
-        unsigned long long e = (unsigned long long)df->epoch, n = (unsigned long long)df->create_counter++;
+        unsigned long long e = (unsigned long long)df->epoch, n = (unsigned long long)h5fl_epoch_owner(df)->create_counter++;
         snprintf(n1, sizeof n1, "@tmp.copyid.%llu.%llu", e, n); /* the writer's epoch: its own on any host */
         snprintf(n2, sizeof n2, "@tmp.copyobj.%llu.%llu", e, n);
         char *sobj = h5fl_hard_store_dir(c->sf->o.dir, sid), *tid = h5fl_join(df->o.dir, n1),
@@ -568,7 +568,7 @@ static int expand_outside(expand_t *x, const h5fl_loc_t *loc, uint64_t *nid)
     h5fl_file_t *df = c->df;
     char n1[96];
     snprintf(n1, sizeof n1, "@tmp.copyref.%llu.%llu", (unsigned long long)df->epoch,
-             (unsigned long long)df->create_counter++);
+             (unsigned long long)h5fl_epoch_owner(df)->create_counter++);
     char *tobj = h5fl_join(df->o.dir, n1), *slot = NULL;
     char **todo = x->ntodo == x->captodo ? realloc(x->todo, (x->captodo = 2 * x->captodo + 4) * sizeof *todo) : x->todo;
     if (todo)
@@ -819,7 +819,7 @@ herr_t h5fl_object_copy(void *src_obj, const H5VL_loc_params_t *lp1, const char 
          * or interrupted copy leaves nothing under the new name, and a group can be copied into itself. */
         char tmpn[96]; /* the writer's epoch is its own (whatever the host): so is this name */
         snprintf(tmpn, sizeof tmpn, "@tmp.copy.%llu.%llu", (unsigned long long)df->epoch,
-                 (unsigned long long)df->create_counter++);
+                 (unsigned long long)h5fl_epoch_owner(df)->create_counter++);
         char *tmp = h5fl_join(df->o.dir, tmpn);
         if (!tmp) {
             st = -1;

@@ -264,6 +264,8 @@ h5fl_obj_t *h5fl_reg_find(H5I_type_t type, const char *dir, bool (*match)(const 
                           const void *arg);
 /* An open file handle on the container directory `dir` (NULL if none). */
 struct h5fl_file *h5fl_reg_find_file(const char *dir);
+/* An open serial file handle on `dir` that writes (intent read-write; NULL if none). */
+struct h5fl_file *h5fl_reg_find_serial_writer(const char *dir);
 /* The link at container-relative directory `from_rel` (HDF5 path `from_path`) now lives at `to_rel`
  * (`to_path`; NULL: deleted, the objects become unnamed): rewrite every open object of container
  * `fileno` at or under it. */
@@ -289,7 +291,15 @@ struct h5fl_file {
     uint64_t ref_minted;   /* object ids minted by this open (refs.c) */
     uint64_t create_counter; /* rank 0: names of this open's private creation directories (util.c) */
     unsigned long fileno;
+    /* A second writable open of a container this process already writes (serial) writes in the first
+     * open's epoch, so that writes through either handle order as they were made (a new epoch would put
+     * every write of the second handle after every write of the first, later ones included). Names and
+     * ids that carry the epoch then come from the first open's counters: this points to it (held), NULL
+     * when the counters are this open's own. h5fl_epoch_owner(f) is the open whose counters to use. */
+    struct h5fl_file *epoch_of;
 };
+
+static inline h5fl_file_t *h5fl_epoch_owner(h5fl_file_t *f) { return f->epoch_of ? f->epoch_of : f; }
 
 /* ---------------------------------------------------------------- creating a name (util.c)
  * Every new link appears at its name complete, by one rename(2) of a directory built privately

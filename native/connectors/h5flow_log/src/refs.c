@@ -82,13 +82,14 @@ static int mint(h5fl_file_t *f, uint64_t *id)
                  f->name, (unsigned long long)f->epoch, f->rank, REF_EPOCH_BITS, REF_WRITER_BITS);
         return -1;
     }
-    if (f->ref_minted >= (UINT64_C(1) << REF_COUNT_BITS)) {
+    h5fl_file_t *owner = h5fl_epoch_owner(f); /* its epoch's counter, shared by every handle writing in it */
+    if (owner->ref_minted >= (UINT64_C(1) << REF_COUNT_BITS)) {
         h5fl_err("%s: this open gave %llu objects their first reference, the most one open can; close and "
                  "reopen the container to make more",
-                 f->name, (unsigned long long)f->ref_minted);
+                 f->name, (unsigned long long)owner->ref_minted);
         return -1;
     }
-    uint64_t n = f->ref_minted++;
+    uint64_t n = owner->ref_minted++;
     *id = REF_BIT | f->epoch << (REF_WRITER_BITS + REF_COUNT_BITS) | (uint64_t)f->rank << REF_COUNT_BITS | n;
     return 0;
 }

@@ -152,6 +152,20 @@ bool h5fl_reg_busy(unsigned long fileno, const char *rel)
     return false;
 }
 
+h5fl_file_t *h5fl_reg_find_serial_writer(const char *dir)
+{
+    struct stat st;
+    if (!dir || stat(dir, &st) != 0)
+        return NULL;
+    for (h5fl_obj_t *o = reg_head; o; o = o->reg_next) {
+        h5fl_file_t *f = (h5fl_file_t *)o;
+        if (o->type == H5I_FILE && o->dev == st.st_dev && o->ino == st.st_ino && (f->intent & H5F_ACC_RDWR) &&
+            f->size <= 1 && f->rank == 0 && f->epoch > 0)
+            return f;
+    }
+    return NULL;
+}
+
 h5fl_file_t *h5fl_reg_find_file(const char *dir)
 {
     struct stat st;

@@ -3,6 +3,7 @@
  * framing of statistics records. Used by the writer side (stats.c) and the query (stats_json.c). */
 #include "stats_acc.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,8 +346,28 @@ static void scan_bytes(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
     a->any = true;
 }
 
+/* The scans read the elements through pointers of their type. A buffer not aligned to the element size (a
+ * write migrated from h5flow_cache's mapping of its cache file, any program's buffer) is copied in aligned
+ * blocks first: those loads would be undefined behaviour. */
+#define ALIGNED_WORDS 2048
+
+static bool misaligned(const acc_t *a, const void *buf)
+{
+    return !a->bc && a->esize > 1 && ((uintptr_t)buf % a->esize) != 0;
+}
+
 void h5fl_acc_scan(acc_t *a, const void *buf, uint64_t n, uint64_t k0)
 {
+    if (misaligned(a, buf)) {
+        uint64_t tmp[ALIGNED_WORDS];
+        uint64_t per = sizeof tmp / a->esize;
+        for (uint64_t i = 0; i < n; i += per) {
+            uint64_t m = n - i < per ? n - i : per;
+            memcpy(tmp, (const char *)buf + i * a->esize, m * a->esize);
+            h5fl_acc_scan(a, tmp, m, k0 + i);
+        }
+        return;
+    }
     if (a->bc) {
         scan_bytes(a, buf, n, k0);
         return;
@@ -547,6 +568,16 @@ void h5fl_bytes_settle(acc_t *a)
 
 void h5fl_hist_scan(acc_t *a, const void *buf, uint64_t n)
 {
+    if (buf && misaligned(a, buf)) {
+        uint64_t tmp[ALIGNED_WORDS];
+        uint64_t per = sizeof tmp / a->esize;
+        for (uint64_t i = 0; i < n; i += per) {
+            uint64_t m = n - i < per ? n - i : per;
+            memcpy(tmp, (const char *)buf + i * a->esize, m * a->esize);
+            h5fl_hist_scan(a, tmp, m);
+        }
+        return;
+    }
     if (a->bc) {
         hist_bytes(a);
         return;

@@ -707,7 +707,7 @@ char *h5fl_create_tmp(h5fl_file_t *f)
 {
     char leaf[64];
     snprintf(leaf, sizeof leaf, "@tmp.new.%llu.%llu", (unsigned long long)f->epoch,
-             (unsigned long long)f->create_counter++);
+             (unsigned long long)h5fl_epoch_owner(f)->create_counter++);
     char *t = h5fl_join(f->o.dir, leaf);
     if (t && mkdir(t, 0755) != 0) {
         h5fl_err("cannot create %s: %s", t, strerror(errno));

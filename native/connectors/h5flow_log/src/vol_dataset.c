@@ -263,7 +263,7 @@ void *h5fl_dataset_create(void *obj, const H5VL_loc_params_t *lp, const char *na
     int st = 0;
     if (!name) { /* anonymous (h5py's `group[name] = array` creates, writes, then links) */
         snprintf(leaf, sizeof leaf, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-                 (unsigned long long)f->anon_counter++);
+                 (unsigned long long)h5fl_epoch_owner(f)->anon_counter++);
         dir = h5fl_join(f->o.dir, leaf);
         path = h5fl_strdup("");
         if (!dir || !path)
@@ -454,7 +454,12 @@ herr_t h5fl_dataset_get(void *obj, H5VL_dataset_get_args_t *args, hid_t dxpl, vo
 static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsize_t *size)
 {
     h5fl_file_t *f = d->o.file;
-    uint64_t c = d->w ? d->w->counter : 0;
+    /* every rank's writer open first: its counter continues after the records its logs already hold (a
+     * dataset closed and opened again has no writer yet, and a fill record numbered below those records
+     * would order before them: they would come back) */
+    if (h5fl_collective(f, !d->w && h5fl_writer_open(d) != 0 ? -1 : 0) != 0)
+        return -1;
+    uint64_t c = d->w->counter;
     if (c < d->min_counter)
         c = d->min_counter;
     if (f->comm != MPI_COMM_NULL && f->size > 1) {
@@ -483,8 +488,6 @@ static int shrink_fill(h5fl_dset_t *d, int rank, const hsize_t *dims, const hsiz
         goto done;
     }
     if (f->rank == 0) {
-        if (!d->w && h5fl_writer_open(d) != 0)
-            goto done;
         d->w->counter = c;
         if (h5fl_dset_append_record(d, gone, 0, 0, H5FL_REC_FILL, NULL) != 0 || h5fl_writer_flush(d->w, false) != 0)
             goto done; /* flushed: ranks that rebuild their index from the logs see it */

@@ -30,6 +30,8 @@ void h5fl_obj_init(h5fl_obj_t *o, H5I_type_t type, h5fl_file_t *f, const char *p
 static void file_free(h5fl_file_t *f)
 {
     h5fl_reg_remove(&f->o);
+    if (f->epoch_of)
+        h5fl_file_decref(f->epoch_of);
     if (f->fapl >= 0)
         H5Pclose(f->fapl);
     if (f->fcpl >= 0)
@@ -631,7 +633,13 @@ void *h5fl_file_open(const char *name, unsigned flags, hid_t fapl, hid_t dxpl, v
          * its logs (@log.<epoch>.<rank>.*) belong to it alone. The claim is what makes an epoch one
          * writer's; the marker is the hint where to start looking (two writers may rewrite it in either
          * order: a later claim skips epochs already taken). Rank 0 claims for the communicator. */
-        if (st == 0 && (flags & H5F_ACC_RDWR)) {
+        h5fl_file_t *writer = (flags & H5F_ACC_RDWR) && f->size <= 1 ? h5fl_reg_find_serial_writer(name) : NULL;
+        if (st == 0 && writer) { /* this process writes it already: one epoch, one order (h5fl.h) */
+            f->epoch_of = h5fl_epoch_owner(writer);
+            f->epoch_of->o.rc++;
+            epoch = f->epoch_of->epoch;
+        }
+        else if (st == 0 && (flags & H5F_ACC_RDWR)) {
             uint64_t mine = 0;
             st = claim_epoch(name, epoch + 1, f->fsync, &mine);
             if (st == 0)

@@ -444,7 +444,7 @@ char *h5fl_anon_dir(h5fl_file_t *f)
 {
     char leaf[64];
     snprintf(leaf, sizeof leaf, H5FL_ANON_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-             (unsigned long long)f->anon_counter++);
+             (unsigned long long)h5fl_epoch_owner(f)->anon_counter++);
     return h5fl_join(f->o.dir, leaf);
 }
 

@@ -558,7 +558,7 @@ static int remove_away(h5fl_file_t *f, const char *dir, const char *path)
 {
     char leaf[64];
     snprintf(leaf, sizeof leaf, "@tmp.del.%llu.%llu", (unsigned long long)f->epoch,
-             (unsigned long long)f->create_counter++);
+             (unsigned long long)h5fl_epoch_owner(f)->create_counter++);
     char *to = h5fl_join(f->o.dir, leaf);
     if (!to)
         return -1;
@@ -636,7 +636,7 @@ static int link_delete(h5fl_obj_t *o, const H5VL_loc_params_t *lp)
         st = h5fl_hard_collect(loc.dir, &ids, &nids);
     char gone[64];
     snprintf(gone, sizeof gone, "/" H5FL_GONE_PREFIX "%llu.%llu", (unsigned long long)f->epoch,
-             (unsigned long long)f->gone_counter++);
+             (unsigned long long)h5fl_epoch_owner(f)->gone_counter++);
     if (st == 0 && f->rank == 0) {
         if (!busy) {
             st = remove_away(f, loc.dir, loc.path);
