@@ -783,7 +783,10 @@ static void per_file_waits(const char *below, const char *tag)
     H5ESclose(es);
     H5Dclose(da);
     CHECK(H5Fclose(a) >= 0);
-    CHECK(stat_of(sa, "waits") >= 1 && stat_of(sa, "failures") == 0);
+    /* A's read may or may not have found its write still queued: the H5ESwait above, a test that finds the
+     * request in progress, lets deferred work start (a program that only tests must not wait for ever), so the
+     * background thread may have written it already. */
+    CHECK(stat_of(sa, "waits") <= 1 && stat_of(sa, "failures") == 0);
     H5Pclose(fa);
     H5Pclose(fb);
 }
