@@ -158,8 +158,10 @@ def start(jobs: list[Job], tmp: Path, role: str, tc: TransportCase, ranks: int, 
 
 def failures(job: Job) -> dict[int, str]:
     """Rank → the message of the exception that ended it (``FAILED rank R: ...`` lines; no anchor: mpiexec may
-    join one rank's line to the middle of another's traceback line)."""
-    return {int(m.group(1)): m.group(2) for m in re.finditer(r"FAILED rank (\d+): (.*)$", job.text(), re.M)}
+    join one rank's line to the middle of another's traceback line, or another rank's line to its end)."""
+    # a rank's line may also run on into another rank's (each writes its line and its newline apart)
+    return {int(m.group(1)): m.group(2)
+            for m in re.finditer(r"FAILED rank (\d+): (.*?)(?=FAILED rank \d+: |$)", job.text(), re.M)}
 
 
 @pytest.mark.parametrize("tc", EVERY)

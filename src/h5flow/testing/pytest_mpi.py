@@ -36,6 +36,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "mpi(n=4, env=None, timeout=240): run the test on n MPI ranks under mpiexec"
     )
+    if IS_CHILD and not config.option.basetemp:
+        # A rank's own base directory under the job's shared one: pytest's numbered directories in the
+        # user's temporary directory, made and cleaned by every rank (and every other pytest) at once, race
+        # (an iterator of a directory removed meanwhile was left open: a ResourceWarning, an error under -W
+        # error). `tmp_path` in a child is then the rank's own directory.
+        rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or str(os.getpid())
+        config.option.basetemp = str(Path(os.environ[TMP_ENV]) / f".pytest-rank-{rank}")
 
 
 @pytest.fixture
