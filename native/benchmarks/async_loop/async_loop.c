@@ -295,6 +295,7 @@ static int run_loop(const struct options *o, double *row, struct results *r)
     /* explicit mode: two row buffers in turn, the second a copy of the first */
     double *bufs[2] = {row, o->explicit_mode ? malloc(o->step_bytes) : row};
     hid_t file = H5I_INVALID_HID, space = H5I_INVALID_HID, dset = H5I_INVALID_HID, es = H5I_INVALID_HID;
+    int rc = -1;
     if (!wall || !cpu || !post || !waits || !bufs[1]) {
         fprintf(stderr, PROG ": out of memory for %ld steps\n", o->steps);
         goto fail;
@@ -344,14 +345,8 @@ static int run_loop(const struct options *o, double *row, struct results *r)
     if (es >= 0)
         CHECK(H5ESclose(es));
     es = H5I_INVALID_HID;
-    free(wall);
-    free(cpu);
-    free(post);
-    free(waits);
-    if (bufs[1] != row)
-        free(bufs[1]);
-    return 0;
-fail:
+    rc = 0;
+fail: /* also the way out on success: every handle is closed and invalid by then */
     if (es >= 0) { /* nothing may still read the buffers when they are freed */
         size_t pending = 0;
         hbool_t failed = 0;
@@ -371,7 +366,7 @@ fail:
     free(waits);
     if (bufs[1] != row)
         free(bufs[1]);
-    return -1;
+    return rc;
 }
 
 /* reads FILE back through the same stack: row s must be s, then the pattern of the row buffer */
@@ -380,6 +375,7 @@ static int verify(const struct options *o, const double *row)
     hsize_t cols = (hsize_t)(o->step_bytes / 8);
     double *got = malloc(o->step_bytes);
     hid_t file = H5I_INVALID_HID, dset = H5I_INVALID_HID, fspace = H5I_INVALID_HID, mspace = H5I_INVALID_HID;
+    int rc = -1;
     if (!got) {
         fprintf(stderr, PROG ": out of memory for the read-back\n");
         return -1;
@@ -405,10 +401,11 @@ static int verify(const struct options *o, const double *row)
     H5Sclose(mspace);
     H5Sclose(fspace);
     H5Dclose(dset);
+    mspace = fspace = dset = H5I_INVALID_HID;
     CHECK(H5Fclose(file));
-    free(got);
-    return 0;
-fail:
+    file = H5I_INVALID_HID;
+    rc = 0;
+fail: /* also the way out on success */
     if (mspace >= 0)
         H5Sclose(mspace);
     if (fspace >= 0)
@@ -418,7 +415,7 @@ fail:
     if (file >= 0)
         H5Fclose(file);
     free(got);
-    return -1;
+    return rc;
 }
 
 static void print_json(const struct options *o, const struct results *r)
