@@ -160,16 +160,12 @@ static void obj_fini(h5fpt_obj_t *obj)
 
 /* Looked up on the application's thread (inside an HDF5 call) the first time a wait or a queued operation
  * needs it; a file handle's number comes from its open. */
-bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno)
+bool h5fa_identity_of(const h5fpt_obj_t *o, unsigned long *fileno, H5O_token_t *token)
 {
     h5fa_ext_t *e = o ? o->ext : NULL;
-    if (!e)
+    if (!e || o->type == H5I_FILE)
         return false;
-    if (o->type == H5I_FILE) {
-        *fileno = e->file->fileno;
-        return e->file->fileno_ok;
-    }
-    if (e->fileno_state == 0) {
+    if (e->fileno_state == 0) { /* looked up once per handle */
         H5O_info2_t oi;
         memset(&oi, 0, sizeof oi);
         H5VL_object_get_args_t ga = {.op_type = H5VL_OBJECT_GET_INFO};
@@ -183,10 +179,25 @@ bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno)
         }
         H5E_END_TRY
         e->fileno = oi.fileno;
+        e->token = oi.token;
         e->fileno_state = rc >= 0 ? 1 : -1;
     }
     *fileno = e->fileno;
+    *token = e->token;
     return e->fileno_state > 0;
+}
+
+bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno)
+{
+    h5fa_ext_t *e = o ? o->ext : NULL;
+    if (!e)
+        return false;
+    if (o->type == H5I_FILE) {
+        *fileno = e->file->fileno;
+        return e->file->fileno_ok;
+    }
+    H5O_token_t token;
+    return h5fa_identity_of(o, fileno, &token);
 }
 
 /* Whether an operation must wait for the queued ones first. On a parallel file every operation does

@@ -92,6 +92,7 @@ typedef struct h5fa_ext {
     h5fa_file_t *file; /* held */
     int fileno_state;  /* 0: not looked up yet, 1: known, -1: cannot be had */
     unsigned long fileno;
+    H5O_token_t token; /* the object's token in that file (known with fileno; not for a file) */
 } h5fa_ext_t;
 
 static inline h5fa_file_t *h5fa_file_of(const h5fpt_obj_t *o)
@@ -100,6 +101,9 @@ static inline h5fa_file_t *h5fa_file_of(const h5fpt_obj_t *o)
 }
 /* The number of the file object o lies in: true with it in *fileno, false when it cannot be had. */
 bool h5fa_fileno_of(const h5fpt_obj_t *o, unsigned long *fileno);
+/* The number of the file a (non-file) object lies in and its token there, which name the object whatever the
+ * handle (two handles of one dataset give the same): true with both set, false when they cannot be had. */
+bool h5fa_identity_of(const h5fpt_obj_t *o, unsigned long *fileno, H5O_token_t *token);
 
 /* --- the queue (queue.c) ----------------------------------------------------------------------- */
 /* Queue a write of count datasets (their buffers copied first); req != NULL: an event-set request is

@@ -623,23 +623,9 @@ static bool in_batch(task_t **batch, size_t n, const item_t *it)
     return false;
 }
 
-/* Learn which dataset a queued write's handle names (its file number and object token), for in_batch. */
-static void identify(item_t *it)
-{
-    H5O_info2_t info;
-    H5VL_loc_params_t loc = {.obj_type = H5I_DATASET, .type = H5VL_OBJECT_BY_SELF};
-    H5VL_object_get_args_t args = {.op_type = H5VL_OBJECT_GET_INFO};
-    args.args.get_info.oinfo = &info;
-    args.args.get_info.fields = H5O_INFO_BASIC;
-    if (H5VLobject_get(it->dset->under_object, &loc, it->dset->under_vol_id, &args, H5P_DATASET_XFER_DEFAULT,
-                       NULL) < 0) {
-        H5Eclear2(H5E_DEFAULT); /* unknown: never batched with another dataset */
-        return;
-    }
-    it->fileno = info.fileno;
-    it->token = info.token;
-    it->has_id = true;
-}
+/* Learn which dataset a queued write's handle names (its file number and object token, looked up once per
+ * handle), for in_batch; unknown: never batched with another dataset. */
+static void identify(item_t *it) { it->has_id = h5fa_identity_of(it->dset, &it->fileno, &it->token); }
 
 #define MAX_BATCH 32
 
